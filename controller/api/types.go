@@ -1,0 +1,131 @@
+// Package api holds the agent API: the types that travel between the CNI plugin and the node agent over
+// the agent's unix socket, and the client the plugin uses. It is the only part of controller/ that cni/
+// imports, so it depends on nothing else of eniwire.
+package api
+
+import "time"
+
+// Version is the path prefix of every endpoint; a breaking change to the types gets a new one.
+const Version = "v1"
+
+// DefaultSocket is where the agent listens unless configured otherwise.
+const DefaultSocket = "/run/eniwire/agent.sock"
+
+// Endpoint paths, relative to the socket.
+const (
+	PathAssign      = "/" + Version + "/assign"
+	PathRelease     = "/" + Version + "/release"
+	PathCheck       = "/" + Version + "/check"
+	PathAssignments = "/" + Version + "/assignments"
+	PathStatus      = "/" + Version + "/status"
+	PathGC          = "/" + Version + "/gc"
+)
+
+// PodIdentity names the Kubernetes pod an assignment belongs to, as the runtime passes it in CNI_ARGS.
+type PodIdentity struct {
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	UID       string `json:"uid,omitempty"`
+}
+
+// Attachment is the key of an assignment: a container's interface, as CNI identifies it.
+type Attachment struct {
+	ContainerID string `json:"containerID"`
+	IfName      string `json:"ifName"`
+}
+
+// AssignRequest asks the agent for an IP for one container interface. A repeated request for the same
+// attachment returns the same assignment.
+type AssignRequest struct {
+	Attachment
+	Netns       string      `json:"netns"`
+	Pod         PodIdentity `json:"pod"`
+	HostVeth    string      `json:"hostVeth"`
+	HostIfindex int         `json:"hostIfindex"`
+}
+
+// Assignment is an IP given to a container interface, as the agent persisted it before answering.
+type Assignment struct {
+	Attachment
+	Netns       string      `json:"netns"`
+	Pod         PodIdentity `json:"pod"`
+	HostVeth    string      `json:"hostVeth"`
+	HostIfindex int         `json:"hostIfindex"`
+	// IP is the pod's IPv4 address (a secondary private IP of ENI).
+	IP string `json:"ip"`
+	// ENI is the id of the ENI that owns IP; ENIMAC its MAC and DeviceIndex its attachment's device index.
+	ENI         string `json:"eni"`
+	ENIMAC      string `json:"eniMAC"`
+	DeviceIndex int    `json:"deviceIndex"`
+	// SubnetCIDR is the ENI's subnet and Gateway its router (the subnet's first host address).
+	SubnetCIDR string    `json:"subnetCIDR"`
+	Gateway    string    `json:"gateway"`
+	AssignedAt time.Time `json:"assignedAt"`
+}
+
+// ReleaseRequest gives an attachment's IP back. Releasing an unknown attachment succeeds with Released false.
+type ReleaseRequest struct {
+	Attachment
+}
+
+// ReleaseResponse says whether the agent held an assignment for the attachment, and which.
+type ReleaseResponse struct {
+	Released   bool        `json:"released"`
+	Assignment *Assignment `json:"assignment,omitempty"`
+}
+
+// CheckRequest asks for the agent's record of one attachment.
+type CheckRequest struct {
+	Attachment
+}
+
+// GCRequest lists the attachments the runtime still knows; the agent releases every other assignment.
+type GCRequest struct {
+	Valid []Attachment `json:"valid"`
+}
+
+// GCResponse lists what GC released.
+type GCResponse struct {
+	Released []Assignment `json:"released"`
+}
+
+// ENIStatus is one ENI as the agent's books hold it.
+type ENIStatus struct {
+	ID                  string   `json:"id"`
+	MAC                 string   `json:"mac"`
+	DeviceIndex         int      `json:"deviceIndex"`
+	State               string   `json:"state"`
+	Primary             bool     `json:"primary"`
+	DeleteOnTermination bool     `json:"deleteOnTermination"`
+	SubnetCIDR          string   `json:"subnetCIDR"`
+	IPs                 []string `json:"ips"`
+	Assigned            int      `json:"assigned"`
+	Warm                int      `json:"warm"`
+	Cooldown            int      `json:"cooldown"`
+}
+
+// PendingOp is an ENI operation the journal holds that has not reached a resting state.
+type PendingOp struct {
+	OpID  string    `json:"opID"`
+	ENI   string    `json:"eni,omitempty"`
+	State string    `json:"state"`
+	Since time.Time `json:"since"`
+	Error string    `json:"error,omitempty"`
+}
+
+// Status is the agent's view of the node: readiness, ENIs, IP counts and pending work.
+type Status struct {
+	Ready        bool        `json:"ready"`
+	Reason       string      `json:"reason,omitempty"`
+	InstanceID   string      `json:"instanceID"`
+	InstanceType string      `json:"instanceType"`
+	MaxENIs      int         `json:"maxENIs"`
+	IPsPerENI    int         `json:"ipsPerENI"`
+	ENIs         []ENIStatus `json:"enis"`
+	Assigned     int         `json:"assigned"`
+	Warm         int         `json:"warm"`
+	Cooldown     int         `json:"cooldown"`
+	Pending      []PendingOp `json:"pending"`
+	// PoolStatus is the pool manager's last word, e.g. "subnet exhausted, backing off until ...".
+	PoolStatus string `json:"poolStatus,omitempty"`
+}
