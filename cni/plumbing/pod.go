@@ -1,0 +1,151 @@
+package plumbing
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+)
+
+// GatewayIP is the pod's next hop: an address no one holds. The pod reaches it through a permanent neighbour
+// entry naming the host veth's MAC, so the host needs no address and answers no ARP for it.
+var GatewayIP = net.IPv4(169, 254, 1, 1).To4()
+
+// ErrMismatch is returned (wrapped) by VerifyPod when the pod's namespace differs from what it should hold.
+var ErrMismatch = errors.New("pod network does not match the assignment")
+
+// PodConfig is what the pod side of the veth carries.
+type PodConfig struct {
+	IfName  string
+	IP      net.IP
+	HostMAC net.HardwareAddr
+	MTU     int
+}
+
+// ConfigurePod puts cfg's /32 on the interface, a link route to GatewayIP, a permanent neighbour entry for it
+// and a default route through it. Every step replaces, so running it twice leaves the same state.
+func ConfigurePod(netnsPath string, cfg PodConfig) error {
+	err := ns.WithNetNSPath(netnsPath, func(ns.NetNS) error {
+		link, err := linkByName(cfg.IfName)
+		if err != nil {
+			return fmt.Errorf("looking up %s in the pod: %w", cfg.IfName, err)
+		}
+		idx := link.Attrs().Index
+		addr := &netlink.Addr{IPNet: hostNet(cfg.IP)}
+		if err := netlink.AddrReplace(link, addr); err != nil {
+			return fmt.Errorf("adding address %s to %s: %w", addr.IPNet, cfg.IfName, err)
+		}
+		if err := netlink.RouteReplace(gatewayRoute(idx)); err != nil {
+			return fmt.Errorf("adding route to %s: %w", GatewayIP, err)
+		}
+		neigh := &netlink.Neigh{
+			LinkIndex: idx, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
+			IP: GatewayIP, HardwareAddr: cfg.HostMAC,
+		}
+		if err := netlink.NeighSet(neigh); err != nil {
+			return fmt.Errorf("adding neighbour %s -> %s: %w", GatewayIP, cfg.HostMAC, err)
+		}
+		if err := netlink.RouteReplace(defaultRoute(idx)); err != nil {
+			return fmt.Errorf("adding default route via %s: %w", GatewayIP, err)
+		}
+		return nil
+	})
+	if err != nil && isMissingNS(err) {
+		return fmt.Errorf("%w: %s", ErrNetnsMissing, netnsPath)
+	}
+	return err
+}
+
+// VerifyPod checks that the pod's namespace holds exactly what ConfigurePod puts there. Errors wrap
+// ErrMismatch (or ErrNetnsMissing) and say what differs.
+func VerifyPod(netnsPath string, cfg PodConfig) error {
+	err := ns.WithNetNSPath(netnsPath, func(ns.NetNS) error {
+		link, err := linkByName(cfg.IfName)
+		if err != nil {
+			return fmt.Errorf("%w: interface %s: %w", ErrMismatch, cfg.IfName, err)
+		}
+		idx := link.Attrs().Index
+		if link.Attrs().OperState == netlink.OperDown || link.Attrs().Flags&net.FlagUp == 0 {
+			return fmt.Errorf("%w: interface %s is down", ErrMismatch, cfg.IfName)
+		}
+		if cfg.MTU != 0 && link.Attrs().MTU != cfg.MTU {
+			return fmt.Errorf("%w: %s has MTU %d, want %d", ErrMismatch, cfg.IfName, link.Attrs().MTU, cfg.MTU)
+		}
+		addrs, err := addrList(link)
+		if err != nil {
+			return fmt.Errorf("listing addresses of %s: %w", cfg.IfName, err)
+		}
+		want := hostNet(cfg.IP).String()
+		found := false
+		for _, a := range addrs {
+			if a.IPNet.String() == want {
+				found = true
+			} else {
+				return fmt.Errorf("%w: %s carries %s besides %s", ErrMismatch, cfg.IfName, a.IPNet, want)
+			}
+		}
+		if !found {
+			return fmt.Errorf("%w: %s lacks address %s", ErrMismatch, cfg.IfName, want)
+		}
+		routes, err := routeList(link)
+		if err != nil {
+			return fmt.Errorf("listing routes of %s: %w", cfg.IfName, err)
+		}
+		if !hasRoute(routes, gatewayRoute(idx)) {
+			return fmt.Errorf("%w: no route to %s on %s", ErrMismatch, GatewayIP, cfg.IfName)
+		}
+		if !hasRoute(routes, defaultRoute(idx)) {
+			return fmt.Errorf("%w: no default route via %s on %s", ErrMismatch, GatewayIP, cfg.IfName)
+		}
+		neighs, err := neighList(idx)
+		if err != nil {
+			return fmt.Errorf("listing neighbours of %s: %w", cfg.IfName, err)
+		}
+		for _, n := range neighs {
+			if n.IP.Equal(GatewayIP) {
+				if n.State&netlink.NUD_PERMANENT == 0 || n.HardwareAddr.String() != cfg.HostMAC.String() {
+					return fmt.Errorf("%w: neighbour %s is %s (state %#x), want permanent %s",
+						ErrMismatch, GatewayIP, n.HardwareAddr, n.State, cfg.HostMAC)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("%w: no neighbour entry for %s", ErrMismatch, GatewayIP)
+	})
+	if err != nil && isMissingNS(err) {
+		return fmt.Errorf("%w: %s", ErrNetnsMissing, netnsPath)
+	}
+	return err
+}
+
+func hostNet(ip net.IP) *net.IPNet {
+	return &net.IPNet{IP: ip.To4(), Mask: net.CIDRMask(32, 32)}
+}
+
+func gatewayRoute(linkIndex int) *netlink.Route {
+	return &netlink.Route{LinkIndex: linkIndex, Dst: hostNet(GatewayIP), Scope: netlink.SCOPE_LINK, Family: syscall.AF_INET}
+}
+
+func defaultRoute(linkIndex int) *netlink.Route {
+	return &netlink.Route{
+		LinkIndex: linkIndex, Dst: &net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)},
+		Gw: GatewayIP, Scope: netlink.SCOPE_UNIVERSE, Family: syscall.AF_INET,
+	}
+}
+
+// hasRoute matches on what makes the route ours: destination, gateway and device.
+func hasRoute(routes []netlink.Route, want *netlink.Route) bool {
+	for _, r := range routes {
+		dst := "0.0.0.0/0"
+		if r.Dst != nil {
+			dst = r.Dst.String()
+		}
+		if dst == want.Dst.String() && r.Gw.Equal(want.Gw) && r.LinkIndex == want.LinkIndex && r.Table == syscall.RT_TABLE_MAIN {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,239 @@
+// Package cnitest holds what the CNI plugin's tests share: a hand-written agent double that serves the
+// controller/api protocol from an in-memory pool, and helpers that make node and pod network namespaces.
+// Its _test files drive the built plugin through libcni, cnitool and containerd's CRI.
+package cnitest
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/eniwire/eniwire/controller/api"
+)
+
+// AgentDouble answers the agent API from a fixed list of IPs, stateful like the real agent: an assignment is
+// kept per attachment, a repeated Assign returns it, and an empty pool answers CodeNoIPAvailable. Like the
+// agent it adds the host route podIP/32 dev <host veth> in the node's namespace.
+type AgentDouble struct {
+	Socket string
+
+	mu       sync.Mutex
+	free     []string
+	assigned map[api.Attachment]*api.Assignment
+	ready    bool
+	reason   string
+	badIP    bool
+	calls    map[string]int
+	routes   *netlink.Handle
+}
+
+// StartAgentDouble serves on a socket in a temp dir until the test ends. node is where host routes go (nil:
+// no routes).
+func StartAgentDouble(t testing.TB, node ns.NetNS, ips []string) *AgentDouble {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "eniwire-agent-")
+	if err != nil {
+		t.Fatalf("making socket dir: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	d := &AgentDouble{
+		Socket:   dir + "/agent.sock",
+		free:     slices.Clone(ips),
+		assigned: map[api.Attachment]*api.Assignment{},
+		ready:    true,
+		calls:    map[string]int{},
+	}
+	if node != nil {
+		h, err := netlink.NewHandleAt(netns.NsHandle(node.Fd()))
+		if err != nil {
+			t.Fatalf("opening netlink in the node namespace: %v", err)
+		}
+		d.routes = h
+		t.Cleanup(h.Close)
+	}
+	l, err := net.Listen("unix", d.Socket)
+	if err != nil {
+		t.Fatalf("listening on %s: %v", d.Socket, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+api.PathAssign, handle(d, d.assign))
+	mux.HandleFunc("POST "+api.PathRelease, handle(d, d.release))
+	mux.HandleFunc("POST "+api.PathCheck, handle(d, d.check))
+	mux.HandleFunc("POST "+api.PathGC, handle(d, d.gc))
+	mux.HandleFunc("GET "+api.PathStatus, handle(d, func(struct{}) (any, error) { return d.status(), nil }))
+	mux.HandleFunc("GET "+api.PathAssignments, handle(d, func(struct{}) (any, error) { return d.Assignments(), nil }))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return d
+}
+
+// SetReady makes Status (and Assign) answer not ready with reason while ready is false.
+func (d *AgentDouble) SetReady(ready bool, reason string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.ready, d.reason = ready, reason
+}
+
+// AnswerBadIPOnce makes the next Assign record an assignment whose IP the plugin cannot use, so the plugin
+// fails after the agent assigned.
+func (d *AgentDouble) AnswerBadIPOnce() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.badIP = true
+}
+
+// Assignments lists what the double holds, in no particular order.
+func (d *AgentDouble) Assignments() []api.Assignment {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]api.Assignment, 0, len(d.assigned))
+	for _, a := range d.assigned {
+		out = append(out, *a)
+	}
+	return out
+}
+
+// Calls is how often the endpoint path was called.
+func (d *AgentDouble) Calls(path string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.calls[path]
+}
+
+// Free is how many IPs the double can still hand out.
+func (d *AgentDouble) Free() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.free)
+}
+
+func (d *AgentDouble) assign(req api.AssignRequest) (any, error) {
+	if req.ContainerID == "" || req.IfName == "" || req.HostIfindex == 0 {
+		return nil, &api.Error{Code: api.CodeBadRequest, Message: "containerID, ifName and hostIfindex are required"}
+	}
+	if !d.ready {
+		return nil, &api.Error{Code: api.CodeNotReady, Message: d.reason, Retryable: true}
+	}
+	if a, ok := d.assigned[req.Attachment]; ok {
+		return a, nil
+	}
+	if len(d.free) == 0 {
+		return nil, &api.Error{Code: api.CodeNoIPAvailable, Message: "pool empty", Retryable: true}
+	}
+	ip := d.free[0]
+	d.free = d.free[1:]
+	a := &api.Assignment{
+		Attachment: req.Attachment, Netns: req.Netns, Pod: req.Pod, HostVeth: req.HostVeth,
+		HostIfindex: req.HostIfindex, IP: ip, ENI: "eni-double", ENIMAC: "02:00:00:00:00:01", DeviceIndex: 1,
+		SubnetCIDR: "10.213.0.0/16", Gateway: "10.213.0.1", AssignedAt: time.Now(),
+	}
+	if d.badIP {
+		d.badIP = false
+		a.IP = "not-an-ip"
+	} else if d.routes != nil {
+		r := &netlink.Route{LinkIndex: req.HostIfindex, Dst: &net.IPNet{IP: net.ParseIP(ip).To4(), Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK}
+		if err := d.routes.RouteReplace(r); err != nil {
+			d.free = append(d.free, ip)
+			return nil, &api.Error{Code: api.CodeInternal, Message: fmt.Sprintf("adding host route: %v", err)}
+		}
+	}
+	d.assigned[req.Attachment] = a
+	return a, nil
+}
+
+func (d *AgentDouble) release(req api.ReleaseRequest) (any, error) {
+	a, ok := d.assigned[req.Attachment]
+	if !ok {
+		return &api.ReleaseResponse{}, nil
+	}
+	d.drop(a)
+	return &api.ReleaseResponse{Released: true, Assignment: a}, nil
+}
+
+func (d *AgentDouble) drop(a *api.Assignment) {
+	delete(d.assigned, a.Attachment)
+	if ip := net.ParseIP(a.IP); ip != nil {
+		d.free = append(d.free, a.IP)
+		if d.routes != nil {
+			// The route usually went with the veth already.
+			_ = d.routes.RouteDel(&netlink.Route{LinkIndex: a.HostIfindex, Dst: &net.IPNet{IP: ip.To4(), Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK})
+		}
+	}
+}
+
+func (d *AgentDouble) check(req api.CheckRequest) (any, error) {
+	a, ok := d.assigned[req.Attachment]
+	if !ok {
+		return nil, &api.Error{Code: api.CodeNotFound, Message: "no assignment for " + req.ContainerID}
+	}
+	return a, nil
+}
+
+func (d *AgentDouble) gc(req api.GCRequest) (any, error) {
+	resp := &api.GCResponse{Released: []api.Assignment{}}
+	for att, a := range d.assigned {
+		if !slices.Contains(req.Valid, att) {
+			d.drop(a)
+			resp.Released = append(resp.Released, *a)
+		}
+	}
+	return resp, nil
+}
+
+func (d *AgentDouble) status() *api.Status {
+	return &api.Status{Ready: d.ready, Reason: d.reason, Assigned: len(d.assigned), Warm: len(d.free),
+		PoolStatus: fmt.Sprintf("%d free", len(d.free))}
+}
+
+// handle decodes the request body into In, runs f under the double's lock and writes its answer or error.
+func handle[In any](d *AgentDouble, f func(In) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var in In
+		if r.Method == http.MethodPost {
+			if err := json.NewDecoder(r.Body).Decode(&in); err != nil {
+				writeJSON(w, http.StatusBadRequest, &api.Error{Code: api.CodeBadRequest, Message: err.Error()})
+				return
+			}
+		}
+		d.mu.Lock()
+		d.calls[r.URL.Path]++
+		out, err := f(in)
+		d.mu.Unlock()
+		if err != nil {
+			var ae *api.Error
+			if !errors.As(err, &ae) {
+				ae = &api.Error{Code: api.CodeInternal, Message: err.Error()}
+			}
+			status := http.StatusInternalServerError
+			switch ae.Code {
+			case api.CodeNotFound:
+				status = http.StatusNotFound
+			case api.CodeBadRequest:
+				status = http.StatusBadRequest
+			case api.CodeNoIPAvailable, api.CodeNotReady:
+				status = http.StatusServiceUnavailable
+			}
+			writeJSON(w, status, ae)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

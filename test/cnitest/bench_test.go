@@ -1,0 +1,101 @@
+package cnitest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/eniwire/eniwire/internal/testenv"
+)
+
+const benchPods = 200
+
+// BenchmarkAddDelThroughLibcni wires and unwires benchPods pods through libcni with the built binary and a warm
+// pool (the agent double answers from memory), and reports p50/p99 of ADD and DEL and the plugin's peak RSS.
+// Run it with: go test -run '^$' -bench AddDel -benchtime 1x ./test/cnitest
+func BenchmarkAddDelThroughLibcni(b *testing.B) {
+	testenv.RequireRoot(b)
+	node := NewNode(b, "10.217.255.1")
+	ips := make([]string, 0, benchPods)
+	for i := range benchPods {
+		ips = append(ips, fmt.Sprintf("10.217.%d.%d", i/200, 10+i%200))
+	}
+	agent := StartAgentDouble(b, node, ips)
+	list := deployConflist(b, agent.Socket, "1.0.0", false)
+	cninet := newLibcni(b)
+	pods := make([]ns.NetNS, benchPods)
+	for i := range pods {
+		pods[i] = NewNS(b)
+	}
+	ctx := context.Background()
+	var adds, dels []time.Duration
+	for b.Loop() {
+		adds, dels = adds[:0], dels[:0]
+		for i, pod := range pods {
+			rt := runtimeConf(fmt.Sprintf("bench-%d", i), pod)
+			start := time.Now()
+			if err := inNode(b, node, func() error { _, err := cninet.AddNetworkList(ctx, list, rt); return err }); err != nil {
+				b.Fatalf("ADD %d: %v", i, err)
+			}
+			adds = append(adds, time.Since(start))
+		}
+		for i, pod := range pods {
+			rt := runtimeConf(fmt.Sprintf("bench-%d", i), pod)
+			start := time.Now()
+			if err := inNode(b, node, func() error { return cninet.DelNetworkList(ctx, list, rt) }); err != nil {
+				b.Fatalf("DEL %d: %v", i, err)
+			}
+			dels = append(dels, time.Since(start))
+		}
+	}
+	b.ReportMetric(ms(percentile(adds, 50)), "add-p50-ms")
+	b.ReportMetric(ms(percentile(adds, 99)), "add-p99-ms")
+	b.ReportMetric(ms(percentile(dels, 50)), "del-p50-ms")
+	b.ReportMetric(ms(percentile(dels, 99)), "del-p99-ms")
+	b.ReportMetric(float64(peakRSS(b, node, agent.Socket)), "plugin-peak-rss-KiB")
+	if p99 := percentile(adds, 99); p99 > 50*time.Millisecond {
+		b.Logf("ADD p99 %v is over the 50 ms target", p99)
+	}
+}
+
+// peakRSS execs one ADD and one DEL directly (libcni hides the process) and returns the larger max RSS in KiB.
+func peakRSS(b *testing.B, node ns.NetNS, socket string) int64 {
+	pod := NewNS(b)
+	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"eniwire-rss","type":"eniwire","agentSocket":%q}`, socket)
+	var peak int64
+	for _, cmd := range []string{"ADD", "DEL"} {
+		c := exec.Command(filepath.Join(pluginDir, "eniwire"))
+		c.Env = []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=rss", "CNI_NETNS=" + pod.Path(), "CNI_IFNAME=eth0",
+			"CNI_PATH=" + pluginDir, "PATH=" + os.Getenv("PATH")}
+		c.Stdin = strings.NewReader(conf)
+		if err := inNode(b, node, func() error { out, err := c.CombinedOutput(); return wrapOut(err, out) }); err != nil {
+			b.Fatalf("%s for RSS: %v", cmd, err)
+		}
+		peak = max(peak, c.ProcessState.SysUsage().(*syscall.Rusage).Maxrss)
+	}
+	return peak
+}
+
+func wrapOut(err error, out []byte) error {
+	if err != nil {
+		return fmt.Errorf("%w: %s", err, out)
+	}
+	return nil
+}
+
+func percentile(d []time.Duration, p int) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[(len(s)-1)*p/100]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
