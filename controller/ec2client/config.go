@@ -1,0 +1,141 @@
+package ec2client
+
+import (
+	"time"
+
+	"github.com/eniwire/eniwire/internal/clock"
+)
+
+// Bucket is the client-side token bucket of one EC2 action: RatePerSec tokens are added per second, up to Burst.
+type Bucket struct {
+	RatePerSec float64 `json:"ratePerSec"`
+	Burst      int     `json:"burst"`
+}
+
+// nodeShare is the fraction of an account bucket one node takes by default. AWS throttles per account and
+// Region, and every node of a cluster draws from the same buckets; a tenth leaves room for ten busy nodes (or
+// many mostly idle ones) plus whatever else the account runs, before AWS's own bucket ever runs dry.
+const nodeShare = 0.1
+
+// minDefaultRate keeps a per-node default usable even for actions with a small account refill rate.
+const minDefaultRate = 0.5
+
+// accountBuckets are AWS's default request token buckets (max capacity, refill per second) for the actions
+// eniwire calls ("Request throttling for the Amazon EC2 API", reference/ec2-api.md §1.2-1.3). Describe calls are
+// listed with the larger filtered/paginated bucket: the controller always filters.
+var accountBuckets = map[string]struct{ capacity, refill float64 }{
+	"CreateNetworkInterface":          {100, 5},  // uncategorized
+	"AttachNetworkInterface":          {50, 5},   // mutating
+	"ModifyNetworkInterfaceAttribute": {100, 5},  // uncategorized
+	"DetachNetworkInterface":          {50, 5},   // mutating
+	"DeleteNetworkInterface":          {100, 5},  // uncategorized
+	"AssignPrivateIpAddresses":        {100, 5},  // uncategorized
+	"UnassignPrivateIpAddresses":      {100, 5},  // uncategorized
+	"CreateTags":                      {100, 10}, // uncategorized
+	"DescribeNetworkInterfaces":       {100, 20}, // non-mutating
+	"DescribeInstances":               {100, 20}, // non-mutating
+	"DescribeInstanceTypes":           {100, 20}, // non-mutating
+	"DescribeSubnets":                 {100, 20}, // non-mutating
+	// Called without filter and pagination, these two draw from AWS's smaller unfiltered bucket.
+	"DescribeNetworkInterfaces/unfiltered": {50, 10},
+	"DescribeInstances/unfiltered":         {50, 10},
+}
+
+// DefaultBuckets returns the per-node default bucket of every action: a tenth of AWS's account refill rate
+// (at least 0.5/s) and a tenth of its capacity (at least 1). The resulting numbers:
+//
+//	CreateNetworkInterface, ModifyNetworkInterfaceAttribute, DeleteNetworkInterface,
+//	AssignPrivateIpAddresses, UnassignPrivateIpAddresses        0.5/s burst 10
+//	AttachNetworkInterface, DetachNetworkInterface              0.5/s burst 5
+//	CreateTags                                                  1/s   burst 10
+//	DescribeNetworkInterfaces, DescribeInstances,
+//	DescribeInstanceTypes, DescribeSubnets                      2/s   burst 10
+//	DescribeNetworkInterfaces/unfiltered, DescribeInstances/unfiltered
+//	(no filter, no ID list, no pagination)                      1/s   burst 5
+func DefaultBuckets() map[string]Bucket {
+	out := make(map[string]Bucket, len(accountBuckets))
+	for action, b := range accountBuckets {
+		out[action] = Bucket{
+			RatePerSec: max(b.refill*nodeShare, minDefaultRate),
+			Burst:      max(int(b.capacity*nodeShare), 1),
+		}
+	}
+	return out
+}
+
+// fallbackBucket is used for an action missing from both the configuration and the defaults (a method added
+// to EC2API later): the smallest default, so that a forgotten entry errs on the side of the account's budget.
+var fallbackBucket = Bucket{RatePerSec: minDefaultRate, Burst: 5}
+
+// Config tunes the wrapper. The zero value of every field means its default.
+type Config struct {
+	// Buckets overrides the default bucket of the actions it names (action name as in the EC2 API, e.g.
+	// "AssignPrivateIpAddresses", or "DescribeNetworkInterfaces/unfiltered" and "DescribeInstances/unfiltered"
+	// for those calls without filter, ID list or pagination); actions it does not name keep DefaultBuckets.
+	Buckets map[string]Bucket
+
+	// BackoffBase and BackoffCap shape the full-jitter backoff after a throttle: the delay before retry n
+	// (n = 0, 1, ...) is uniform in [0, min(BackoffCap, BackoffBase*2^n)). Defaults 1 s and 20 s, the values
+	// the SDK itself uses for throttles.
+	BackoffBase time.Duration
+	BackoffCap  time.Duration
+	// MaxAttempts is the number of attempts of one call under throttling, the first included (default 6,
+	// about 30 s of expected backoff). A context deadline ends the retries earlier.
+	MaxAttempts int
+
+	// DecreaseFactor multiplies an action's local rate on each throttle (default 0.5). MinRateFraction is the
+	// floor of that cut as a fraction of the configured rate (default 0.1). RecoveryFraction is the additive
+	// step back toward the configured rate on each success, as a fraction of it (default 0.05, so a rate cut
+	// to the floor is whole again after 18 successes).
+	DecreaseFactor   float64
+	MinRateFraction  float64
+	RecoveryFraction float64
+
+	// Clock is the time source of every wait (default clock.Real).
+	Clock clock.Clock
+	// Rand returns a uniform float64 in [0, 1) for the jitter (default math/rand/v2).
+	Rand func() float64
+}
+
+func (c Config) withDefaults() Config {
+	if c.BackoffBase <= 0 {
+		c.BackoffBase = time.Second
+	}
+	if c.BackoffCap <= 0 {
+		c.BackoffCap = 20 * time.Second
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 6
+	}
+	if c.DecreaseFactor <= 0 || c.DecreaseFactor >= 1 {
+		c.DecreaseFactor = 0.5
+	}
+	if c.MinRateFraction <= 0 || c.MinRateFraction > 1 {
+		c.MinRateFraction = 0.1
+	}
+	if c.RecoveryFraction <= 0 {
+		c.RecoveryFraction = 0.05
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	return c
+}
+
+// bucketFor resolves the bucket of one action: configuration first, then the defaults.
+func (c Config) bucketFor(action string) Bucket {
+	b, ok := c.Buckets[action]
+	if !ok {
+		var known bool
+		if b, known = DefaultBuckets()[action]; !known {
+			b = fallbackBucket
+		}
+	}
+	if b.RatePerSec <= 0 {
+		b.RatePerSec = fallbackBucket.RatePerSec
+	}
+	if b.Burst < 1 {
+		b.Burst = 1
+	}
+	return b
+}
