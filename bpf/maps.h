@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The maps shared by eniwire's tc programs and its Go loader (datapath/).
+ *
+ * Every address is 16 bytes: IPv4 is stored IPv4-mapped (::ffff:a.b.c.d), which is what Go's
+ * netip.Addr.As16 yields, so IPv6 can follow without a second set of maps or a key change. Every struct
+ * here that Go reads is listed with -type in gen.go; changing one is a map migration (see datapath/pin.go). */
+#pragma once
+
+#include <linux/types.h>
+#include <bpf/bpf_helpers.h>
+
+#define ENIWIRE_MAX_PODS 65536
+#define ENIWIRE_MAX_ENIS 256
+#define ENIWIRE_MAX_ROUTES 1024
+#define ENIWIRE_MAX_HOST_FLOWS 262144
+
+/* An address, IPv4-mapped for IPv4. */
+struct ip_addr {
+	__u8 addr[16];
+};
+
+/* pods: pod IP -> where the pod is. */
+struct pod_value {
+	__u32 host_ifindex; /* host end of the pod's veth */
+	__u32 eni_ifindex;  /* the ENI whose secondary IP the pod holds */
+	__u32 flags;        /* reserved for per-pod policy (e.g. no-SNAT); 0 today */
+	__u32 pad;
+};
+
+/* enis: ENI ifindex -> how to leave through it. */
+struct eni_value {
+	struct ip_addr gateway; /* next hop for bpf_redirect_neigh: the subnet's router (.1) */
+	struct ip_addr subnet;  /* the ENI's subnet, for operators and for IPv6 later */
+	__u8 subnet_prefixlen;  /* in IPv4-mapped bits (96 + IPv4 length) */
+	__u8 family;            /* AF_INET or AF_INET6 of the gateway */
+	__u8 mac[6];            /* the ENI's MAC, for operators */
+};
+
+/* routes: destination prefix -> what from_pod does with it (LPM trie). */
+struct route_key {
+	__u32 prefixlen; /* IPv4-mapped bits: 96 + IPv4 length */
+	struct ip_addr dst;
+};
+
+enum route_kind {
+	ROUTE_VPC = 1,  /* a VPC CIDR: leave by the pod's own ENI */
+	ROUTE_HOST = 2, /* the node's own addresses and host-only ranges (Service CIDR): host stack */
+};
+
+struct route_value {
+	enum route_kind kind;
+};
+
+/* host_flows: a flow that from_pod handed to the host stack (which may NAT it), by the pod's end. */
+struct flow_key {
+	struct ip_addr pod;
+	__u16 pod_port; /* network order; ICMP echo id for ICMP; 0 for other protocols and fragments */
+	__u8 protocol;
+	__u8 pad;
+};
+
+/* counters: per-CPU packets and bytes by verdict. Values are part of the API (Prometheus labels). */
+enum verdict {
+	VERDICT_FROM_POD_OUT_ENI = 0,    /* from_pod: out of the pod's ENI (redirect_neigh) */
+	VERDICT_FROM_POD_TO_PEER = 1,    /* from_pod: to a pod on this node (redirect_peer) */
+	VERDICT_FROM_POD_TO_HOST = 2,    /* from_pod: handed to the host stack */
+	VERDICT_FROM_POD_SPOOF = 3,      /* from_pod: dropped, source is not a known pod */
+	VERDICT_FROM_POD_MALFORMED = 4,  /* from_pod: dropped, truncated IPv4 header */
+	VERDICT_FROM_POD_NON_IPV4 = 5,   /* from_pod: not IPv4 (ARP, IPv6), passed to the host */
+	VERDICT_FROM_POD_NO_ENI = 6,     /* from_pod: the pod's ENI has no entry, passed to the host */
+	VERDICT_TO_VPC_REROUTED = 7,     /* to_vpc: a pod of another ENI, moved to its own ENI */
+	VERDICT_TO_VPC_PASS = 8,         /* to_vpc: left as routed */
+	VERDICT_TO_POD_TO_PEER = 9,      /* to_pod: into the pod (redirect_peer) */
+	VERDICT_TO_POD_NAT_REPLY = 10,   /* to_pod: reply of a host-handled flow, to the host for un-NAT */
+	VERDICT_TO_POD_PASS = 11,        /* to_pod: not for a pod, passed to the host */
+	VERDICT_REDIRECT_FAILED = 12,    /* a redirect helper refused (e.g. ifindex gone); dropped */
+	VERDICT_MAX = 13,
+};
+
+struct counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* pod_stats: per-CPU traffic of each pod, by its IP. */
+struct pod_traffic {
+	__u64 tx_packets; /* sent by the pod (seen by from_pod) */
+	__u64 tx_bytes;
+	__u64 rx_packets; /* delivered to the pod by redirect_peer */
+	__u64 rx_bytes;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ENIWIRE_MAX_PODS);
+	__type(key, struct ip_addr);
+	__type(value, struct pod_value);
+} pods SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ENIWIRE_MAX_ENIS);
+	__type(key, __u32);
+	__type(value, struct eni_value);
+} enis SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, ENIWIRE_MAX_ROUTES);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct route_key);
+	__type(value, struct route_value);
+} routes SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, ENIWIRE_MAX_HOST_FLOWS);
+	__type(key, struct flow_key);
+	__type(value, __u64); /* bpf_ktime_get_ns of the last packet, for operators */
+} host_flows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, VERDICT_MAX);
+	__type(key, enum verdict); /* so bpftool prints verdict names */
+	__type(value, struct counter);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, ENIWIRE_MAX_PODS);
+	__type(key, struct ip_addr);
+	__type(value, struct pod_traffic);
+} pod_stats SEC(".maps");

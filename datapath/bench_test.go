@@ -1,0 +1,52 @@
+package datapath
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/eniwire/eniwire/bpf"
+)
+
+// BenchmarkFromPod measures from_pod's per-packet cost (BPF_PROG_TEST_RUN, timed by the kernel) with more
+// and more pods in the map. Every lookup is a hash or LPM lookup, so ns/pkt should stay flat.
+func BenchmarkFromPod(b *testing.B) {
+	for _, pods := range []int{1, 100, 1000, 10000} {
+		b.Run(fmt.Sprintf("pods=%d", pods), func(b *testing.B) {
+			d := openTest(b, Config{VPCCIDRs: []netip.Prefix{prefix("10.0.0.0/8")}, NodeIPs: []netip.Addr{addr("10.0.0.10")}, SNAT: true})
+			// The entry alone (no attachment): BPF_PROG_TEST_RUN does not send the packet anywhere.
+			gw, _ := addrKey(addr("10.0.0.1"))
+			if err := d.objs.Enis.Put(uint32(loIfindex), bpf.EniwireEniValue{Gateway: gw, Family: 2}); err != nil {
+				b.Fatal(err)
+			}
+			base := netip.MustParseAddr("10.1.0.0").As4()
+			podAt := func(i int) netip.Addr {
+				a := base
+				a[2], a[3] = byte(i>>8), byte(i)
+				return netip.AddrFrom4(a)
+			}
+			for i := range pods {
+				if err := d.PutPod(podAt(i), 100+i, loIfindex); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cases := []struct {
+				name string
+				pkt  []byte
+			}{
+				{"vpc", frame(podAt(pods-1), addr("10.2.3.4"), protoTCP, 40000, 443)},
+				{"peer", frame(podAt(pods-1), podAt(0), protoTCP, 40000, 443)},
+				{"internet", frame(podAt(pods-1), addr("192.0.2.1"), protoTCP, 40000, 443)},
+			}
+			for _, c := range cases {
+				b.Run(c.name, func(b *testing.B) {
+					_, perPkt, err := d.objs.FromPod.Benchmark(c.pkt, b.N, b.ResetTimer)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ReportMetric(float64(perPkt.Nanoseconds()), "ns/pkt")
+				})
+			}
+		})
+	}
+}

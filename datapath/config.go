@@ -1,0 +1,98 @@
+// Package datapath loads eniwire's tc programs, pins their maps and links under a bpffs directory, attaches
+// them to pod veths and ENIs (tcx, or clsact + cls_bpf where tcx is missing), and offers a typed API over
+// the maps. One Datapath owns every loaded object; a restarted agent reopens the same pins, so packets keep
+// flowing while it starts.
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+)
+
+// DefaultPinRoot is where the agent pins. The layout below it ({maps,links}/) is an API: a change that
+// breaks it moves to a new version directory.
+const DefaultPinRoot = "/sys/fs/bpf/eniwire/v1"
+
+const (
+	mapsDir  = "maps"
+	linksDir = "links"
+)
+
+// AttachMode chooses how programs are attached to interfaces.
+type AttachMode int
+
+const (
+	// AttachAuto uses tcx links and falls back to clsact + cls_bpf when the kernel lacks tcx.
+	AttachAuto AttachMode = iota
+	// AttachTCX uses tcx links only.
+	AttachTCX
+	// AttachClsact uses a clsact qdisc and a direct-action cls_bpf filter only.
+	AttachClsact
+)
+
+func (m AttachMode) String() string {
+	switch m {
+	case AttachAuto:
+		return "auto"
+	case AttachTCX:
+		return "tcx"
+	case AttachClsact:
+		return "clsact"
+	}
+	return fmt.Sprintf("attach-mode-%d", int(m))
+}
+
+// Config is what Open needs.
+type Config struct {
+	// PinRoot is the bpffs directory holding maps/ and links/; DefaultPinRoot when empty. Tests use a
+	// unique directory.
+	PinRoot string
+	// VPCCIDRs are the destinations from_pod sends out of the pod's own ENI.
+	VPCCIDRs []netip.Prefix
+	// NodeIPs are the node's own addresses: packets to them go to the host stack, never out of an ENI.
+	NodeIPs []netip.Addr
+	// HostCIDRs are further destinations always handed to the host stack, such as the Service CIDR when it
+	// lies inside the VPC or when SNAT is off (so kube-proxy can DNAT them).
+	HostCIDRs []netip.Prefix
+	// SNAT is true unless external SNAT is configured. With it on, destinations outside the VPC go to the
+	// host stack (which masquerades them); with it off, they leave by the pod's ENI.
+	SNAT bool
+	// Attach chooses tcx or clsact; AttachAuto prefers tcx.
+	Attach AttachMode
+	// MigrateMaps allows Open to replace a pinned map whose layout no longer matches the programs. The
+	// old map's entries are lost; the caller must rewrite them (the agent does, from its persisted state).
+	// Without it, Open returns a *MapIncompatibleError.
+	MigrateMaps bool
+	// Logger receives one line per state change; slog.Default() when nil.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.PinRoot == "" {
+		c.PinRoot = DefaultPinRoot
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// ErrMapIncompatible matches a *MapIncompatibleError.
+var ErrMapIncompatible = errors.New("pinned map is incompatible with the programs")
+
+// MapIncompatibleError says which pinned map blocks loading and why. Set Config.MigrateMaps to replace it.
+type MapIncompatibleError struct {
+	Map string
+	Pin string
+	Err error
+}
+
+func (e *MapIncompatibleError) Error() string {
+	return fmt.Sprintf("pinned map %s at %s needs a migration (set MigrateMaps): %v", e.Map, e.Pin, e.Err)
+}
+
+func (e *MapIncompatibleError) Is(target error) bool { return target == ErrMapIncompatible }
+
+func (e *MapIncompatibleError) Unwrap() error { return e.Err }

@@ -1,0 +1,232 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/eniwire/eniwire/bpf"
+)
+
+// Datapath owns every loaded object: programs, maps and links. Close releases the process's handles;
+// the pins keep programs attached and maps populated until Uninstall.
+type Datapath struct {
+	*Reader
+
+	cfg  Config
+	log  *slog.Logger
+	objs *bpf.EniwireObjects
+
+	mu    sync.Mutex
+	mode  AttachMode           // resolved after the first attach when AttachAuto
+	links map[string]link.Link // by pin path
+}
+
+// Open loads the programs, reusing the maps and links pinned under cfg.PinRoot by an earlier agent (links
+// move to the new programs in place), writes the route table from cfg, and prunes links of vanished
+// interfaces. It returns a *MapIncompatibleError when a pinned map's layout changed and cfg.MigrateMaps
+// is off.
+func Open(cfg Config) (*Datapath, error) {
+	cfg = cfg.withDefaults()
+	spec, err := loadSpec(cfg)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := loadObjects(spec, cfg.PinRoot, cfg.MigrateMaps, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	d := &Datapath{
+		Reader: &Reader{pods: objs.Pods, enis: objs.Enis, routes: objs.Routes, counters: objs.Counters, podStats: objs.PodStats},
+		cfg:    cfg,
+		log:    cfg.Logger,
+		objs:   objs,
+		mode:   cfg.Attach,
+		links:  map[string]link.Link{},
+	}
+	if err := d.adoptLinks(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if cfg.Attach != AttachTCX {
+		if err := d.adoptFilters(); err != nil {
+			d.Close()
+			return nil, err
+		}
+	}
+	if cfg.Attach != AttachAuto {
+		d.mode = cfg.Attach
+	}
+	if err := d.SetRoutes(cfg.VPCCIDRs, hostRoutes(cfg)); err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.log.Info("datapath loaded", "pin_root", cfg.PinRoot, "snat", cfg.SNAT, "attach", d.mode.String(), "links", len(d.links))
+	return d, nil
+}
+
+func hostRoutes(cfg Config) []netip.Prefix {
+	out := slices.Clone(cfg.HostCIDRs)
+	for _, a := range cfg.NodeIPs {
+		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+	}
+	return out
+}
+
+// Close releases programs, maps and link handles held by this process. Attachments and pins stay, so
+// packets keep flowing while the agent restarts.
+func (d *Datapath) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	for pin, l := range d.links {
+		errs = append(errs, l.Close())
+		delete(d.links, pin)
+	}
+	if d.objs != nil {
+		errs = append(errs, d.objs.Close())
+		d.objs = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Mode reports the attach mechanism in use (AttachAuto until the first attach decides it).
+func (d *Datapath) Mode() AttachMode {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.mode
+}
+
+// PutPod writes or replaces a pod's entry: packets from ip are accepted on its veth and leave by the ENI
+// eniIfindex; packets to ip are redirected into hostIfindex's peer.
+func (d *Datapath) PutPod(ip netip.Addr, hostIfindex, eniIfindex int) error {
+	k, err := addrKey(ip)
+	if err != nil {
+		return fmt.Errorf("putting pod %s: %w", ip, err)
+	}
+	v := bpf.EniwirePodValue{HostIfindex: uint32(hostIfindex), EniIfindex: uint32(eniIfindex)}
+	if err := d.objs.Pods.Put(k, v); err != nil {
+		return fmt.Errorf("putting pod %s: %w", ip, err)
+	}
+	d.log.Info("pod entry written", "ip", ip, "host_ifindex", hostIfindex, "eni_ifindex", eniIfindex)
+	return nil
+}
+
+// DeletePod removes a pod's entry and its traffic counters. A missing entry is not an error.
+func (d *Datapath) DeletePod(ip netip.Addr) error {
+	k, err := addrKey(ip)
+	if err != nil {
+		return fmt.Errorf("deleting pod %s: %w", ip, err)
+	}
+	if err := d.objs.Pods.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("deleting pod %s: %w", ip, err)
+	}
+	if err := d.objs.PodStats.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("deleting traffic of pod %s: %w", ip, err)
+	}
+	d.log.Info("pod entry deleted", "ip", ip)
+	return nil
+}
+
+// AttachPodVeth attaches from_pod to a pod's host veth. It is idempotent and cheap when already attached.
+func (d *Datapath) AttachPodVeth(ifindex int) error {
+	return d.attach(hookFromPod, ifindex)
+}
+
+// DetachPodVeth removes from_pod from a pod's host veth; a vanished veth is not an error.
+func (d *Datapath) DetachPodVeth(ifindex int) error {
+	return d.detach(hookFromPod, ifindex)
+}
+
+// PutENI writes an ENI's entry (gateway, MAC, subnet) and attaches to_pod (ingress) and to_vpc (egress)
+// to it. It is idempotent.
+func (d *Datapath) PutENI(ifindex int, gw netip.Addr, mac net.HardwareAddr, subnet netip.Prefix) error {
+	gk, err := addrKey(gw)
+	if err != nil {
+		return fmt.Errorf("putting ENI %d: gateway: %w", ifindex, err)
+	}
+	sk, err := routeKey(subnet)
+	if err != nil {
+		return fmt.Errorf("putting ENI %d: subnet: %w", ifindex, err)
+	}
+	v := bpf.EniwireEniValue{Gateway: gk, Subnet: sk.Dst, SubnetPrefixlen: uint8(sk.Prefixlen), Family: 2 /* AF_INET */}
+	if len(mac) != len(v.Mac) {
+		return fmt.Errorf("putting ENI %d: MAC %q is not 6 bytes", ifindex, mac)
+	}
+	copy(v.Mac[:], mac)
+	if err := d.objs.Enis.Put(uint32(ifindex), v); err != nil {
+		return fmt.Errorf("putting ENI %d: %w", ifindex, err)
+	}
+	for _, h := range []hook{hookToPod, hookToVPC} {
+		if err := d.attach(h, ifindex); err != nil {
+			return fmt.Errorf("putting ENI %d: %w", ifindex, err)
+		}
+	}
+	d.log.Info("ENI entry written", "ifindex", ifindex, "gateway", gw, "mac", mac.String(), "subnet", subnet)
+	return nil
+}
+
+// DeleteENI detaches the ENI's programs and removes its entry. A vanished interface or entry is not an
+// error.
+func (d *Datapath) DeleteENI(ifindex int) error {
+	for _, h := range []hook{hookToPod, hookToVPC} {
+		if err := d.detach(h, ifindex); err != nil {
+			return fmt.Errorf("deleting ENI %d: %w", ifindex, err)
+		}
+	}
+	if err := d.objs.Enis.Delete(uint32(ifindex)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		return fmt.Errorf("deleting ENI %d: %w", ifindex, err)
+	}
+	d.log.Info("ENI entry deleted", "ifindex", ifindex)
+	return nil
+}
+
+// SetRoutes makes the routes map hold exactly these prefixes: vpc ones leave by the pod's ENI, host ones
+// go to the host stack. A prefix in both is a host route.
+func (d *Datapath) SetRoutes(vpc, host []netip.Prefix) error {
+	want := map[bpf.EniwireRouteKey]RouteKind{}
+	for _, set := range []struct {
+		prefixes []netip.Prefix
+		kind     RouteKind
+	}{{vpc, RouteVPC}, {host, RouteHost}} {
+		for _, p := range set.prefixes {
+			k, err := routeKey(p)
+			if err != nil {
+				return fmt.Errorf("setting route %s: %w", p, err)
+			}
+			want[k] = set.kind
+		}
+	}
+	var (
+		k     bpf.EniwireRouteKey
+		v     bpf.EniwireRouteValue
+		stale []bpf.EniwireRouteKey
+	)
+	it := d.objs.Routes.Iterate()
+	for it.Next(&k, &v) {
+		if _, ok := want[k]; !ok {
+			stale = append(stale, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("iterating routes: %w", err)
+	}
+	for k, kind := range want {
+		if err := d.objs.Routes.Put(k, bpf.EniwireRouteValue{Kind: bpf.EniwireRouteKind(kind)}); err != nil {
+			return fmt.Errorf("setting route %s: %w", prefixFromRouteKey(k), err)
+		}
+	}
+	for _, k := range stale {
+		if err := d.objs.Routes.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return fmt.Errorf("deleting route %s: %w", prefixFromRouteKey(k), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+// Package snat owns the one masquerade rule eniwire needs: pod traffic that leaves the VPC through the
+// primary ENI is source-NATed to the node's primary IP, except towards excluded CIDRs (the VPC's and
+// AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS), and not at all with external SNAT. It touches only the nftables table
+// `ip eniwire`, or, on iptables nodes, the nat chain ENIWIRE-SNAT and the one POSTROUTING rule jumping to it.
+package snat
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os/exec"
+	"strings"
+)
+
+// Backend is the netfilter front end the rule is written with.
+type Backend int
+
+const (
+	// BackendAuto picks iptables when the node's iptables is the legacy one (the node uses it and nft
+	// tables would be invisible to its tooling), nftables otherwise.
+	BackendAuto Backend = iota
+	BackendNFTables
+	BackendIPTables
+)
+
+func (b Backend) String() string {
+	switch b {
+	case BackendAuto:
+		return "auto"
+	case BackendNFTables:
+		return "nftables"
+	case BackendIPTables:
+		return "iptables"
+	}
+	return fmt.Sprintf("backend-%d", int(b))
+}
+
+// Randomize chooses the SNAT port selection, as AWS_VPC_K8S_CNI_RANDOMIZESNAT does.
+type Randomize int
+
+const (
+	// RandomizePRNG is --random-fully / fully-random (the AWS VPC CNI's default, "prng").
+	RandomizePRNG Randomize = iota
+	// RandomizeHash is --random / random ("hashrandom").
+	RandomizeHash
+	// RandomizeNone keeps the kernel's sequential choice ("none").
+	RandomizeNone
+)
+
+// Config says what to translate.
+type Config struct {
+	// External is AWS_VPC_K8S_CNI_EXTERNALSNAT=true: something outside the node translates, so the
+	// agent installs no rule and removes its own.
+	External bool
+	// PrimaryIP is the address pod traffic is translated to.
+	PrimaryIP netip.Addr
+	// PrimaryInterface is the primary ENI's interface name: only traffic leaving by it is translated.
+	PrimaryInterface string
+	// ExcludeCIDRs are never translated: the VPC CIDRs plus AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS.
+	ExcludeCIDRs []netip.Prefix
+	Randomize    Randomize
+	Backend      Backend
+	Logger       *slog.Logger
+}
+
+// ErrInvalidConfig is wrapped by New and FromEnv for unusable settings.
+var ErrInvalidConfig = errors.New("invalid SNAT configuration")
+
+// Names of what this package owns. Changing them strands rules on upgraded nodes: Remove also knows them.
+const (
+	nftTable      = "eniwire"
+	nftChain      = "pod_snat"
+	iptChain      = "ENIWIRE-SNAT"
+	iptJumpMarker = "eniwire SNAT"
+)
+
+// Manager applies and removes the rule.
+type Manager struct {
+	cfg     Config
+	backend Backend
+	log     *slog.Logger
+}
+
+// New validates cfg and resolves the backend.
+func New(ctx context.Context, cfg Config) (*Manager, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if !cfg.External {
+		if !cfg.PrimaryIP.Is4() {
+			return nil, fmt.Errorf("%w: primary IP %q is not IPv4", ErrInvalidConfig, cfg.PrimaryIP)
+		}
+		if cfg.PrimaryInterface == "" || strings.ContainsAny(cfg.PrimaryInterface, "\" \n") {
+			return nil, fmt.Errorf("%w: primary interface %q", ErrInvalidConfig, cfg.PrimaryInterface)
+		}
+		for _, p := range cfg.ExcludeCIDRs {
+			if !p.Addr().Is4() {
+				return nil, fmt.Errorf("%w: excluded CIDR %s is not IPv4", ErrInvalidConfig, p)
+			}
+		}
+	}
+	b := cfg.Backend
+	if b == BackendAuto {
+		b = detectBackend(ctx)
+	}
+	return &Manager{cfg: cfg, backend: b, log: cfg.Logger}, nil
+}
+
+// Backend reports the backend in use.
+func (m *Manager) Backend() Backend { return m.backend }
+
+// Apply makes the rule match the configuration, atomically per backend and idempotently. With External
+// set it removes the rule.
+func (m *Manager) Apply(ctx context.Context) error {
+	if m.cfg.External {
+		return m.Remove(ctx)
+	}
+	var err error
+	switch m.backend {
+	case BackendNFTables:
+		err = applyNFT(ctx, m.cfg)
+	case BackendIPTables:
+		err = applyIPTables(ctx, m.cfg)
+	default:
+		err = fmt.Errorf("%w: backend %s", ErrInvalidConfig, m.backend)
+	}
+	if err != nil {
+		return fmt.Errorf("applying SNAT rule with %s: %w", m.backend, err)
+	}
+	m.log.Info("SNAT rule applied", "backend", m.backend.String(), "to", m.cfg.PrimaryIP, "interface", m.cfg.PrimaryInterface, "excluded", len(m.cfg.ExcludeCIDRs))
+	return nil
+}
+
+// Remove deletes everything this package owns, with either backend (a node may have switched). Nothing
+// to remove is not an error.
+func (m *Manager) Remove(ctx context.Context) error {
+	var errs []error
+	if _, err := exec.LookPath("nft"); err == nil {
+		errs = append(errs, removeNFT(ctx))
+	}
+	if _, err := exec.LookPath("iptables"); err == nil {
+		errs = append(errs, removeIPTables(ctx))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("removing SNAT rule: %w", err)
+	}
+	m.log.Info("SNAT rule removed")
+	return nil
+}
+
+func detectBackend(ctx context.Context) Backend {
+	out, err := exec.CommandContext(ctx, "iptables", "--version").Output()
+	if err == nil && bytes.Contains(out, []byte("legacy")) {
+		return BackendIPTables
+	}
+	if _, err := exec.LookPath("nft"); err == nil {
+		return BackendNFTables
+	}
+	return BackendIPTables
+}
+
+// run executes a netfilter tool, feeding stdin, and folds its stderr into the error.
+func run(ctx context.Context, stdin string, name string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("running %s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}

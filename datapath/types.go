@@ -1,0 +1,154 @@
+package datapath
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/eniwire/eniwire/bpf"
+)
+
+// ErrUnsupportedFamily is returned for IPv6 addresses: the maps are laid out for them, the programs are not
+// yet.
+var ErrUnsupportedFamily = errors.New("only IPv4 is supported")
+
+// Pod is one entry of the pods map.
+type Pod struct {
+	IP          netip.Addr
+	HostIfindex int // host end of the pod's veth
+	ENIIfindex  int // the ENI whose secondary IP the pod holds
+	Flags       uint32
+}
+
+// ENI is one entry of the enis map.
+type ENI struct {
+	Ifindex int
+	Gateway netip.Addr
+	MAC     net.HardwareAddr
+	Subnet  netip.Prefix
+}
+
+// RouteKind says what from_pod does with a destination.
+type RouteKind uint32
+
+const (
+	// RouteVPC sends packets out of the pod's own ENI.
+	RouteVPC = RouteKind(bpf.EniwireRouteKindROUTE_VPC)
+	// RouteHost hands packets to the host stack (the node's addresses, the Service CIDR).
+	RouteHost = RouteKind(bpf.EniwireRouteKindROUTE_HOST)
+)
+
+func (k RouteKind) String() string {
+	switch k {
+	case RouteVPC:
+		return "vpc"
+	case RouteHost:
+		return "host"
+	}
+	return fmt.Sprintf("kind-%d", uint32(k))
+}
+
+// Route is one entry of the routes map.
+type Route struct {
+	Prefix netip.Prefix
+	Kind   RouteKind
+}
+
+// Verdict names a per-CPU counter: what a program did with a packet.
+type Verdict uint32
+
+// verdictNames are the Prometheus label values; they are an API, change them only with the C enum.
+var verdictNames = [...]struct{ program, verdict string }{
+	bpf.EniwireVerdictVERDICT_FROM_POD_OUT_ENI:   {"from_pod", "out_eni"},
+	bpf.EniwireVerdictVERDICT_FROM_POD_TO_PEER:   {"from_pod", "to_peer"},
+	bpf.EniwireVerdictVERDICT_FROM_POD_TO_HOST:   {"from_pod", "to_host"},
+	bpf.EniwireVerdictVERDICT_FROM_POD_SPOOF:     {"from_pod", "dropped_spoof"},
+	bpf.EniwireVerdictVERDICT_FROM_POD_MALFORMED: {"from_pod", "dropped_malformed"},
+	bpf.EniwireVerdictVERDICT_FROM_POD_NON_IPV4:  {"from_pod", "pass_non_ipv4"},
+	bpf.EniwireVerdictVERDICT_FROM_POD_NO_ENI:    {"from_pod", "pass_no_eni"},
+	bpf.EniwireVerdictVERDICT_TO_VPC_REROUTED:    {"to_vpc", "rerouted"},
+	bpf.EniwireVerdictVERDICT_TO_VPC_PASS:        {"to_vpc", "pass"},
+	bpf.EniwireVerdictVERDICT_TO_POD_TO_PEER:     {"to_pod", "to_peer"},
+	bpf.EniwireVerdictVERDICT_TO_POD_NAT_REPLY:   {"to_pod", "to_host_nat_reply"},
+	bpf.EniwireVerdictVERDICT_TO_POD_PASS:        {"to_pod", "pass"},
+	bpf.EniwireVerdictVERDICT_REDIRECT_FAILED:    {"any", "dropped_redirect_failed"},
+}
+
+// Verdicts, as the programs count them.
+const (
+	VerdictFromPodOutENI    = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_OUT_ENI)
+	VerdictFromPodToPeer    = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_TO_PEER)
+	VerdictFromPodToHost    = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_TO_HOST)
+	VerdictFromPodSpoof     = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_SPOOF)
+	VerdictFromPodMalformed = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_MALFORMED)
+	VerdictFromPodNonIPv4   = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_NON_IPV4)
+	VerdictFromPodNoENI     = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_NO_ENI)
+	VerdictToVPCRerouted    = Verdict(bpf.EniwireVerdictVERDICT_TO_VPC_REROUTED)
+	VerdictToVPCPass        = Verdict(bpf.EniwireVerdictVERDICT_TO_VPC_PASS)
+	VerdictToPodToPeer      = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_TO_PEER)
+	VerdictToPodNATReply    = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_NAT_REPLY)
+	VerdictToPodPass        = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_PASS)
+	VerdictRedirectFailed   = Verdict(bpf.EniwireVerdictVERDICT_REDIRECT_FAILED)
+	numVerdicts             = int(bpf.EniwireVerdictVERDICT_MAX)
+)
+
+// Program is the program that counts this verdict.
+func (v Verdict) Program() string {
+	if int(v) < len(verdictNames) {
+		return verdictNames[v].program
+	}
+	return "unknown"
+}
+
+func (v Verdict) String() string {
+	if int(v) < len(verdictNames) {
+		return verdictNames[v].verdict
+	}
+	return fmt.Sprintf("verdict-%d", uint32(v))
+}
+
+// Counter is one verdict's packets and bytes summed over CPUs.
+type Counter struct {
+	Verdict Verdict
+	Packets uint64
+	Bytes   uint64
+}
+
+// PodTraffic is one pod's traffic summed over CPUs: Tx is what it sent, Rx what was redirected into it.
+type PodTraffic struct {
+	IP                 netip.Addr
+	TxPackets, TxBytes uint64
+	RxPackets, RxBytes uint64
+}
+
+// addrKey converts an address to the maps' 16-byte form (IPv4-mapped for IPv4).
+func addrKey(a netip.Addr) (bpf.EniwireIpAddr, error) {
+	if !a.IsValid() {
+		return bpf.EniwireIpAddr{}, fmt.Errorf("invalid address")
+	}
+	if !a.Unmap().Is4() {
+		return bpf.EniwireIpAddr{}, fmt.Errorf("address %s: %w", a, ErrUnsupportedFamily)
+	}
+	return bpf.EniwireIpAddr{Addr: a.As16()}, nil
+}
+
+func addrFromKey(k bpf.EniwireIpAddr) netip.Addr {
+	return netip.AddrFrom16(k.Addr).Unmap()
+}
+
+// mappedBits is how many bits of an IPv4-mapped address precede the IPv4 address.
+const mappedBits = 96
+
+func routeKey(p netip.Prefix) (bpf.EniwireRouteKey, error) {
+	p = p.Masked()
+	a, err := addrKey(p.Addr())
+	if err != nil {
+		return bpf.EniwireRouteKey{}, err
+	}
+	return bpf.EniwireRouteKey{Prefixlen: uint32(mappedBits + p.Bits()), Dst: a}, nil
+}
+
+func prefixFromRouteKey(k bpf.EniwireRouteKey) netip.Prefix {
+	return netip.PrefixFrom(addrFromKey(k.Dst), int(k.Prefixlen)-mappedBits)
+}
