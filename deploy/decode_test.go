@@ -1,0 +1,131 @@
+package deploy
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// objects are the Kubernetes objects of one set of manifests, decoded strictly: an unknown or duplicated
+// field anywhere fails the decode, as it would fail `kubectl apply --validate=strict`.
+type objects struct {
+	serviceAccounts []corev1.ServiceAccount
+	configMaps      []corev1.ConfigMap
+	daemonSets      []appsv1.DaemonSet
+}
+
+var docSeparator = regexp.MustCompile(`(?m)^---\s*$`)
+
+// decodeAll decodes every YAML document of every named source into its Kubernetes type by its kind.
+func decodeAll(t *testing.T, sources map[string][]byte) objects {
+	t.Helper()
+	var objs objects
+	names := make([]string, 0, len(sources))
+	for n := range sources {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		for i, doc := range docSeparator.Split(string(sources[name]), -1) {
+			if len(bytes.TrimSpace(stripComments([]byte(doc)))) == 0 {
+				continue
+			}
+			var meta struct {
+				APIVersion string `json:"apiVersion"`
+				Kind       string `json:"kind"`
+			}
+			if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+				t.Fatalf("%s document %d: %v", name, i, err)
+			}
+			where := fmt.Sprintf("%s document %d (%s %s)", name, i, meta.APIVersion, meta.Kind)
+			var err error
+			switch meta.APIVersion + "/" + meta.Kind {
+			case "v1/ServiceAccount":
+				var o corev1.ServiceAccount
+				err = yaml.UnmarshalStrict([]byte(doc), &o)
+				objs.serviceAccounts = append(objs.serviceAccounts, o)
+			case "v1/ConfigMap":
+				var o corev1.ConfigMap
+				err = yaml.UnmarshalStrict([]byte(doc), &o)
+				objs.configMaps = append(objs.configMaps, o)
+			case "apps/v1/DaemonSet":
+				var o appsv1.DaemonSet
+				err = yaml.UnmarshalStrict([]byte(doc), &o)
+				objs.daemonSets = append(objs.daemonSets, o)
+			default:
+				t.Fatalf("%s: a kind the tests do not know; teach decodeAll its type", where)
+			}
+			if err != nil {
+				t.Fatalf("%s does not decode strictly: %v", where, err)
+			}
+		}
+	}
+	return objs
+}
+
+func stripComments(b []byte) []byte {
+	return regexp.MustCompile(`(?m)^\s*#.*$`).ReplaceAll(b, nil)
+}
+
+// readDir returns every *.yaml file under dir by its path.
+func readDir(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no manifests in %s (%v)", dir, err)
+	}
+	out := map[string][]byte{}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[p] = b
+	}
+	return out
+}
+
+// theOne returns the single object of a kind, failing when there are none or several.
+func theOne[T any](t *testing.T, kind string, list []T) *T {
+	t.Helper()
+	if len(list) != 1 {
+		t.Fatalf("want exactly one %s, have %d", kind, len(list))
+	}
+	return &list[0]
+}
+
+// agentContainer returns the DaemonSet's agent container.
+func agentContainer(t *testing.T, ds *appsv1.DaemonSet) *corev1.Container {
+	t.Helper()
+	for i := range ds.Spec.Template.Spec.Containers {
+		if c := &ds.Spec.Template.Spec.Containers[i]; c.Name == "agent" {
+			return c
+		}
+	}
+	t.Fatalf("DaemonSet %s has no container named agent", ds.Name)
+	return nil
+}
+
+// envMap returns a container's env as name → value; an env var set twice or from a source fails the test.
+func envMap(t *testing.T, c *corev1.Container) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	for _, e := range c.Env {
+		if _, dup := m[e.Name]; dup {
+			t.Errorf("env %s is set twice", e.Name)
+		}
+		if e.ValueFrom != nil {
+			t.Errorf("env %s comes from a source; settings are plain values", e.Name)
+		}
+		m[e.Name] = e.Value
+	}
+	return m
+}

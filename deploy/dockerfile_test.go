@@ -1,0 +1,326 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"debug/elf"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The repository's Dockerfile, parsed: no Docker engine runs here, so the tests read it and carry out its build
+// stage's go build themselves.
+
+type instruction struct {
+	cmd  string // upper case: FROM, COPY, RUN...
+	args string
+}
+
+type stage struct {
+	base, name string
+	instrs     []instruction
+}
+
+func parseDockerfile(t *testing.T) (stages []stage, text string) {
+	t.Helper()
+	b, err := os.ReadFile("../Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text = string(b)
+	var logical []string
+	var cur strings.Builder
+	for _, line := range strings.Split(text, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "#") || (trimmed == "" && cur.Len() == 0) {
+			continue
+		}
+		if strings.HasSuffix(trimmed, "\\") {
+			cur.WriteString(strings.TrimSuffix(trimmed, "\\") + " ")
+			continue
+		}
+		cur.WriteString(trimmed)
+		logical = append(logical, cur.String())
+		cur.Reset()
+	}
+	for _, l := range logical {
+		cmd, args, _ := strings.Cut(l, " ")
+		in := instruction{cmd: strings.ToUpper(cmd), args: strings.TrimSpace(args)}
+		if in.cmd == "FROM" {
+			f := strings.Fields(in.args)
+			st := stage{base: f[0]}
+			if len(f) == 3 && strings.EqualFold(f[1], "AS") {
+				st.name = f[2]
+			}
+			stages = append(stages, st)
+			continue
+		}
+		if len(stages) == 0 {
+			if in.cmd != "ARG" {
+				t.Fatalf("Dockerfile: %s before the first FROM", in.cmd)
+			}
+			continue
+		}
+		stages[len(stages)-1].instrs = append(stages[len(stages)-1].instrs, in)
+	}
+	if len(stages) < 2 {
+		t.Fatalf("Dockerfile has %d stages, want a build stage and a final stage", len(stages))
+	}
+	return stages, text
+}
+
+// shellWords splits a RUN line the way sh does for the simple quoting a Dockerfile uses.
+func shellWords(s string) []string {
+	var words []string
+	var cur strings.Builder
+	inWord := false
+	var quote rune
+	for _, r := range s {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteRune(r)
+		case r == '"' || r == '\'':
+			quote, inWord = r, true
+		case r == ' ' || r == '\t':
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words
+}
+
+// copyInstr is one COPY: its --from stage (empty: the build context), sources and destination.
+type copyInstr struct {
+	from    string
+	sources []string
+	dest    string
+}
+
+func copies(st stage) []copyInstr {
+	var out []copyInstr
+	for _, in := range st.instrs {
+		if in.cmd != "COPY" && in.cmd != "ADD" {
+			continue
+		}
+		var c copyInstr
+		var rest []string
+		for _, w := range strings.Fields(in.args) {
+			if v, ok := strings.CutPrefix(w, "--from="); ok {
+				c.from = v
+			} else if !strings.HasPrefix(w, "--") {
+				rest = append(rest, w)
+			}
+		}
+		c.sources, c.dest = rest[:len(rest)-1], rest[len(rest)-1]
+		out = append(out, c)
+	}
+	return out
+}
+
+func goModVersion(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^go (\d+\.\d+(?:\.\d+)?)\s*$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("go.mod has no go directive")
+	}
+	return string(m[1])
+}
+
+func TestTheDockerfileBuilderIsPinnedToGoModsGoVersion(t *testing.T) {
+	stages, text := parseDockerfile(t)
+	m := regexp.MustCompile(`^golang:(\d+\.\d+\.\d+)-bookworm(@sha256:[0-9a-f]{64})?$`).FindStringSubmatch(stages[0].base)
+	if m == nil {
+		t.Fatalf("builder %q is not pinned as golang:<major.minor.patch>-bookworm[@sha256:<digest>]", stages[0].base)
+	}
+	if want := goModVersion(t); m[1] != want {
+		t.Errorf("builder Go %s, go.mod asks for %s", m[1], want)
+	}
+	if m[2] == "" && !strings.Contains(text, "release pipeline") {
+		t.Errorf("the builder has no digest and the Dockerfile does not say where it comes from")
+	}
+	env := stageEnv(stages[0])
+	if env["CGO_ENABLED"] != "0" || env["GOTOOLCHAIN"] != "local" {
+		t.Errorf("build stage env %v, want CGO_ENABLED=0 and GOTOOLCHAIN=local", env)
+	}
+}
+
+func stageEnv(st stage) map[string]string {
+	env := map[string]string{}
+	for _, in := range st.instrs {
+		if in.cmd == "ENV" {
+			for _, kv := range strings.Fields(in.args) {
+				if k, v, ok := strings.Cut(kv, "="); ok {
+					env[k] = v
+				}
+			}
+		}
+	}
+	return env
+}
+
+func TestTheFinalImageIsDistrolessStaticRunningTheAgentAsRoot(t *testing.T) {
+	stages, _ := parseDockerfile(t)
+	final := stages[len(stages)-1]
+	base, tag, _ := strings.Cut(strings.SplitN(final.base, "@", 2)[0], ":")
+	if base != "gcr.io/distroless/static-debian12" {
+		t.Errorf("final image %q, want gcr.io/distroless/static-debian12", final.base)
+	}
+	if strings.Contains(tag, "nonroot") {
+		t.Errorf("final image tag %q runs as nobody; the agent needs root for its capabilities", tag)
+	}
+	var entrypoint []string
+	for _, in := range final.instrs {
+		switch in.cmd {
+		case "ENTRYPOINT":
+			if err := json.Unmarshal([]byte(in.args), &entrypoint); err != nil {
+				t.Errorf("ENTRYPOINT %s is not in exec form (no shell in distroless): %v", in.args, err)
+			}
+		case "USER":
+			if in.args != "0:0" && in.args != "0" && in.args != "root" {
+				t.Errorf("USER %s; the agent runs as root", in.args)
+			}
+		case "RUN":
+			t.Errorf("RUN in the final stage: distroless has no shell")
+		}
+	}
+	if !slices.Equal(entrypoint, []string{"/usr/local/bin/eniwire-agent"}) {
+		t.Errorf("ENTRYPOINT %v, want the agent", entrypoint)
+	}
+}
+
+// The build stage's go build, run here as the Dockerfile runs it, produces every file the final stage copies
+// from it, as static binaries stamped with the version; every file copied from the build context exists and
+// is not excluded by .dockerignore.
+func TestEveryPathTheDockerfileCopiesExistsInTheBuild(t *testing.T) {
+	stages, _ := parseDockerfile(t)
+	build, final := stages[0], stages[len(stages)-1]
+	out := t.TempDir()
+	const version = "v0.0.0-dockerfile-test"
+	ran := false
+	for _, in := range build.instrs {
+		if in.cmd != "RUN" || !strings.HasPrefix(in.args, "go build") {
+			continue
+		}
+		words := shellWords(in.args)
+		var args []string
+		for i := 2; i < len(words); i++ {
+			w := words[i]
+			switch {
+			case w == "-o":
+				if !strings.HasPrefix(words[i+1], "/out/") {
+					t.Fatalf("go build -o %s: the test maps /out/ only", words[i+1])
+				}
+				args = append(args, "-o", out+"/"+strings.TrimPrefix(words[i+1], "/out/"))
+				i++
+			case w == "-ldflags":
+				ld := words[i+1]
+				if !strings.Contains(ld, "-X github.com/eniwire/eniwire/internal/version.Version=${VERSION}") {
+					t.Errorf("-ldflags %q does not stamp internal/version.Version from ARG VERSION", ld)
+				}
+				args = append(args, "-ldflags", strings.ReplaceAll(ld, "${VERSION}", version))
+				i++
+			default:
+				args = append(args, w)
+			}
+		}
+		if !slices.Contains(args, "-trimpath") {
+			t.Errorf("go build without -trimpath: %s", in.args)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		cmd := exec.CommandContext(ctx, "go", append([]string{"build"}, args...)...)
+		cmd.Dir = ".."
+		cmd.Env = os.Environ()
+		for k, v := range stageEnv(build) {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		b, err := cmd.CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Fatalf("the Dockerfile's %s fails here: %v\n%s", in.args, err, b)
+		}
+		ran = true
+	}
+	if !ran {
+		t.Fatal("the build stage runs no go build")
+	}
+
+	ignore := readDockerignore(t)
+	dests := map[string]bool{}
+	for _, c := range copies(final) {
+		for _, src := range c.sources {
+			dest := c.dest
+			if strings.HasSuffix(dest, "/") {
+				dest += filepath.Base(src)
+			}
+			dests[dest] = true
+			switch c.from {
+			case build.name:
+				p := filepath.Join(out, strings.TrimPrefix(src, "/out/"))
+				checkStaticBinary(t, p, version)
+			case "":
+				if _, err := os.Stat(filepath.Join("..", src)); err != nil {
+					t.Errorf("COPY %s: %v", src, err)
+				}
+				if ignore.excluded(src) {
+					t.Errorf("COPY %s: .dockerignore excludes it from the build context", src)
+				}
+			default:
+				t.Errorf("COPY --from=%s: not the build stage", c.from)
+			}
+		}
+	}
+	for _, want := range []string{"/usr/local/bin/eniwire-agent", "/usr/local/bin/eniwire", "/usr/local/bin/eniwirectl", "/etc/eniwire/cni/10-eniwire.conflist"} {
+		if !dests[want] {
+			t.Errorf("the image lacks %s", want)
+		}
+	}
+}
+
+// checkStaticBinary: the file exists, is an ELF with no interpreter and no shared libraries (distroless static
+// has no libc), and carries the version given at link time.
+func checkStaticBinary(t *testing.T, path, version string) {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Errorf("%s: %v", filepath.Base(path), err)
+		return
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			t.Errorf("%s is dynamically linked (has PT_INTERP)", filepath.Base(path))
+		}
+	}
+	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
+		t.Errorf("%s needs shared libraries %v", filepath.Base(path), libs)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(version)) {
+		t.Errorf("%s does not carry the version %s given with -ldflags -X", filepath.Base(path), version)
+	}
+}
