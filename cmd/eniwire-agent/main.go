@@ -1,0 +1,128 @@
+// Command eniwire-agent is the node daemon: it wires the IPAM controller, its API socket, the datapath and
+// the metrics endpoint.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/controller/agent"
+	"github.com/eniwire/eniwire/controller/ec2client"
+	"github.com/eniwire/eniwire/controller/hostroute"
+	"github.com/eniwire/eniwire/controller/metadata"
+	"github.com/eniwire/eniwire/internal/clock"
+	"github.com/eniwire/eniwire/internal/version"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "eniwire-agent:", err)
+		os.Exit(1)
+	}
+}
+
+func newLogger(s *settings) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(s.logLevel))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if s.logFormat == "text" {
+		return slog.New(slog.NewTextHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+}
+
+func run() error {
+	s, err := parseSettings(os.Args[1:])
+	if err != nil {
+		return err
+	}
+	log := newLogger(s)
+	log.Info("starting", "version", version.Version)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+
+	var clk clock.Clock = clock.Real{}
+	if s.clockFactor > 0 && s.clockFactor != 1 {
+		clk = clock.NewScaled(s.clockFactor)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	sdk, md, err := ec2client.NewSDK(ctx, ec2client.SDKOptions{Region: s.region})
+	if err != nil {
+		return err
+	}
+	api, err := ec2client.New(sdk, ec2client.Config{Clock: clk}, reg, log)
+	if err != nil {
+		return fmt.Errorf("building EC2 client: %w", err)
+	}
+	imds := controller.MetadataIMDS{API: md}
+	meta, err := metadata.Load(ctx, md, api, s.stateDir)
+	if err != nil {
+		return fmt.Errorf("reading the instance's facts: %w", err)
+	}
+	info := controller.NodeInfoFrom(meta)
+	log.Info("instance", "id", info.InstanceID, "type", info.InstanceType, "subnet", info.SubnetID,
+		"maxENIs", info.MaxENIs, "ipv4PerENI", info.IPv4PerENI)
+
+	var dp controller.Datapath
+	switch s.datapath {
+	case "hostroute":
+		dp = &hostroute.Routes{}
+	case "none":
+		dp = controller.NoDatapath{}
+	default:
+		return fmt.Errorf("unknown datapath %q (hostroute or none)", s.datapath)
+	}
+	node, err := controller.New(controller.Config{
+		StateDir: s.stateDir, Cluster: s.cluster, WarmENITarget: s.warmENI, WarmIPTarget: s.warmIP,
+		MinimumIPTarget: s.minIP, MaxENI: s.maxENI, MaxPods: s.maxPods, Cooldown: s.cooldown,
+		ReconcileInterval: s.reconcile, PoolInterval: s.poolInterval, ReleaseDelay: s.releaseDelay,
+		GCGrace: s.gcGrace, StartJitter: s.jitter,
+	}, controller.Deps{
+		EC2: api, IMDS: imds, Node: info, Clock: clk, Registerer: reg, Logger: log,
+		Datapath: dp,
+		Urgent:   func(ctx context.Context) context.Context { return ec2client.WithPriority(ctx, ec2client.Urgent) },
+	})
+	if err != nil {
+		return fmt.Errorf("refusing to start: %w", err)
+	}
+	defer node.Close()
+
+	sock, err := agent.ListenSocket(s.socket)
+	if err != nil {
+		return err
+	}
+	ops, err := net.Listen("tcp", s.metricsAddr)
+	if err != nil {
+		return fmt.Errorf("listening on %s: %w", s.metricsAddr, err)
+	}
+	log.Info("serving", "socket", s.socket, "metrics", ops.Addr().String())
+
+	errc := make(chan error, 3)
+	go func() { errc <- node.Run(ctx) }()
+	go func() { errc <- agent.Serve(ctx, sock, agent.Handler(node, log)) }()
+	go func() { errc <- agent.Serve(ctx, ops, agent.OpsHandler(node, reg)) }()
+	var first error
+	for range 3 {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+			stop()
+		}
+	}
+	if errors.Is(first, context.Canceled) {
+		first = nil
+	}
+	log.Info("stopped")
+	return first
+}

@@ -1,0 +1,175 @@
+// Package agent serves the node controller: the versioned HTTP/JSON API over a unix socket that the CNI plugin
+// calls, and the metrics, health and readiness endpoints over TCP.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/controller/api"
+)
+
+// Controller is what the API serves; *controller.Node implements it.
+type Controller interface {
+	Assign(ctx context.Context, req api.AssignRequest) (*api.Assignment, error)
+	Release(ctx context.Context, req api.ReleaseRequest) (*api.ReleaseResponse, error)
+	Check(ctx context.Context, req api.CheckRequest) (*api.Assignment, error)
+	Assignments() []api.Assignment
+	GC(ctx context.Context, valid []api.Attachment) (*api.GCResponse, error)
+	Status() *api.Status
+	Ready() (bool, string)
+}
+
+const maxBody = 1 << 20
+
+// Handler returns the API's HTTP handler.
+func Handler(c Controller, log *slog.Logger) http.Handler {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+api.PathAssign, func(w http.ResponseWriter, r *http.Request) {
+		var req api.AssignRequest
+		if decode(w, r, &req) {
+			out, err := c.Assign(r.Context(), req)
+			reply(w, log, out, err)
+		}
+	})
+	mux.HandleFunc("POST "+api.PathRelease, func(w http.ResponseWriter, r *http.Request) {
+		var req api.ReleaseRequest
+		if decode(w, r, &req) {
+			out, err := c.Release(r.Context(), req)
+			reply(w, log, out, err)
+		}
+	})
+	mux.HandleFunc("POST "+api.PathCheck, func(w http.ResponseWriter, r *http.Request) {
+		var req api.CheckRequest
+		if decode(w, r, &req) {
+			out, err := c.Check(r.Context(), req)
+			reply(w, log, out, err)
+		}
+	})
+	mux.HandleFunc("POST "+api.PathGC, func(w http.ResponseWriter, r *http.Request) {
+		var req api.GCRequest
+		if decode(w, r, &req) {
+			out, err := c.GC(r.Context(), req.Valid)
+			reply(w, log, out, err)
+		}
+	})
+	mux.HandleFunc("GET "+api.PathAssignments, func(w http.ResponseWriter, r *http.Request) {
+		reply(w, log, c.Assignments(), nil)
+	})
+	mux.HandleFunc("GET "+api.PathStatus, func(w http.ResponseWriter, r *http.Request) {
+		reply(w, log, c.Status(), nil)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, &api.Error{Code: api.CodeBadRequest, Message: "no endpoint " + r.Method + " " + r.URL.Path})
+	})
+	return mux
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeError(w, http.StatusBadRequest, &api.Error{Code: api.CodeBadRequest, Message: "decoding request: " + err.Error()})
+		return false
+	}
+	return true
+}
+
+func reply(w http.ResponseWriter, log *slog.Logger, v any, err error) {
+	if err != nil {
+		status, ae := toAPIError(err)
+		if status >= 500 {
+			log.Error("API request failed", "error", err)
+		}
+		writeError(w, status, ae)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func toAPIError(err error) (int, *api.Error) {
+	switch {
+	case errors.Is(err, controller.ErrNoIP):
+		return http.StatusServiceUnavailable, &api.Error{Code: api.CodeNoIPAvailable, Message: err.Error(), Retryable: true}
+	case errors.Is(err, controller.ErrNotReady):
+		return http.StatusServiceUnavailable, &api.Error{Code: api.CodeNotReady, Message: err.Error(), Retryable: true}
+	case errors.Is(err, controller.ErrNotFound):
+		return http.StatusNotFound, &api.Error{Code: api.CodeNotFound, Message: err.Error()}
+	case errors.Is(err, controller.ErrBadRequest):
+		return http.StatusBadRequest, &api.Error{Code: api.CodeBadRequest, Message: err.Error()}
+	}
+	return http.StatusInternalServerError, &api.Error{Code: api.CodeInternal, Message: err.Error(), Retryable: true}
+}
+
+func writeError(w http.ResponseWriter, status int, e *api.Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(e)
+}
+
+// ListenSocket opens the unix socket at path with mode 0600, replacing a stale socket file.
+func ListenSocket(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("creating socket directory: %w", err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("removing stale socket %s: %w", path, err)
+	}
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("setting mode of %s: %w", path, err)
+	}
+	return l, nil
+}
+
+// OpsHandler serves /metrics, /healthz (the process answers) and /readyz (journal replayed and EC2 answered).
+func OpsHandler(c Controller, gatherer prometheus.Gatherer) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if ok, why := c.Ready(); !ok {
+			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = io.WriteString(w, "ready\n")
+	})
+	return mux
+}
+
+// Serve serves h on l until ctx ends, then shuts down gracefully.
+func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(l) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		return nil
+	}
+}

@@ -1,0 +1,234 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/controller/agent"
+	"github.com/eniwire/eniwire/controller/api"
+	"github.com/eniwire/eniwire/controller/ec2client"
+	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/internal/clock"
+	"github.com/eniwire/eniwire/test/ec2sim"
+)
+
+type served struct {
+	sock   string
+	client *api.Client
+	node   *controller.Node
+	dir    string
+}
+
+// serve starts a node against a fresh simulator and its API on a unix socket in a temp dir.
+func serve(t testing.TB, factor float64, tweak ...func(*controller.Config)) *served {
+	t.Helper()
+	clk := clock.NewScaled(factor)
+	cfg := ec2sim.DefaultConfig()
+	cfg.Clock = clk
+	sim := ec2sim.New(cfg)
+	if err := sim.AddVPC("vpc-1", "10.0.0.0/16"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.AddSubnet(ec2sim.SubnetSpec{ID: "subnet-1", VPCID: "vpc-1", CIDR: "10.0.0.0/20", AZ: "us-west-2a"}); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := sim.AddInstance(ec2sim.InstanceSpec{Type: "m5.4xlarge", SubnetID: "subnet-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim.EC2Handler())
+	t.Cleanup(srv.Close)
+	sdk := ec2.New(ec2.Options{Region: "us-west-2", BaseEndpoint: aws.String(srv.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", ""), Retryer: ec2client.NewSDKRetryer(3)})
+	wrapped, err := ec2client.New(sdk, ec2client.Config{Clock: clk}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	it, _ := ec2sim.LookupInstanceType(inst.Type)
+	dir := t.TempDir()
+	ccfg := controller.Config{StateDir: dir, PoolInterval: time.Second, WarmIPTarget: 20}
+	for _, f := range tweak {
+		f(&ccfg)
+	}
+	node, err := controller.New(ccfg, controller.Deps{
+		EC2: wrapped, Clock: clk,
+		Node: controller.NodeInfo{InstanceID: inst.ID, InstanceType: inst.Type, SubnetID: inst.SubnetID, SubnetCIDR: inst.SubnetCIDR,
+			SecurityGroups: inst.SecurityGroups, MaxENIs: it.MaxENIs, IPv4PerENI: it.IPv4PerENI},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Unix socket paths are short: keep it under /tmp with a name unique to this run.
+	sockDir, err := os.MkdirTemp("", fmt.Sprintf("eniwire-agent-%d-", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(sockDir) })
+	sock := filepath.Join(sockDir, "agent.sock")
+	l, err := agent.ListenSocket(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{}, 2)
+	go func() { _ = node.Run(ctx); done <- struct{}{} }()
+	go func() { _ = agent.Serve(ctx, l, agent.Handler(node, nil)); done <- struct{}{} }()
+	t.Cleanup(func() { cancel(); <-done; <-done; node.Close() })
+	s := &served{sock: sock, client: api.NewClient(sock), node: node, dir: dir}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, err := s.client.Status(context.Background())
+		if err == nil && st.Ready && st.Warm >= 20 {
+			return s
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("agent not ready with a warm pool: %+v %v", st, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func rawPost(t *testing.T, sock, path, body string) (int, string) {
+	t.Helper()
+	c := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+	resp, err := c.Post("http://agent"+path, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func TestAPIAnswersGoodAndBadRequests(t *testing.T) {
+	s := serve(t, 200)
+	ctx := context.Background()
+	req := api.AssignRequest{Attachment: api.Attachment{ContainerID: "c1", IfName: "eth0"}, Netns: "/var/run/netns/x",
+		Pod: api.PodIdentity{Namespace: "default", Name: "p", UID: "u"}, HostIfindex: 7}
+
+	t.Run("an assign answers IP, ENI, gateway and subnet", func(t *testing.T) {
+		a, err := s.client.Assign(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.IP == "" || a.ENI == "" || a.Gateway != "10.0.0.1" || a.SubnetCIDR != "10.0.0.0/20" || a.Pod.Name != "p" {
+			t.Fatalf("assignment %+v", a)
+		}
+	})
+	t.Run("a repeated assign for the same container gets the same answer", func(t *testing.T) {
+		a1, err1 := s.client.Assign(ctx, req)
+		a2, err2 := s.client.Assign(ctx, req)
+		if err1 != nil || err2 != nil || a1.IP != a2.IP || a1.ENI != a2.ENI {
+			t.Fatalf("repeated assigns: %+v %v / %+v %v", a1, err1, a2, err2)
+		}
+	})
+	t.Run("the assignment is on disk when answered", func(t *testing.T) {
+		st, _, err := journal.Read(filepath.Join(s.dir, journal.FileName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := st.Assignment("c1", "eth0"); a == nil || a.PodUID != "u" || a.Netns != "/var/run/netns/x" {
+			t.Fatalf("journal assignment %+v", a)
+		}
+	})
+	t.Run("check finds a known container and not an unknown one", func(t *testing.T) {
+		if _, err := s.client.Check(ctx, api.CheckRequest{Attachment: req.Attachment}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := s.client.Check(ctx, api.CheckRequest{Attachment: api.Attachment{ContainerID: "nope", IfName: "eth0"}})
+		if api.ErrorCode(err) != api.CodeNotFound {
+			t.Fatalf("check of unknown = %v", err)
+		}
+	})
+	t.Run("a release of an unknown container succeeds with released false", func(t *testing.T) {
+		r, err := s.client.Release(ctx, api.ReleaseRequest{Attachment: api.Attachment{ContainerID: "nope", IfName: "eth0"}})
+		if err != nil || r.Released {
+			t.Fatalf("release unknown = %+v, %v", r, err)
+		}
+	})
+	for _, tc := range []struct{ name, path, body string }{
+		{"malformed JSON", api.PathAssign, `{"containerID": `},
+		{"an unknown field", api.PathAssign, `{"containerID":"a","ifName":"eth0","bogus":1}`},
+		{"a missing container id", api.PathAssign, `{"ifName":"eth0"}`},
+		{"a missing ifname on release", api.PathRelease, `{"containerID":"a"}`},
+	} {
+		t.Run(tc.name+" is a bad request", func(t *testing.T) {
+			code, body := rawPost(t, s.sock, tc.path, tc.body)
+			if code != http.StatusBadRequest || !strings.Contains(body, api.CodeBadRequest) {
+				t.Fatalf("HTTP %d %s", code, body)
+			}
+		})
+	}
+	t.Run("GC releases every assignment not in the valid list", func(t *testing.T) {
+		for _, cid := range []string{"g1", "g2"} {
+			if _, err := s.client.Assign(ctx, api.AssignRequest{Attachment: api.Attachment{ContainerID: cid, IfName: "eth0"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := s.client.GC(ctx, api.GCRequest{Valid: []api.Attachment{{ContainerID: "c1", IfName: "eth0"}}})
+		if err != nil || len(r.Released) != 2 {
+			t.Fatalf("GC = %+v, %v", r, err)
+		}
+		list, err := s.client.Assignments(ctx)
+		if err != nil || len(list) != 1 || list[0].ContainerID != "c1" {
+			t.Fatalf("after GC: %+v %v", list, err)
+		}
+	})
+	t.Run("the socket is mode 0600", func(t *testing.T) {
+		fi, err := os.Stat(s.sock)
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("socket mode %v %v", fi.Mode(), err)
+		}
+	})
+}
+
+func TestAnEmptyPoolFailsFastAndRetryably(t *testing.T) {
+	s := serve(t, 50)
+	ctx := context.Background()
+	var last error
+	for i := 0; i < 500 && last == nil; i++ {
+		start := time.Now()
+		_, last = s.client.Assign(ctx, api.AssignRequest{Attachment: api.Attachment{ContainerID: fmt.Sprintf("x%d", i), IfName: "eth0"}})
+		if last != nil && time.Since(start) > 100*time.Millisecond {
+			t.Fatalf("empty-pool answer took %s: it waited on EC2", time.Since(start))
+		}
+	}
+	var ae *api.Error
+	if !errors.As(last, &ae) || ae.Code != api.CodeNoIPAvailable || !ae.Retryable {
+		t.Fatalf("exhausting the pool ended with %v, want a retryable %s", last, api.CodeNoIPAvailable)
+	}
+}
+
+func TestACorruptJournalStopsTheStart(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, journal.FileName)
+	content := "ENIWIRE-JOURNAL v7\n"
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := controller.New(controller.Config{StateDir: dir}, controller.Deps{EC2: ec2.New(ec2.Options{Region: "us-west-2"}),
+		Node: controller.NodeInfo{InstanceID: "i-1", MaxENIs: 3, IPv4PerENI: 10}})
+	if !errors.Is(err, journal.ErrUnknownVersion) || !strings.Contains(err.Error(), "unknown format version") {
+		t.Fatalf("New with a v7 journal = %v", err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != content {
+		t.Fatalf("journal changed: %q", b)
+	}
+}

@@ -1,0 +1,102 @@
+package controller
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eniwire/eniwire/controller/ec2client"
+	"github.com/eniwire/eniwire/controller/eni"
+	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/internal/clock"
+)
+
+// Config is a node controller's settings. Zero values take the documented defaults.
+type Config struct {
+	// StateDir holds the journal (default /var/lib/eniwire).
+	StateDir string
+	// Cluster is written on every ENI as a tag (CLUSTER_NAME).
+	Cluster string
+	// WarmENITarget, WarmIPTarget, MinimumIPTarget, MaxENI, MaxPods: the AWS VPC CNI's settings, same meaning.
+	WarmENITarget   int
+	WarmIPTarget    int
+	MinimumIPTarget int
+	MaxENI          int
+	MaxPods         int
+	// Cooldown keeps a released IP out of use (default 120 s, the conntrack SYN_SENT timeout).
+	Cooldown time.Duration
+	// ReconcileInterval between reconciles (default 60 s).
+	ReconcileInterval time.Duration
+	// PoolInterval between pool checks when nothing wakes the manager (default 5 s).
+	PoolInterval time.Duration
+	// ReleaseDelay is the hysteresis: surplus must persist this long before it is released (default 60 s).
+	ReleaseDelay time.Duration
+	// GCGrace: our available ENIs younger than this are not collected (default 5 min).
+	GCGrace time.Duration
+	// StartJitter: the first EC2 work waits a random part of this, so a rollout does not arrive at once.
+	StartJitter time.Duration
+}
+
+// NodeInfo are the facts about the instance, from IMDS and DescribeInstanceTypes.
+type NodeInfo struct {
+	InstanceID     string
+	InstanceType   string
+	AZ             string
+	PrimaryMAC     string
+	PrimaryIP      string
+	VPCCIDRs       []string
+	SubnetID       string
+	SubnetCIDR     string
+	SecurityGroups []string
+	// MaxENIs per instance (primary included) and IPv4PerENI (primary address included).
+	MaxENIs    int
+	IPv4PerENI int
+}
+
+// Journal is where the node's state is made durable; *journal.Store implements it.
+type Journal interface {
+	Save(st *journal.State) error
+}
+
+// Deps are what a node controller is built from. Only EC2 and Node are required.
+type Deps struct {
+	EC2  ec2client.EC2API
+	IMDS eni.IMDS
+	Node NodeInfo
+	// Clock defaults to the wall clock.
+	Clock clock.Clock
+	// Registerer receives the metrics (default: a private registry).
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+	Datapath   Datapath
+	// Urgent marks a context for calls that unblock pods (ec2client.WithPriority with Urgent); may be nil.
+	Urgent func(context.Context) context.Context
+	// WrapJournal, if set, wraps the opened journal (tests inject crashes with it).
+	WrapJournal func(Journal) Journal
+}
+
+func (c *Config) defaults() {
+	if c.StateDir == "" {
+		c.StateDir = "/var/lib/eniwire"
+	}
+	if c.Cooldown == 0 {
+		c.Cooldown = 120 * time.Second
+	}
+	if c.ReconcileInterval == 0 {
+		c.ReconcileInterval = time.Minute
+	}
+	if c.PoolInterval == 0 {
+		c.PoolInterval = 5 * time.Second
+	}
+	if c.ReleaseDelay == 0 {
+		c.ReleaseDelay = time.Minute
+	}
+	if c.GCGrace == 0 {
+		c.GCGrace = 5 * time.Minute
+	}
+	if c.WarmENITarget == 0 && c.WarmIPTarget == 0 && c.MinimumIPTarget == 0 {
+		c.WarmENITarget = 1
+	}
+}

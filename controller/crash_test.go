@@ -1,0 +1,139 @@
+package controller_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/controller/api"
+)
+
+// churn is the workload of the crash tests: twelve pods come (the primary fills, a second ENI is created,
+// attached, marked and given IPs), then go (IPs are released and the second ENI is detached and deleted).
+const churnPods = 12
+
+func churnConfig(dir string) controller.Config {
+	cfg := fastConfig(dir)
+	cfg.WarmIPTarget = 2
+	return cfg
+}
+
+// runChurn runs the workload with a crash at point at (0: none), restarting from the journal after the
+// crash, and returns the crash points it saw. It fails the test if any promise breaks.
+func runChurn(t *testing.T, at int64) []string {
+	w := newWorld(t, "m5.large", 500)
+	c := &crash{at: at}
+	api0 := w.ec2(nil)
+	r := w.start(churnConfig(w.dir), crashEC2{EC2API: api0, c: c}, func(j controller.Journal) controller.Journal { return crashJournal{inner: j, c: c} })
+	restarted := false
+	answered := map[string]string{}
+	releasing := ""
+	restart := func() {
+		if restarted || !c.dead.Load() {
+			return
+		}
+		restarted = true
+		r.stop()
+		r = w.start(churnConfig(w.dir), nil, nil)
+		waitReady(t, r.node)
+		st := r.node.Snapshot()
+		for cid, ip := range answered {
+			if cid == releasing {
+				continue // the release may have reached the journal before the crash: CNI DEL is retried
+			}
+			if a := st.Assignment(cid, "eth0"); a == nil || a.IP != ip {
+				t.Fatalf("crash at %d (%s): assignment of %s (%s) lost on restart", at, c.points[len(c.points)-1], cid, ip)
+			}
+		}
+	}
+	eventually(t, 20*time.Second, "first controller ready", func() error {
+		if c.dead.Load() {
+			return nil
+		}
+		if ok, why := r.node.Ready(); !ok {
+			return fmt.Errorf("%s", why)
+		}
+		return nil
+	})
+	restart()
+	step := func(what string, f func(n *controller.Node) error) {
+		eventually(t, 30*time.Second, what, func() error {
+			err := f(r.node)
+			if err != nil && c.dead.Load() {
+				restart()
+			}
+			return err
+		})
+	}
+	for i := range churnPods {
+		cid := fmt.Sprintf("pod-%d", i)
+		step("assigning "+cid, func(n *controller.Node) error {
+			a, err := n.Assign(context.Background(), api.AssignRequest{Attachment: api.Attachment{ContainerID: cid, IfName: "eth0"}})
+			if err != nil {
+				return err
+			}
+			for other, ip := range answered {
+				if ip == a.IP && other != cid {
+					t.Fatalf("IP %s given to %s and %s", ip, other, cid)
+				}
+			}
+			if prev, ok := answered[cid]; ok && prev != a.IP {
+				t.Fatalf("repeated assign of %s answered %s, then %s", cid, prev, a.IP)
+			}
+			answered[cid] = a.IP
+			return nil
+		})
+	}
+	for i := range churnPods {
+		cid := fmt.Sprintf("pod-%d", i)
+		releasing = cid
+		step("releasing "+cid, func(n *controller.Node) error {
+			_, err := n.Release(context.Background(), api.ReleaseRequest{Attachment: api.Attachment{ContainerID: cid, IfName: "eth0"}})
+			if err == nil {
+				delete(answered, cid)
+			}
+			return err
+		})
+	}
+	// A crash in the background work (IP release, ENI release) comes after the last API call.
+	eventually(t, 60*time.Second, fmt.Sprintf("steady state after crash at %d", at), func() error {
+		if c.dead.Load() {
+			restart()
+		}
+		for _, e := range w.sim.Snapshot().ENIs {
+			if e.Tags["eniwire.io/instance-id"] == w.inst.ID {
+				return fmt.Errorf("ENI %s still exists (%s)", e.ID, e.Status)
+			}
+		}
+		return w.checkBooks(r.node.Snapshot(), answered)
+	})
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.points...)
+}
+
+func TestCrashAtEveryStepLosesNothing(t *testing.T) {
+	points := runChurn(t, 0)
+	kinds := map[string]int{}
+	for _, p := range points {
+		kinds[p]++
+	}
+	for _, want := range []string{"journal", "create", "attach", "modify", "assign-ips", "unassign-ips", "detach", "delete"} {
+		if kinds[want] == 0 {
+			t.Fatalf("the workload never reached %q: %v", want, kinds)
+		}
+	}
+	t.Logf("workload: %d crash points %v", len(points), kinds)
+	for at := int64(1); at <= int64(len(points)); at++ {
+		t.Run(fmt.Sprintf("crash after point %d (%s)", at, points[at-1]), func(t *testing.T) {
+			t.Parallel()
+			got := runChurn(t, at)
+			if len(got) < int(at) {
+				t.Logf("crash point %d not reached this run (%d points): %s", at, len(got), strings.Join(got, ","))
+			}
+		})
+	}
+}

@@ -1,0 +1,290 @@
+package eni
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/eniwire/eniwire/controller/journal"
+)
+
+// Plan journals the decision to add an ENI holding wantIPs secondary IPs and returns its operation id. No EC2
+// call is made: the record, with its ClientToken, is on disk before the create.
+func (m *Manager) Plan(ctx context.Context, wantIPs int) (string, error) {
+	opID := NewOpID()
+	now := m.clock.Now()
+	err := m.books.Update(ctx, func(st *journal.State) error {
+		st.ENIs = append(st.ENIs, journal.ENI{
+			OpID: opID, ClientToken: ClientToken(opID), State: journal.Planned, WantIPs: wantIPs,
+			SubnetID: m.cfg.SubnetID, SubnetCIDR: m.cfg.SubnetCIDR, DeviceIndex: -1, CreatedAt: now, Since: now,
+		})
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("journaling planned ENI: %w", err)
+	}
+	m.log.Info("ENI planned", "op", opID, "ips", wantIPs)
+	return opID, nil
+}
+
+// Advance runs the next step of the operation opID: create, attach, modify, or one step of a release. It
+// returns nil when the step succeeded or the record has reached a resting state.
+func (m *Manager) Advance(ctx context.Context, opID string) error {
+	rec, ok := m.Record(opID)
+	if !ok {
+		return nil
+	}
+	var err error
+	switch rec.State {
+	case journal.Planned:
+		err = m.create(ctx, rec)
+	case journal.Created:
+		err = m.attach(ctx, rec)
+	case journal.Attached:
+		err = m.modify(ctx, rec)
+	case journal.Releasing:
+		err = m.release(ctx, rec)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		m.noteFailure(ctx, opID, err)
+	}
+	return err
+}
+
+func (m *Manager) tags(rec journal.ENI) []types.Tag {
+	t := []types.Tag{
+		{Key: aws.String(TagOwner), Value: aws.String(m.cfg.InstanceID)},
+		{Key: aws.String(TagCreatedAt), Value: aws.String(rec.CreatedAt.UTC().Format(time.RFC3339))},
+		{Key: aws.String(TagOpID), Value: aws.String(rec.OpID)},
+	}
+	if m.cfg.Cluster != "" {
+		t = append(t, types.Tag{Key: aws.String(TagCluster), Value: aws.String(m.cfg.Cluster)})
+	}
+	return t
+}
+
+func (m *Manager) create(ctx context.Context, rec journal.ENI) error {
+	in := &ec2.CreateNetworkInterfaceInput{
+		SubnetId:    aws.String(rec.SubnetID),
+		ClientToken: aws.String(rec.ClientToken),
+		Description: aws.String("eniwire " + m.cfg.InstanceID),
+		Groups:      m.cfg.SecurityGroups,
+		TagSpecifications: []types.TagSpecification{{
+			ResourceType: types.ResourceTypeNetworkInterface, Tags: m.tags(rec),
+		}},
+	}
+	if rec.WantIPs > 0 {
+		in.SecondaryPrivateIpAddressCount = aws.Int32(int32(rec.WantIPs))
+	}
+	out, err := m.ec2.CreateNetworkInterface(ctx, in)
+	if err != nil {
+		err = classify("creating ENI for op "+rec.OpID, err)
+		if !errors.Is(err, ErrTransient) && !errors.Is(err, context.Canceled) {
+			// A definite refusal created nothing (a replay of the same token would have returned the ENI).
+			// Should a lost earlier answer have created one after all, the GC finds it by its tags.
+			if uerr := m.books.Update(ctx, func(st *journal.State) error { st.RemoveENI(rec.OpID); return nil }); uerr != nil {
+				return errors.Join(err, uerr)
+			}
+			m.log.Warn("ENI create refused; plan dropped", "op", rec.OpID, "error", err)
+		}
+		return err
+	}
+	ni := out.NetworkInterface
+	if ni == nil || ni.NetworkInterfaceId == nil {
+		return fmt.Errorf("creating ENI for op %s: %w: answer without an ENI", rec.OpID, ErrTransient)
+	}
+	err = m.updateENI(ctx, rec.OpID, func(e *journal.ENI) {
+		fillFromEC2(e, ni)
+		e.State = journal.Created
+		e.Since = m.clock.Now()
+		e.Attempts, e.LastError = 0, ""
+	})
+	if err != nil {
+		return fmt.Errorf("journaling created ENI %s: %w", aws.ToString(ni.NetworkInterfaceId), err)
+	}
+	m.log.Info("ENI created", "op", rec.OpID, "eni", aws.ToString(ni.NetworkInterfaceId), "ips", len(secondaryIPs(ni)))
+	return nil
+}
+
+// fillFromEC2 copies what EC2 says about an ENI into its record; IPs are only ever added here, never removed,
+// since an answer that lags must not make the books forget an address a pod may hold.
+func fillFromEC2(e *journal.ENI, ni *types.NetworkInterface) {
+	e.ID = aws.ToString(ni.NetworkInterfaceId)
+	if mac := aws.ToString(ni.MacAddress); mac != "" {
+		e.MAC = mac
+	}
+	if ip := aws.ToString(ni.PrivateIpAddress); ip != "" {
+		e.PrimaryIP = ip
+	}
+	if s := aws.ToString(ni.SubnetId); s != "" {
+		e.SubnetID = s
+	}
+	for _, ip := range secondaryIPs(ni) {
+		if !slices.Contains(e.IPs, ip) {
+			e.IPs = append(e.IPs, ip)
+		}
+	}
+	if a := ni.Attachment; a != nil {
+		e.AttachmentID = aws.ToString(a.AttachmentId)
+		e.DeviceIndex = int(aws.ToInt32(a.DeviceIndex))
+		e.DeleteOnTermination = aws.ToBool(a.DeleteOnTermination)
+	}
+}
+
+func secondaryIPs(ni *types.NetworkInterface) []string {
+	var out []string
+	for _, p := range ni.PrivateIpAddresses {
+		if !aws.ToBool(p.Primary) && aws.ToString(p.PrivateIpAddress) != "" {
+			out = append(out, aws.ToString(p.PrivateIpAddress))
+		}
+	}
+	return out
+}
+
+// freeDeviceIndex returns the lowest device index neither EC2 nor the books use, or -1 when the ENI limit is
+// reached.
+func (m *Manager) freeDeviceIndex(self string) int {
+	used := map[int]bool{0: true}
+	m.mu.Lock()
+	for idx, id := range m.occupied {
+		if id != self {
+			used[idx] = true
+		}
+	}
+	m.mu.Unlock()
+	m.books.View(func(st *journal.State) {
+		for _, e := range st.ENIs {
+			if e.ID != self && e.DeviceIndex > 0 && (e.Usable() || e.State == journal.Releasing || e.AttachTried) {
+				used[e.DeviceIndex] = true
+			}
+		}
+	})
+	if len(used) >= m.MaxENIs() {
+		return -1
+	}
+	for i := 1; ; i++ {
+		if !used[i] {
+			return i
+		}
+	}
+}
+
+func (m *Manager) attach(ctx context.Context, rec journal.ENI) error {
+	if m.NeedsReconcile() {
+		return fmt.Errorf("attaching ENI %s: %w: waiting for a reconcile", rec.ID, ErrBooksWrong)
+	}
+	if rec.AttachTried {
+		// An earlier attach may have happened without our hearing of it: read EC2 before attaching again.
+		ni, err := m.describeOne(ctx, rec.ID)
+		if err != nil {
+			return err
+		}
+		if ni == nil {
+			return fmt.Errorf("attaching ENI %s: %w: not visible yet", rec.ID, ErrTransient)
+		}
+		if a := ni.Attachment; a != nil && aws.ToString(a.InstanceId) == m.cfg.InstanceID {
+			return m.markAttached(ctx, rec.OpID, ni)
+		}
+		if ni.Status != types.NetworkInterfaceStatusAvailable {
+			return fmt.Errorf("attaching ENI %s: %w: status %s", rec.ID, ErrTransient, ni.Status)
+		}
+	}
+	idx := m.freeDeviceIndex(rec.ID)
+	if idx < 0 {
+		// No room: this ENI was never attached, so deleting it is safe and the pool will ask again later.
+		m.log.Warn("no free ENI slot; deleting unattached ENI", "op", rec.OpID, "eni", rec.ID)
+		return m.updateENI(ctx, rec.OpID, func(e *journal.ENI) {
+			e.State, e.ReleaseStep, e.Since = journal.Releasing, journal.StepDelete, m.clock.Now()
+		})
+	}
+	if err := m.updateENI(ctx, rec.OpID, func(e *journal.ENI) { e.AttachTried, e.DeviceIndex = true, idx }); err != nil {
+		return fmt.Errorf("journaling attach of ENI %s: %w", rec.ID, err)
+	}
+	out, err := m.ec2.AttachNetworkInterface(ctx, &ec2.AttachNetworkInterfaceInput{
+		InstanceId: aws.String(m.cfg.InstanceID), NetworkInterfaceId: aws.String(rec.ID),
+		DeviceIndex: aws.Int32(int32(idx)), NetworkCardIndex: aws.Int32(0),
+	})
+	if err != nil {
+		err = classify(fmt.Sprintf("attaching ENI %s at device index %d", rec.ID, idx), err)
+		if code := ErrorCode(err); code == codeAttachLimit || code == codeInvalidParam || code == codeInUse {
+			// Our count is wrong: something is attached that the books do not know. Reconcile; never loop.
+			m.mu.Lock()
+			m.needReconcile = true
+			if code == codeAttachLimit {
+				m.limitCap = m.countOccupiedLocked()
+			}
+			m.mu.Unlock()
+			return fmt.Errorf("%w: %w", ErrBooksWrong, err)
+		}
+		return err
+	}
+	now := m.clock.Now()
+	err = m.updateENI(ctx, rec.OpID, func(e *journal.ENI) {
+		e.AttachmentID = aws.ToString(out.AttachmentId)
+		e.State, e.Since, e.Attempts, e.LastError = journal.Attached, now, 0, ""
+	})
+	if err != nil {
+		return fmt.Errorf("journaling attachment of ENI %s: %w", rec.ID, err)
+	}
+	m.mu.Lock()
+	m.occupied[idx] = rec.ID
+	m.mu.Unlock()
+	m.log.Info("ENI attached", "op", rec.OpID, "eni", rec.ID, "deviceIndex", idx, "attachment", aws.ToString(out.AttachmentId))
+	return nil
+}
+
+// countOccupiedLocked is what EC2 showed attached (at least the primary) plus the books' attached ENIs.
+func (m *Manager) countOccupiedLocked() int {
+	n := max(len(m.occupied), 1)
+	return n
+}
+
+func (m *Manager) markAttached(ctx context.Context, opID string, ni *types.NetworkInterface) error {
+	now := m.clock.Now()
+	err := m.updateENI(ctx, opID, func(e *journal.ENI) {
+		fillFromEC2(e, ni)
+		e.State, e.Since, e.Attempts, e.LastError = journal.Attached, now, 0, ""
+		if e.DeleteOnTermination {
+			e.State = journal.Ready
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("journaling attachment of ENI %s: %w", aws.ToString(ni.NetworkInterfaceId), err)
+	}
+	m.log.Info("ENI found attached", "op", opID, "eni", aws.ToString(ni.NetworkInterfaceId))
+	return nil
+}
+
+// modify sets DeleteOnTermination. A failure leaves the ENI attached, in the books and usable; the pool manager
+// calls again later until it holds.
+func (m *Manager) modify(ctx context.Context, rec journal.ENI) error {
+	_, err := m.ec2.ModifyNetworkInterfaceAttribute(ctx, &ec2.ModifyNetworkInterfaceAttributeInput{
+		NetworkInterfaceId: aws.String(rec.ID),
+		Attachment: &types.NetworkInterfaceAttachmentChanges{
+			AttachmentId: aws.String(rec.AttachmentID), DeleteOnTermination: aws.Bool(true),
+		},
+	})
+	if err != nil {
+		err = classify("setting DeleteOnTermination on ENI "+rec.ID, err)
+		if errors.Is(err, ErrBooksWrong) {
+			m.RequestReconcile()
+		}
+		return err
+	}
+	err = m.updateENI(ctx, rec.OpID, func(e *journal.ENI) {
+		if e.State == journal.Attached {
+			e.State, e.DeleteOnTermination, e.Since, e.Attempts, e.LastError = journal.Ready, true, m.clock.Now(), 0, ""
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("journaling DeleteOnTermination of ENI %s: %w", rec.ID, err)
+	}
+	m.log.Info("ENI ready", "op", rec.OpID, "eni", rec.ID)
+	return nil
+}

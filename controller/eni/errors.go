@@ -1,0 +1,75 @@
+package eni
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/aws/smithy-go"
+)
+
+// Kinds of failure the pool manager branches on. Every error the Manager returns wraps one of them or is a
+// plain I/O error of the journal.
+var (
+	// ErrTransient: throttled, timed out, dropped, not yet visible. Retry the same step later, with backoff.
+	ErrTransient = errors.New("transient EC2 failure")
+	// ErrBooksWrong: EC2 disagrees with the books (AttachmentLimitExceeded, a device index in use, an unknown
+	// attachment). Reconcile before trying again; never loop.
+	ErrBooksWrong = errors.New("books disagree with EC2")
+	// ErrSubnetFull: the subnet has no free addresses. Back off; a storm will not make room.
+	ErrSubnetFull = errors.New("subnet has no free addresses")
+	// ErrUnauthorized: IAM denies the call. Retrying will not help until the policy changes.
+	ErrUnauthorized = errors.New("not authorized for EC2 call")
+	// ErrRejected: any other definite refusal by EC2.
+	ErrRejected = errors.New("EC2 rejected the call")
+)
+
+// EC2 error codes this package branches on (reference/ec2-api.md §2).
+const (
+	codeThrottled        = "RequestLimitExceeded"
+	codeAttachLimit      = "AttachmentLimitExceeded"
+	codeInvalidParam     = "InvalidParameterValue"
+	codeENINotFound      = "InvalidNetworkInterfaceID.NotFound"
+	codeAttachNotFound   = "InvalidAttachmentID.NotFound"
+	codeSubnetFull       = "InsufficientFreeAddressesInSubnet"
+	codeUnauthorized     = "UnauthorizedOperation"
+	codeAuthFailure      = "AuthFailure"
+	codeIPLimit          = "PrivateIpAddressLimitExceeded"
+	codeInUse            = "InvalidNetworkInterface.InUse"
+	codeIncorrectState   = "IncorrectState"
+	codeOperationBlocked = "OperationNotPermitted"
+)
+
+// ErrorCode returns the EC2 error code carried by err, or "".
+func ErrorCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+// classify wraps err (from an EC2 call doing what) in its kind.
+func classify(what string, err error) error {
+	code := ErrorCode(err)
+	var kind error
+	switch code {
+	case "", codeThrottled, "Throttling", "InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable",
+		codeENINotFound, codeIncorrectState:
+		// No code: the call never got an answer (timeout, dropped response, connection error). NotFound right
+		// after a create is EC2's eventual consistency.
+		kind = ErrTransient
+		if errors.Is(err, context.Canceled) {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	case codeAttachLimit, codeAttachNotFound, codeIPLimit:
+		kind = ErrBooksWrong
+	case codeSubnetFull, "InsufficientCidrBlocks":
+		kind = ErrSubnetFull
+	case codeUnauthorized, codeAuthFailure:
+		kind = ErrUnauthorized
+	default:
+		kind = ErrRejected
+	}
+	return fmt.Errorf("%s: %w: %w", what, kind, err)
+}

@@ -1,0 +1,180 @@
+package eni
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/eniwire/eniwire/controller/journal"
+)
+
+// AssignIPs adds n secondary IPs to the usable ENI eniID. The operation is journaled before the call; if the
+// answer is lost, ResumeIPOps reads the ENI's addresses from EC2.
+func (m *Manager) AssignIPs(ctx context.Context, eniID string, n int) error {
+	op := journal.IPOp{OpID: NewOpID(), Kind: journal.AssignIPs, ENI: eniID, Count: n, Since: m.clock.Now()}
+	if err := m.books.Update(ctx, func(st *journal.State) error { st.IPOps = append(st.IPOps, op); return nil }); err != nil {
+		return fmt.Errorf("journaling IP assignment on ENI %s: %w", eniID, err)
+	}
+	out, err := m.ec2.AssignPrivateIpAddresses(ctx, &ec2.AssignPrivateIpAddressesInput{
+		NetworkInterfaceId: aws.String(eniID), SecondaryPrivateIpAddressCount: aws.Int32(int32(n)),
+	})
+	if err != nil {
+		err = classify(fmt.Sprintf("assigning %d IPs to ENI %s", n, eniID), err)
+		if ErrorCode(err) == "" || errors.Is(err, context.Canceled) {
+			return err // the answer may be lost, not the request: ResumeIPOps finds out
+		}
+		if errors.Is(err, ErrBooksWrong) {
+			m.RequestReconcile()
+		}
+		// A definite refusal assigned nothing.
+		return errors.Join(err, m.dropIPOp(ctx, op.OpID))
+	}
+	var ips []string
+	for _, a := range out.AssignedPrivateIpAddresses {
+		ips = append(ips, aws.ToString(a.PrivateIpAddress))
+	}
+	err = m.books.Update(ctx, func(st *journal.State) error {
+		if e := st.ENIByID(eniID); e != nil {
+			for _, ip := range ips {
+				if !slices.Contains(e.IPs, ip) {
+					e.IPs = append(e.IPs, ip)
+				}
+			}
+		}
+		st.IPOps = slices.DeleteFunc(st.IPOps, func(o journal.IPOp) bool { return o.OpID == op.OpID })
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("journaling IPs of ENI %s: %w", eniID, err)
+	}
+	m.log.Info("IPs assigned to ENI", "eni", eniID, "count", len(ips))
+	return nil
+}
+
+// UnassignIPs gives free IPs of eniID back to the subnet. They leave the pool when the op is journaled, before
+// the call.
+func (m *Manager) UnassignIPs(ctx context.Context, eniID string, ips []string) error {
+	op := journal.IPOp{OpID: NewOpID(), Kind: journal.UnassignIPs, ENI: eniID, IPs: ips, Since: m.clock.Now()}
+	err := m.books.Update(ctx, func(st *journal.State) error {
+		for _, ip := range ips {
+			for _, a := range st.Assignments {
+				if a.IP == ip {
+					return fmt.Errorf("unassigning IP %s: %w: assigned to %s", ip, ErrBusy, a.ContainerID)
+				}
+			}
+		}
+		st.IPOps = append(st.IPOps, op)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("journaling IP release on ENI %s: %w", eniID, err)
+	}
+	return m.unassign(ctx, op)
+}
+
+func (m *Manager) unassign(ctx context.Context, op journal.IPOp) error {
+	_, err := m.ec2.UnassignPrivateIpAddresses(ctx, &ec2.UnassignPrivateIpAddressesInput{
+		NetworkInterfaceId: aws.String(op.ENI), PrivateIpAddresses: op.IPs,
+	})
+	if err != nil && ErrorCode(err) != codeENINotFound {
+		err = classify(fmt.Sprintf("unassigning %d IPs from ENI %s", len(op.IPs), op.ENI), err)
+		if errors.Is(err, ErrTransient) || errors.Is(err, context.Canceled) {
+			return err
+		}
+		// Refused, e.g. because a lost earlier answer already took some addresses away: keep in the op only
+		// the addresses EC2 still shows on the ENI.
+		ni, derr := m.describeOne(ctx, op.ENI)
+		if derr != nil {
+			return errors.Join(err, derr)
+		}
+		var still []string
+		if ni != nil {
+			for _, ip := range secondaryIPs(ni) {
+				if slices.Contains(op.IPs, ip) {
+					still = append(still, ip)
+				}
+			}
+		}
+		if len(still) > 0 {
+			uerr := m.books.Update(ctx, func(st *journal.State) error {
+				for i := range st.IPOps {
+					if st.IPOps[i].OpID == op.OpID {
+						st.IPOps[i].IPs = still
+					}
+				}
+				return nil
+			})
+			return errors.Join(err, uerr)
+		}
+	}
+	err = m.books.Update(ctx, func(st *journal.State) error {
+		if e := st.ENIByID(op.ENI); e != nil {
+			e.IPs = slices.DeleteFunc(e.IPs, func(ip string) bool { return slices.Contains(op.IPs, ip) })
+		}
+		st.Cooldowns = slices.DeleteFunc(st.Cooldowns, func(c journal.Cooldown) bool { return slices.Contains(op.IPs, c.IP) })
+		st.IPOps = slices.DeleteFunc(st.IPOps, func(o journal.IPOp) bool { return o.OpID == op.OpID })
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("journaling released IPs of ENI %s: %w", op.ENI, err)
+	}
+	m.log.Info("IPs released from ENI", "eni", op.ENI, "count", len(op.IPs))
+	return nil
+}
+
+func (m *Manager) dropIPOp(ctx context.Context, opID string) error {
+	return m.books.Update(ctx, func(st *journal.State) error {
+		st.IPOps = slices.DeleteFunc(st.IPOps, func(o journal.IPOp) bool { return o.OpID == opID })
+		return nil
+	})
+}
+
+// ResumeIPOps settles every IP operation a crash or a lost answer left in the journal: an assign is resolved
+// by reading the ENI's addresses from EC2, an unassign is sent again.
+func (m *Manager) ResumeIPOps(ctx context.Context) error {
+	var ops []journal.IPOp
+	m.books.View(func(st *journal.State) { ops = slices.Clone(st.IPOps) })
+	var errs []error
+	for _, op := range ops {
+		switch op.Kind {
+		case journal.UnassignIPs:
+			errs = append(errs, m.unassign(ctx, op))
+		case journal.AssignIPs:
+			ni, err := m.describeOne(ctx, op.ENI)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			err = m.books.Update(ctx, func(st *journal.State) error {
+				if e := st.ENIByID(op.ENI); e != nil && ni != nil {
+					fillIPs(e, secondaryIPs(ni), st)
+				}
+				st.IPOps = slices.DeleteFunc(st.IPOps, func(o journal.IPOp) bool { return o.OpID == op.OpID })
+				return nil
+			})
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// fillIPs adds EC2's addresses that the books miss, leaving out the ones an unassign is taking away.
+func fillIPs(e *journal.ENI, ec2IPs []string, st *journal.State) {
+	leaving := map[string]bool{}
+	for _, op := range st.IPOps {
+		if op.Kind == journal.UnassignIPs && op.ENI == e.ID {
+			for _, ip := range op.IPs {
+				leaving[ip] = true
+			}
+		}
+	}
+	for _, ip := range ec2IPs {
+		if !slices.Contains(e.IPs, ip) && !leaving[ip] {
+			e.IPs = append(e.IPs, ip)
+		}
+	}
+}

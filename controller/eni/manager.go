@@ -1,0 +1,158 @@
+// Package eni is the ENI commit: the state machine that creates, attaches, marks DeleteOnTermination on and
+// releases secondary ENIs, journaling each state before the EC2 call that leaves it, and the reconciler that
+// compares the journal with EC2 and IMDS. The pool manager drives it one step at a time.
+package eni
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/eniwire/eniwire/controller/ec2client"
+	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/internal/clock"
+)
+
+// Tag keys every ENI we create carries from birth (TagSpecifications). The reconciler adopts and the GC
+// deletes only ENIs with TagOwner equal to this instance.
+const (
+	TagOwner     = "eniwire.io/instance-id"
+	TagCluster   = "eniwire.io/cluster"
+	TagCreatedAt = "eniwire.io/created-at"
+	TagOpID      = "eniwire.io/op-id"
+)
+
+// Books is the controller's journaled state as the Manager sees it.
+type Books interface {
+	// Update applies fn to the state under the books' lock and journals the result before it returns. When fn
+	// or the journal write fails, the state is as before.
+	Update(ctx context.Context, fn func(st *journal.State) error) error
+	// View runs fn on the state under the lock; fn must not keep or change it.
+	View(fn func(st *journal.State))
+}
+
+// IMDS lists the MACs of the ENIs the instance metadata shows. It lags EC2, so it only informs.
+type IMDS interface {
+	ENIMACs(ctx context.Context) ([]string, error)
+}
+
+// Config is the node's part of every request.
+type Config struct {
+	InstanceID     string
+	Cluster        string
+	SubnetID       string
+	SubnetCIDR     string
+	SecurityGroups []string
+	// MaxENIs is the instance type's limit, primary included.
+	MaxENIs int
+	// GCGrace: our available ENIs younger than this are left alone (a create may be in flight elsewhere).
+	GCGrace time.Duration
+	// VisibilityGrace: a books ENI that EC2 does not list is left alone this long after its last change.
+	VisibilityGrace time.Duration
+	// WaitTimeout bounds one wait for an ENI to become available during a release.
+	WaitTimeout time.Duration
+}
+
+// Manager runs the commit steps and the reconciler. Steps of one operation must not run concurrently; the pool
+// manager is its only caller.
+type Manager struct {
+	cfg   Config
+	ec2   ec2client.EC2API
+	imds  IMDS
+	books Books
+	clock clock.Clock
+	log   *slog.Logger
+
+	mu sync.Mutex
+	// occupied holds the device indexes EC2 showed attached at the last reconcile, ours or not.
+	occupied map[int]string
+	// needReconcile is set by a surprising answer; attaches wait for a reconcile.
+	needReconcile bool
+	// limitCap lowers MaxENIs when EC2 refused an attach that our count allowed.
+	limitCap int
+	foreign  map[string]bool
+}
+
+// NewManager returns a Manager. imds may be nil.
+func NewManager(cfg Config, api ec2client.EC2API, imds IMDS, books Books, clk clock.Clock, log *slog.Logger) *Manager {
+	if cfg.GCGrace == 0 {
+		cfg.GCGrace = 5 * time.Minute
+	}
+	if cfg.VisibilityGrace == 0 {
+		cfg.VisibilityGrace = 2 * time.Minute
+	}
+	if cfg.WaitTimeout == 0 {
+		cfg.WaitTimeout = 2 * time.Minute
+	}
+	return &Manager{cfg: cfg, ec2: api, imds: imds, books: books, clock: clk, log: log,
+		occupied: map[int]string{}, foreign: map[string]bool{}}
+}
+
+// NeedsReconcile reports whether a surprising answer asked for a reconcile that has not run yet.
+func (m *Manager) NeedsReconcile() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.needReconcile
+}
+
+// RequestReconcile marks that the books must be checked against EC2 before the next attach.
+func (m *Manager) RequestReconcile() {
+	m.mu.Lock()
+	m.needReconcile = true
+	m.mu.Unlock()
+}
+
+// MaxENIs is the ENI limit in force: the instance type's, lowered if EC2 proved it smaller.
+func (m *Manager) MaxENIs() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.limitCap > 0 && m.limitCap < m.cfg.MaxENIs {
+		return m.limitCap
+	}
+	return m.cfg.MaxENIs
+}
+
+// NewOpID returns a random operation id; the ClientToken is derived from it.
+func NewOpID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ClientToken is the idempotency token of an operation's CreateNetworkInterface (at most 64 characters).
+func ClientToken(opID string) string { return "eniwire-" + opID }
+
+// Record returns a copy of the ENI record of opID, or ok false.
+func (m *Manager) Record(opID string) (journal.ENI, bool) {
+	var out journal.ENI
+	ok := false
+	m.books.View(func(st *journal.State) {
+		if e := st.ENIByOp(opID); e != nil {
+			out = *e
+			out.IPs = append([]string(nil), e.IPs...)
+			ok = true
+		}
+	})
+	return out, ok
+}
+
+// updateENI journals a change to the record of opID; a vanished record is left alone.
+func (m *Manager) updateENI(ctx context.Context, opID string, fn func(e *journal.ENI)) error {
+	return m.books.Update(ctx, func(st *journal.State) error {
+		if e := st.ENIByOp(opID); e != nil {
+			fn(e)
+		}
+		return nil
+	})
+}
+
+// noteFailure journals the error of a step so status shows it; losing that write is harmless.
+func (m *Manager) noteFailure(ctx context.Context, opID string, err error) {
+	_ = m.updateENI(ctx, opID, func(e *journal.ENI) {
+		e.Attempts++
+		e.LastError = err.Error()
+	})
+}

@@ -1,0 +1,242 @@
+package eni
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/eniwire/eniwire/controller/journal"
+)
+
+// Report is what one reconcile found.
+type Report struct {
+	// Attached is the number of ENIs EC2 shows attached to the instance, primary included.
+	Attached int
+	// Foreign are ENIs attached by someone else (no owner tag of ours); they are left alone.
+	Foreign []string
+	// Adopted are ENIs with our tags that the books did not hold (or held as an unfinished op).
+	Adopted []string
+	// Collected are our available ENIs older than the grace period that were deleted.
+	Collected []string
+	// Detached are books ENIs that EC2 shows available: they go back to be attached again.
+	Detached []string
+	// Vanished are books ENIs EC2 confirms do not exist any more.
+	Vanished []string
+	// IMDSMissing are usable ENIs IMDS does not show yet (lag; informational only).
+	IMDSMissing []string
+}
+
+func tagValue(ni *types.NetworkInterface, key string) string {
+	for _, t := range ni.TagSet {
+		if aws.ToString(t.Key) == key {
+			return aws.ToString(t.Value)
+		}
+	}
+	return ""
+}
+
+// Reconcile compares the books with EC2 (and IMDS, which only informs): it adopts attached ENIs carrying our
+// tags, finishes records whose answers were lost, notes ENIs attached by others, sends unfinished ENIs back to
+// be attached, and deletes our own available ENIs that nobody holds once they are older than GCGrace.
+func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
+	var rep Report
+	attached, err := m.describeFiltered(ctx, filter("attachment.instance-id", m.cfg.InstanceID))
+	if err != nil {
+		return rep, err
+	}
+	mine, err := m.describeFiltered(ctx, filter("tag:"+TagOwner, m.cfg.InstanceID), filter("status", "available"))
+	if err != nil {
+		return rep, err
+	}
+	rep.Attached = len(attached)
+	now := m.clock.Now()
+	seen := map[string]*types.NetworkInterface{}
+	occupied := map[int]string{}
+	var gc []string
+	err = m.books.Update(ctx, func(st *journal.State) error {
+		for i := range attached {
+			ni := &attached[i]
+			id := aws.ToString(ni.NetworkInterfaceId)
+			seen[id] = ni
+			if ni.Attachment != nil {
+				occupied[int(aws.ToInt32(ni.Attachment.DeviceIndex))] = id
+			}
+			m.reconcileAttached(st, ni, now, &rep)
+		}
+		for i := range mine {
+			ni := &mine[i]
+			id := aws.ToString(ni.NetworkInterfaceId)
+			if seen[id] != nil || ni.Attachment != nil && ni.Attachment.InstanceId != nil {
+				continue
+			}
+			seen[id] = ni
+			rec := st.ENIByID(id)
+			if rec == nil {
+				rec = st.ENIByOp(tagValue(ni, TagOpID))
+			}
+			switch {
+			case rec == nil:
+				created, perr := time.Parse(time.RFC3339, tagValue(ni, TagCreatedAt))
+				if perr == nil && now.Sub(created) > m.cfg.GCGrace {
+					gc = append(gc, id)
+				}
+			case rec.State == journal.Planned:
+				// The create happened but its answer was lost.
+				fillFromEC2(rec, ni)
+				rec.State, rec.Since = journal.Created, now
+				rep.Adopted = append(rep.Adopted, id)
+			case rec.Usable() && now.Sub(rec.Since) > m.cfg.VisibilityGrace:
+				// Detached behind our back: attach it again. Its IPs stay in the books.
+				rec.State, rec.AttachmentID, rec.AttachTried, rec.DeleteOnTermination, rec.Since = journal.Created, "", false, false, now
+				rep.Detached = append(rep.Detached, id)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return rep, fmt.Errorf("journaling reconcile: %w", err)
+	}
+	m.mu.Lock()
+	m.occupied = occupied
+	m.needReconcile = false
+	for _, id := range rep.Foreign {
+		if !m.foreign[id] {
+			m.foreign[id] = true
+			m.log.Warn("ENI attached by someone else; leaving it alone", "eni", id)
+		}
+	}
+	m.mu.Unlock()
+	for _, id := range rep.Adopted {
+		m.log.Info("ENI adopted", "eni", id)
+	}
+
+	var errs []error
+	errs = append(errs, m.confirmMissing(ctx, seen, now, &rep))
+	for _, id := range gc {
+		_, err := m.ec2.DeleteNetworkInterface(ctx, &ec2.DeleteNetworkInterfaceInput{NetworkInterfaceId: aws.String(id)})
+		if err != nil && ErrorCode(err) != codeENINotFound {
+			errs = append(errs, classify("collecting leaked ENI "+id, err))
+			continue
+		}
+		rep.Collected = append(rep.Collected, id)
+		m.log.Info("leaked ENI collected", "eni", id)
+	}
+	errs = append(errs, m.ResumeIPOps(ctx))
+	m.compareIMDS(ctx, &rep)
+	return rep, errors.Join(errs...)
+}
+
+// reconcileAttached folds one ENI EC2 shows attached to us into the books.
+func (m *Manager) reconcileAttached(st *journal.State, ni *types.NetworkInterface, now time.Time, rep *Report) {
+	id := aws.ToString(ni.NetworkInterfaceId)
+	primary := ni.Attachment != nil && aws.ToInt32(ni.Attachment.DeviceIndex) == 0
+	rec := st.ENIByID(id)
+	if rec == nil {
+		if op := tagValue(ni, TagOpID); op != "" {
+			rec = st.ENIByOp(op)
+		}
+	}
+	if rec == nil {
+		if !primary && tagValue(ni, TagOwner) != m.cfg.InstanceID {
+			rep.Foreign = append(rep.Foreign, id)
+			return
+		}
+		opID := tagValue(ni, TagOpID)
+		if opID == "" {
+			opID = "adopted-" + id
+		}
+		created, _ := time.Parse(time.RFC3339, tagValue(ni, TagCreatedAt))
+		st.ENIs = append(st.ENIs, journal.ENI{OpID: opID, State: journal.Attached, Primary: primary, Adopted: !primary,
+			SubnetCIDR: m.cfg.SubnetCIDR, CreatedAt: created, Since: now})
+		rec = &st.ENIs[len(st.ENIs)-1]
+		if !primary {
+			rep.Adopted = append(rep.Adopted, id)
+		}
+	}
+	ips := slices.Clone(rec.IPs)
+	fillFromEC2(rec, ni)
+	rec.IPs = ips
+	fillIPs(rec, secondaryIPs(ni), st)
+	if rec.SubnetCIDR == "" {
+		rec.SubnetCIDR = m.cfg.SubnetCIDR
+	}
+	switch rec.State {
+	case journal.Planned, journal.Created:
+		rec.State, rec.Since = journal.Attached, now
+		if rec.ID != id {
+			rec.ID = id
+		}
+		rep.Adopted = append(rep.Adopted, id)
+	}
+	if rec.State == journal.Attached && (rec.DeleteOnTermination || primary) {
+		rec.State = journal.Ready
+	}
+	if rec.State == journal.Ready && !rec.DeleteOnTermination && !primary {
+		rec.State = journal.Attached // someone cleared it: the modify is retried
+	}
+	rec.Primary = primary
+}
+
+// confirmMissing asks EC2 about books ENIs neither listing showed. Only EC2's word removes an ENI.
+func (m *Manager) confirmMissing(ctx context.Context, seen map[string]*types.NetworkInterface, now time.Time, rep *Report) error {
+	var check []journal.ENI
+	m.books.View(func(st *journal.State) {
+		for _, e := range st.ENIs {
+			if e.ID != "" && seen[e.ID] == nil && e.State != journal.Releasing && now.Sub(e.Since) > m.cfg.VisibilityGrace {
+				check = append(check, e)
+			}
+		}
+	})
+	var errs []error
+	for _, rec := range check {
+		ni, err := m.describeOne(ctx, rec.ID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if ni != nil {
+			if a := ni.Attachment; a != nil && aws.ToString(a.InstanceId) != m.cfg.InstanceID && aws.ToString(a.InstanceId) != "" {
+				m.log.Error("ENI in the books is attached to another instance", "eni", rec.ID, "instance", aws.ToString(a.InstanceId))
+			}
+			continue
+		}
+		err = m.books.Update(ctx, func(st *journal.State) error {
+			for _, a := range st.Assignments {
+				if a.ENI == rec.ID {
+					m.log.Error("ENI holding pods no longer exists in EC2; keeping its assignments", "eni", rec.ID)
+					return nil
+				}
+			}
+			st.RemoveENI(rec.OpID)
+			st.Cooldowns = dropENI(st.Cooldowns, rec.ID)
+			rep.Vanished = append(rep.Vanished, rec.ID)
+			return nil
+		})
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Manager) compareIMDS(ctx context.Context, rep *Report) {
+	if m.imds == nil {
+		return
+	}
+	macs, err := m.imds.ENIMACs(ctx)
+	if err != nil {
+		m.log.Debug("reading ENIs from IMDS", "error", err)
+		return
+	}
+	m.books.View(func(st *journal.State) {
+		for _, e := range st.ENIs {
+			if e.Usable() && e.MAC != "" && !slices.Contains(macs, e.MAC) {
+				rep.IMDSMissing = append(rep.IMDSMissing, e.ID)
+			}
+		}
+	})
+}

@@ -1,0 +1,323 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/controller/api"
+	"github.com/eniwire/eniwire/controller/ec2client"
+	"github.com/eniwire/eniwire/controller/eni"
+	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/internal/clock"
+	"github.com/eniwire/eniwire/test/ec2sim"
+)
+
+// world is one simulated VPC with one instance, reached through the real SDK over HTTP.
+type world struct {
+	t    testing.TB
+	sim  *ec2sim.Sim
+	srv  *httptest.Server
+	imds *httptest.Server
+	inst ec2sim.Instance
+	clk  *clock.Scaled
+	dir  string
+	log  *slog.Logger
+}
+
+func newWorld(t testing.TB, itype string, factor float64) *world {
+	t.Helper()
+	clk := clock.NewScaled(factor)
+	cfg := ec2sim.DefaultConfig()
+	cfg.Clock = clk
+	sim := ec2sim.New(cfg)
+	if err := sim.AddVPC("vpc-1", "10.0.0.0/16"); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.AddSubnet(ec2sim.SubnetSpec{ID: "subnet-1", VPCID: "vpc-1", CIDR: "10.0.0.0/20", AZ: "us-west-2a"}); err != nil {
+		t.Fatal(err)
+	}
+	inst, err := sim.AddInstance(ec2sim.InstanceSpec{Type: itype, SubnetID: "subnet-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := &world{t: t, sim: sim, inst: inst, clk: clk, dir: t.TempDir()}
+	w.srv = httptest.NewServer(sim.EC2Handler())
+	w.imds = httptest.NewServer(sim.IMDSHandler(inst.ID))
+	t.Cleanup(w.srv.Close)
+	t.Cleanup(w.imds.Close)
+	level := slog.LevelError
+	if os.Getenv("ENIWIRE_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	w.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	return w
+}
+
+// ec2 returns the real SDK client against the simulator, wrapped by the rate-limiting client.
+func (w *world) ec2(reg prometheus.Registerer) ec2client.EC2API {
+	sdk := ec2.New(ec2.Options{
+		Region: "us-west-2", BaseEndpoint: aws.String(w.srv.URL),
+		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
+		Retryer:     ec2client.NewSDKRetryer(3),
+		HTTPClient:  &http.Client{Timeout: 10 * time.Second},
+	})
+	c, err := ec2client.New(sdk, ec2client.Config{Clock: w.clk}, reg, w.log)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return c
+}
+
+func (w *world) nodeInfo() controller.NodeInfo {
+	it, ok := ec2sim.LookupInstanceType(w.inst.Type)
+	if !ok {
+		w.t.Fatalf("unknown type %s", w.inst.Type)
+	}
+	return controller.NodeInfo{InstanceID: w.inst.ID, InstanceType: w.inst.Type, AZ: w.inst.AZ, PrimaryMAC: w.inst.PrimaryMAC,
+		PrimaryIP: w.inst.PrimaryIP, VPCCIDRs: []string{w.inst.VPCCIDR}, SubnetID: w.inst.SubnetID, SubnetCIDR: w.inst.SubnetCIDR,
+		SecurityGroups: w.inst.SecurityGroups, MaxENIs: it.MaxENIs, IPv4PerENI: it.IPv4PerENI}
+}
+
+// fastConfig runs every loop quickly in virtual time.
+func fastConfig(dir string) controller.Config {
+	return controller.Config{StateDir: dir, Cluster: "test", PoolInterval: time.Second, ReconcileInterval: 30 * time.Second,
+		ReleaseDelay: 5 * time.Second, Cooldown: 10 * time.Second, GCGrace: 20 * time.Second}
+}
+
+// running is a started node controller.
+type running struct {
+	node   *controller.Node
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (w *world) start(cfg controller.Config, api ec2client.EC2API, wrap func(controller.Journal) controller.Journal) *running {
+	w.t.Helper()
+	if api == nil {
+		api = w.ec2(nil)
+	}
+	node, err := controller.New(cfg, controller.Deps{EC2: api, Node: w.nodeInfo(), Clock: w.clk, Logger: w.log, WrapJournal: wrap})
+	if err != nil {
+		w.t.Fatalf("starting controller: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{node: node, cancel: cancel, done: make(chan struct{})}
+	go func() { defer close(r.done); _ = node.Run(ctx) }()
+	w.t.Cleanup(r.stop)
+	return r
+}
+
+func (r *running) stop() {
+	r.cancel()
+	<-r.done
+	r.node.Close()
+}
+
+// eventually polls cond until it holds or the wall deadline passes.
+func eventually(t testing.TB, wall time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(wall)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func waitReady(t testing.TB, n *controller.Node) {
+	eventually(t, 20*time.Second, "controller ready", func() error {
+		if ok, why := n.Ready(); !ok {
+			return errors.New(why)
+		}
+		return nil
+	})
+}
+
+// assignRetrying asks until the pool has an IP (the CNI plugin's retry).
+func assignRetrying(t testing.TB, n *controller.Node, cid string) *api.Assignment {
+	t.Helper()
+	var out *api.Assignment
+	eventually(t, 30*time.Second, "assigning "+cid, func() error {
+		a, err := n.Assign(context.Background(), api.AssignRequest{Attachment: api.Attachment{ContainerID: cid, IfName: "eth0"}, Netns: "/var/run/netns/" + cid})
+		out = a
+		return err
+	})
+	return out
+}
+
+// checkBooks asserts the promise against the simulator: no leaked ENI, no duplicate ENI, no IP assigned twice,
+// no assignment lost, every assigned IP held by its ENI in EC2.
+func (w *world) checkBooks(st *journal.State, answered map[string]string) error {
+	snap := w.sim.Snapshot()
+	books := map[string]journal.ENI{}
+	for _, e := range st.ENIs {
+		if e.ID == "" {
+			continue
+		}
+		if _, dup := books[e.ID]; dup {
+			return fmt.Errorf("ENI %s twice in the books", e.ID)
+		}
+		books[e.ID] = e
+	}
+	ops := map[string]string{}
+	simIPs := map[string][]string{}
+	for _, e := range snap.ENIs {
+		simIPs[e.ID] = e.IPs
+		if e.Tags[eni.TagOwner] != w.inst.ID {
+			continue
+		}
+		if other, dup := ops[e.Tags[eni.TagOpID]]; dup {
+			return fmt.Errorf("duplicate ENIs %s and %s for op %s", other, e.ID, e.Tags[eni.TagOpID])
+		}
+		ops[e.Tags[eni.TagOpID]] = e.ID
+		b, inBooks := books[e.ID]
+		switch {
+		case e.Attachment != nil && e.Attachment.InstanceID == w.inst.ID && (!inBooks || !b.Usable()):
+			return fmt.Errorf("leaked ENI %s: attached but not usable in the books (%v)", e.ID, b.State)
+		case e.Attachment == nil && !inBooks:
+			return fmt.Errorf("leaked ENI %s: available and owned by nobody", e.ID)
+		case e.Attachment != nil && e.Attachment.InstanceID == w.inst.ID && !e.Attachment.DeleteOnTermination:
+			return fmt.Errorf("ENI %s attached without DeleteOnTermination", e.ID)
+		}
+	}
+	for id, b := range books {
+		if _, ok := simIPs[id]; !ok {
+			return fmt.Errorf("books ENI %s (%s) does not exist in EC2", id, b.State)
+		}
+		if !b.Usable() {
+			return fmt.Errorf("ENI %s not at rest: %s %s", id, b.State, b.ReleaseStep)
+		}
+	}
+	if len(st.IPOps) > 0 {
+		return fmt.Errorf("%d IP operations pending", len(st.IPOps))
+	}
+	ips := map[string]string{}
+	for _, a := range st.Assignments {
+		if other, dup := ips[a.IP]; dup {
+			return fmt.Errorf("IP %s assigned twice: %s and %s", a.IP, other, a.ContainerID)
+		}
+		ips[a.IP] = a.ContainerID
+		if !slices.Contains(simIPs[a.ENI], a.IP) {
+			return fmt.Errorf("assigned IP %s is not on ENI %s in EC2", a.IP, a.ENI)
+		}
+	}
+	for cid, ip := range answered {
+		a := st.Assignment(cid, "eth0")
+		if a == nil || a.IP != ip {
+			return fmt.Errorf("assignment of %s (%s) lost", cid, ip)
+		}
+	}
+	return nil
+}
+
+// errCrashed is what every call returns once a simulated crash has happened.
+var errCrashed = errors.New("simulated crash")
+
+// crash counts journal writes and mutating EC2 calls and "kills" the controller at the Nth: the write or call
+// takes effect, its result is never seen, and nothing after it reaches the journal or EC2.
+type crash struct {
+	at     int64
+	n      atomic.Int64
+	dead   atomic.Bool
+	mu     sync.Mutex
+	points []string
+}
+
+func (c *crash) hit(point string) bool {
+	if c.dead.Load() {
+		return true
+	}
+	n := c.n.Add(1)
+	c.mu.Lock()
+	c.points = append(c.points, point)
+	c.mu.Unlock()
+	if n == c.at {
+		c.dead.Store(true)
+		return true
+	}
+	return false
+}
+
+type crashJournal struct {
+	inner controller.Journal
+	c     *crash
+}
+
+func (j crashJournal) Save(st *journal.State) error {
+	if j.c.dead.Load() {
+		return errCrashed
+	}
+	if err := j.inner.Save(st); err != nil {
+		return err
+	}
+	if j.c.hit("journal") {
+		return errCrashed
+	}
+	return nil
+}
+
+type crashEC2 struct {
+	ec2client.EC2API
+	c *crash
+}
+
+func call[I, O any](c *crash, name string, f func(context.Context, I, ...func(*ec2.Options)) (O, error), ctx context.Context, in I) (O, error) {
+	var zero O
+	if c.dead.Load() {
+		return zero, errCrashed
+	}
+	out, err := f(ctx, in)
+	if c.hit(name) {
+		return zero, errCrashed
+	}
+	return out, err
+}
+
+func (e crashEC2) CreateNetworkInterface(ctx context.Context, in *ec2.CreateNetworkInterfaceInput, _ ...func(*ec2.Options)) (*ec2.CreateNetworkInterfaceOutput, error) {
+	return call(e.c, "create", e.EC2API.CreateNetworkInterface, ctx, in)
+}
+func (e crashEC2) AttachNetworkInterface(ctx context.Context, in *ec2.AttachNetworkInterfaceInput, _ ...func(*ec2.Options)) (*ec2.AttachNetworkInterfaceOutput, error) {
+	return call(e.c, "attach", e.EC2API.AttachNetworkInterface, ctx, in)
+}
+func (e crashEC2) ModifyNetworkInterfaceAttribute(ctx context.Context, in *ec2.ModifyNetworkInterfaceAttributeInput, _ ...func(*ec2.Options)) (*ec2.ModifyNetworkInterfaceAttributeOutput, error) {
+	return call(e.c, "modify", e.EC2API.ModifyNetworkInterfaceAttribute, ctx, in)
+}
+func (e crashEC2) DetachNetworkInterface(ctx context.Context, in *ec2.DetachNetworkInterfaceInput, _ ...func(*ec2.Options)) (*ec2.DetachNetworkInterfaceOutput, error) {
+	return call(e.c, "detach", e.EC2API.DetachNetworkInterface, ctx, in)
+}
+func (e crashEC2) DeleteNetworkInterface(ctx context.Context, in *ec2.DeleteNetworkInterfaceInput, _ ...func(*ec2.Options)) (*ec2.DeleteNetworkInterfaceOutput, error) {
+	return call(e.c, "delete", e.EC2API.DeleteNetworkInterface, ctx, in)
+}
+func (e crashEC2) AssignPrivateIpAddresses(ctx context.Context, in *ec2.AssignPrivateIpAddressesInput, _ ...func(*ec2.Options)) (*ec2.AssignPrivateIpAddressesOutput, error) {
+	return call(e.c, "assign-ips", e.EC2API.AssignPrivateIpAddresses, ctx, in)
+}
+func (e crashEC2) UnassignPrivateIpAddresses(ctx context.Context, in *ec2.UnassignPrivateIpAddressesInput, _ ...func(*ec2.Options)) (*ec2.UnassignPrivateIpAddressesOutput, error) {
+	return call(e.c, "unassign-ips", e.EC2API.UnassignPrivateIpAddresses, ctx, in)
+}
+func (e crashEC2) DescribeNetworkInterfaces(ctx context.Context, in *ec2.DescribeNetworkInterfacesInput, o ...func(*ec2.Options)) (*ec2.DescribeNetworkInterfacesOutput, error) {
+	if e.c.dead.Load() {
+		return nil, errCrashed
+	}
+	return e.EC2API.DescribeNetworkInterfaces(ctx, in, o...)
+}

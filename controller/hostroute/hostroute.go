@@ -1,0 +1,83 @@
+// Package hostroute is the interim datapath: it routes each pod's /32 to its host veth in the main table
+// (a route, not a rule), so the host reaches the pod. The BPF datapath replaces it.
+package hostroute
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/eniwire/eniwire/controller"
+)
+
+// Routes implements controller.Datapath with host routes only.
+type Routes struct {
+	// Handle is the netlink handle to use (nil: the current network namespace).
+	Handle *netlink.Handle
+}
+
+var _ controller.Datapath = (*Routes)(nil)
+
+func (r *Routes) h() *netlink.Handle {
+	if r.Handle != nil {
+		return r.Handle
+	}
+	return &netlink.Handle{}
+}
+
+func (r *Routes) route(pod controller.Pod) (*netlink.Route, error) {
+	ip := net.ParseIP(pod.IP).To4()
+	if ip == nil {
+		return nil, fmt.Errorf("routing pod %s: not an IPv4 address", pod.IP)
+	}
+	idx := pod.HostIfindex
+	if pod.HostVeth != "" {
+		link, err := r.h().LinkByName(pod.HostVeth)
+		if err != nil {
+			return nil, fmt.Errorf("finding host veth %s: %w", pod.HostVeth, err)
+		}
+		idx = link.Attrs().Index
+	}
+	if idx == 0 {
+		return nil, fmt.Errorf("routing pod %s: no host veth", pod.IP)
+	}
+	return &netlink.Route{LinkIndex: idx, Dst: &net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK}, nil
+}
+
+// PodUp adds (or replaces) podIP/32 dev <hostVeth>.
+func (r *Routes) PodUp(_ context.Context, pod controller.Pod) error {
+	rt, err := r.route(pod)
+	if err != nil {
+		return err
+	}
+	if err := r.h().RouteReplace(rt); err != nil {
+		return fmt.Errorf("adding route %s dev index %d: %w", rt.Dst, rt.LinkIndex, err)
+	}
+	return nil
+}
+
+// PodDown removes the pod's /32 route; a missing route or veth is not an error.
+func (r *Routes) PodDown(_ context.Context, pod controller.Pod) error {
+	ip := net.ParseIP(pod.IP).To4()
+	if ip == nil {
+		return nil
+	}
+	rt := &netlink.Route{Dst: &net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK}
+	if full, err := r.route(pod); err == nil {
+		rt = full
+	}
+	if err := r.h().RouteDel(rt); err != nil && !errors.Is(err, syscall.ESRCH) && !errors.Is(err, syscall.ENOENT) {
+		return fmt.Errorf("removing route %s: %w", rt.Dst, err)
+	}
+	return nil
+}
+
+// ENIUp does nothing: host routes need no per-ENI state.
+func (r *Routes) ENIUp(context.Context, controller.ENI) error { return nil }
+
+// ENIDown does nothing.
+func (r *Routes) ENIDown(context.Context, controller.ENI) error { return nil }

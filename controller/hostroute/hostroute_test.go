@@ -1,0 +1,93 @@
+package hostroute
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/internal/testenv"
+)
+
+// newNamespace returns a netlink handle inside a fresh, unnamed network namespace, closed at the end.
+func newNamespace(t *testing.T) *netlink.Handle {
+	testenv.RequireRoot(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	origin, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer origin.Close()
+	ns, err := netns.New()
+	if err != nil {
+		testenv.Unavailable(t, "cannot create a network namespace: "+err.Error())
+	}
+	if err := netns.Set(origin); err != nil {
+		t.Fatal(err)
+	}
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Close(); ns.Close() })
+	return h
+}
+
+func TestPodRoutesComeAndGo(t *testing.T) {
+	h := newNamespace(t)
+	name := fmt.Sprintf("hr%d", os.Getpid()%100000)
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"}
+	if err := h.LinkAdd(veth); err != nil {
+		t.Fatal(err)
+	}
+	link, err := h.LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.LinkSetUp(link); err != nil {
+		t.Fatal(err)
+	}
+	r := &Routes{Handle: h}
+	pod := controller.Pod{IP: "10.9.0.7", HostVeth: name}
+	routes := func() []netlink.Route {
+		rs, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: &net.IPNet{IP: net.ParseIP("10.9.0.7").To4(), Mask: net.CIDRMask(32, 32)}}, netlink.RT_FILTER_DST)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	for _, step := range []struct {
+		name string
+		do   func() error
+		want int
+	}{
+		{"PodUp adds the /32 route on the host veth", func() error { return r.PodUp(context.Background(), pod) }, 1},
+		{"a repeated PodUp keeps one route", func() error { return r.PodUp(context.Background(), pod) }, 1},
+		{"PodDown removes it", func() error { return r.PodDown(context.Background(), pod) }, 0},
+		{"a repeated PodDown succeeds", func() error { return r.PodDown(context.Background(), pod) }, 0},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			if err := step.do(); err != nil {
+				t.Fatal(err)
+			}
+			rs := routes()
+			if len(rs) != step.want {
+				t.Logf("routes: %+v", rs)
+				t.Fatalf("%d routes, want %d", len(rs), step.want)
+			}
+			if step.want == 1 && rs[0].LinkIndex != link.Attrs().Index {
+				t.Fatalf("route on ifindex %d, want %d", rs[0].LinkIndex, link.Attrs().Index)
+			}
+		})
+	}
+	if err := r.PodUp(context.Background(), controller.Pod{IP: "10.9.0.8", HostVeth: "missing0"}); err == nil {
+		t.Fatal("PodUp on a missing veth succeeded")
+	}
+}

@@ -1,0 +1,177 @@
+// Package journal is the node controller's single source of truth on disk: the ENI operations in flight, the
+// ENIs in the books, the pod assignments and the cooldown deadlines of released IPs. Every change is written
+// (and fsync'd) before the EC2 call or the API answer that depends on it.
+package journal
+
+import (
+	"slices"
+	"time"
+)
+
+// Version is the format of the state this build writes. A journal of another version is refused, untouched.
+const Version = 1
+
+// ENIState is where an ENI stands in the commit (see DESIGN.md, "The ENI commit").
+type ENIState string
+
+const (
+	// Planned: decided to add an ENI; OpID and ClientToken are set, CreateNetworkInterface not yet answered.
+	Planned ENIState = "planned"
+	// Created: EC2 returned the ENI id; it is not attached yet.
+	Created ENIState = "created"
+	// Attached: EC2 returned an attachment id; DeleteOnTermination is not confirmed yet. The ENI is usable.
+	Attached ENIState = "attached"
+	// Ready: attached with DeleteOnTermination true.
+	Ready ENIState = "ready"
+	// Releasing: on its way out (detach, wait for available, delete); its IPs are no longer handed out.
+	Releasing ENIState = "releasing"
+)
+
+// ReleaseStep is the step of a release that was journaled before its call.
+type ReleaseStep string
+
+const (
+	StepDetach ReleaseStep = "detach"
+	StepWait   ReleaseStep = "wait"
+	StepDelete ReleaseStep = "delete"
+)
+
+// ENI is one ENI operation or ENI in the books.
+type ENI struct {
+	OpID        string   `json:"opID"`
+	ClientToken string   `json:"clientToken,omitempty"`
+	ID          string   `json:"id,omitempty"`
+	MAC         string   `json:"mac,omitempty"`
+	State       ENIState `json:"state"`
+	Primary     bool     `json:"primary,omitempty"`
+	// Adopted is set when the reconciler found the ENI attached with our tags but not in the books.
+	Adopted    bool   `json:"adopted,omitempty"`
+	SubnetID   string `json:"subnetID,omitempty"`
+	SubnetCIDR string `json:"subnetCIDR,omitempty"`
+	PrimaryIP  string `json:"primaryIP,omitempty"`
+	// IPs are the secondary private IPs the books hold for pods.
+	IPs []string `json:"ips,omitempty"`
+	// WantIPs is how many secondary IPs the create asks for; part of the idempotent request.
+	WantIPs             int    `json:"wantIPs,omitempty"`
+	AttachmentID        string `json:"attachmentID,omitempty"`
+	DeviceIndex         int    `json:"deviceIndex"`
+	DeleteOnTermination bool   `json:"deleteOnTermination,omitempty"`
+	// AttachTried is set before AttachNetworkInterface is called: a resumed attach reads EC2 first.
+	AttachTried bool        `json:"attachTried,omitempty"`
+	ReleaseStep ReleaseStep `json:"releaseStep,omitempty"`
+	CreatedAt   time.Time   `json:"createdAt"`
+	Since       time.Time   `json:"since"`
+	Attempts    int         `json:"attempts,omitempty"`
+	LastError   string      `json:"lastError,omitempty"`
+}
+
+// Usable reports whether the ENI's IPs may be handed to pods: attached, whether or not DeleteOnTermination
+// holds yet.
+func (e *ENI) Usable() bool { return e.State == Attached || e.State == Ready }
+
+// IPOpKind says what an IPOp changes.
+type IPOpKind string
+
+const (
+	AssignIPs   IPOpKind = "assign"
+	UnassignIPs IPOpKind = "unassign"
+)
+
+// IPOp is a change of an ENI's secondary IPs journaled before its EC2 call.
+type IPOp struct {
+	OpID  string    `json:"opID"`
+	Kind  IPOpKind  `json:"kind"`
+	ENI   string    `json:"eni"`
+	Count int       `json:"count,omitempty"`
+	IPs   []string  `json:"ips,omitempty"`
+	Since time.Time `json:"since"`
+}
+
+// Assignment is an IP given to a container interface.
+type Assignment struct {
+	ContainerID  string    `json:"containerID"`
+	IfName       string    `json:"ifName"`
+	Netns        string    `json:"netns,omitempty"`
+	PodNamespace string    `json:"podNamespace,omitempty"`
+	PodName      string    `json:"podName,omitempty"`
+	PodUID       string    `json:"podUID,omitempty"`
+	HostVeth     string    `json:"hostVeth,omitempty"`
+	HostIfindex  int       `json:"hostIfindex,omitempty"`
+	IP           string    `json:"ip"`
+	ENI          string    `json:"eni"`
+	AssignedAt   time.Time `json:"assignedAt"`
+}
+
+// Cooldown keeps a released IP out of use until Until, so conntrack entries of its last pod expire first.
+type Cooldown struct {
+	IP    string    `json:"ip"`
+	ENI   string    `json:"eni"`
+	Until time.Time `json:"until"`
+}
+
+// State is everything the journal holds.
+type State struct {
+	Version     int          `json:"version"`
+	InstanceID  string       `json:"instanceID,omitempty"`
+	Seq         uint64       `json:"seq"`
+	ENIs        []ENI        `json:"enis"`
+	IPOps       []IPOp       `json:"ipOps,omitempty"`
+	Assignments []Assignment `json:"assignments"`
+	Cooldowns   []Cooldown   `json:"cooldowns,omitempty"`
+}
+
+// ENIByOp returns the ENI record of an operation, or nil.
+func (s *State) ENIByOp(opID string) *ENI {
+	for i := range s.ENIs {
+		if s.ENIs[i].OpID == opID {
+			return &s.ENIs[i]
+		}
+	}
+	return nil
+}
+
+// ENIByID returns the ENI record with that EC2 id, or nil.
+func (s *State) ENIByID(id string) *ENI {
+	if id == "" {
+		return nil
+	}
+	for i := range s.ENIs {
+		if s.ENIs[i].ID == id {
+			return &s.ENIs[i]
+		}
+	}
+	return nil
+}
+
+// RemoveENI drops the record of an operation.
+func (s *State) RemoveENI(opID string) {
+	s.ENIs = slices.DeleteFunc(s.ENIs, func(e ENI) bool { return e.OpID == opID })
+}
+
+// Assignment returns the assignment of a container interface, or nil.
+func (s *State) Assignment(containerID, ifName string) *Assignment {
+	for i := range s.Assignments {
+		if s.Assignments[i].ContainerID == containerID && s.Assignments[i].IfName == ifName {
+			return &s.Assignments[i]
+		}
+	}
+	return nil
+}
+
+// Clone returns a deep copy, so readers outside the lock never share slices with the writer.
+func (s *State) Clone() *State {
+	c := *s
+	c.ENIs = make([]ENI, len(s.ENIs))
+	for i, e := range s.ENIs {
+		e.IPs = slices.Clone(e.IPs)
+		c.ENIs[i] = e
+	}
+	c.IPOps = make([]IPOp, len(s.IPOps))
+	for i, op := range s.IPOps {
+		op.IPs = slices.Clone(op.IPs)
+		c.IPOps[i] = op
+	}
+	c.Assignments = slices.Clone(s.Assignments)
+	c.Cooldowns = slices.Clone(s.Cooldowns)
+	return &c
+}

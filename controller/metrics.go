@@ -1,0 +1,78 @@
+package controller
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eniwire/eniwire/controller/eni"
+)
+
+type metrics struct {
+	n            *Node
+	ips          *prometheus.GaugeVec
+	enis         *prometheus.GaugeVec
+	foreign      prometheus.Gauge
+	assigns      *prometheus.CounterVec
+	releases     *prometheus.CounterVec
+	reconciles   *prometheus.CounterVec
+	adopted      prometheus.Counter
+	collected    prometheus.Counter
+	imdsMissing  prometheus.Gauge
+	stepErrors   *prometheus.CounterVec
+	poolBackoffs prometheus.Counter
+	ready        prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
+	m := &metrics{
+		n:           n,
+		ips:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eniwire_ips", Help: "Secondary IPs in the books by state (assigned, warm, cooldown)."}, []string{"state"}),
+		enis:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eniwire_enis", Help: "ENIs in the books by commit state."}, []string{"state"}),
+		foreign:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_foreign_enis", Help: "ENIs attached to the instance by someone else, left alone."}),
+		assigns:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eniwire_assign_total", Help: "Pod IP assignments by result."}, []string{"result"}),
+		releases:    prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eniwire_release_total", Help: "Pod IP releases by result."}, []string{"result"}),
+		reconciles:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eniwire_reconcile_total", Help: "Reconciles by result."}, []string{"result"}),
+		adopted:     prometheus.NewCounter(prometheus.CounterOpts{Name: "eniwire_enis_adopted_total", Help: "ENIs with our tags found attached but not in the books, adopted."}),
+		collected:   prometheus.NewCounter(prometheus.CounterOpts{Name: "eniwire_enis_collected_total", Help: "Leaked available ENIs of ours deleted by the reconciler."}),
+		imdsMissing: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_imds_missing_enis", Help: "Usable ENIs IMDS does not show yet (lag)."}),
+		stepErrors:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eniwire_eni_step_errors_total", Help: "Failed ENI commit steps by state and EC2 error code."}, []string{"state", "code"}),
+		poolBackoffs: prometheus.NewCounter(prometheus.CounterOpts{Name: "eniwire_pool_backoffs_total",
+			Help: "Times the pool manager backed off after a capacity or IAM refusal."}),
+		ready: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_ready", Help: "1 when the journal is replayed and EC2 has answered."}),
+	}
+	for _, c := range []prometheus.Collector{m.ips, m.enis, m.foreign, m.assigns, m.releases, m.reconciles, m.adopted,
+		m.collected, m.imdsMissing, m.stepErrors, m.poolBackoffs, m.ready} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) observeReconcile(rep eni.Report, err error) {
+	result := "ok"
+	if err != nil {
+		result = "error"
+	}
+	m.reconciles.WithLabelValues(result).Inc()
+	m.foreign.Set(float64(len(rep.Foreign)))
+	m.adopted.Add(float64(len(rep.Adopted)))
+	m.collected.Add(float64(len(rep.Collected)))
+	m.imdsMissing.Set(float64(len(rep.IMDSMissing)))
+}
+
+// refresh sets the gauges from the books; called once per pool round, not per request.
+func (m *metrics) refresh() {
+	s := m.n.Status()
+	m.ips.WithLabelValues("assigned").Set(float64(s.Assigned))
+	m.ips.WithLabelValues("warm").Set(float64(s.Warm))
+	m.ips.WithLabelValues("cooldown").Set(float64(s.Cooldown))
+	m.enis.Reset()
+	for _, e := range s.ENIs {
+		m.enis.WithLabelValues(e.State).Inc()
+	}
+	if s.Ready {
+		m.ready.Set(1)
+	}
+}

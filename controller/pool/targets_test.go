@@ -1,0 +1,62 @@
+package pool
+
+import "testing"
+
+func enis(specs ...[4]int) Counts {
+	var c Counts
+	for i, s := range specs {
+		c.ENIs = append(c.ENIs, ENICount{ID: string(rune('a' + i)), Primary: i == 0, IPs: s[0], Assigned: s[1], Cooldown: s[2]})
+	}
+	return c
+}
+
+func TestWarmTargetArithmetic(t *testing.T) {
+	m5large := Limits{MaxENIs: 3, IPsPerENI: 9}
+	for _, tc := range []struct {
+		name    string
+		targets Targets
+		limits  Limits
+		counts  Counts
+		want    Decision
+	}{
+		{"an empty primary with WARM_ENI_TARGET=1 fills the primary first",
+			Targets{WarmENI: 1}, m5large, enis([4]int{0, 0, 0, 0}), Decision{AddIPs: 9}},
+		{"a full primary with one pod asks for a new ENI of a whole ENI's worth",
+			Targets{WarmENI: 1}, m5large, enis([4]int{9, 1, 0, 0}), Decision{NewENI: true, NewENIIPs: 9}},
+		{"a warm ENI's worth of free IPs is enough",
+			Targets{WarmENI: 1}, m5large, enis([4]int{9, 0, 0, 0}), Decision{}},
+		{"cooldown IPs do not count as free",
+			Targets{WarmENI: 1}, m5large, enis([4]int{9, 0, 9, 0}, [4]int{0, 0, 0, 0}), Decision{AddIPs: 9}},
+		{"WARM_IP_TARGET=5 with 2 free adds 3",
+			Targets{WarmIP: 5}, m5large, enis([4]int{4, 2, 0, 0}), Decision{AddIPs: 3}},
+		{"MINIMUM_IP_TARGET=12 with WARM_IP_TARGET=2 pre-scales to 12",
+			Targets{WarmIP: 2, MinimumIP: 12}, m5large, enis([4]int{9, 0, 0, 0}), Decision{NewENI: true, NewENIIPs: 3}},
+		{"WARM_IP_TARGET=2 with 6 free releases 4",
+			Targets{WarmIP: 2}, m5large, enis([4]int{6, 0, 0, 0}), Decision{ReleaseIPs: 4}},
+		{"MINIMUM_IP_TARGET keeps IPs that WARM_IP_TARGET alone would release",
+			Targets{WarmIP: 2, MinimumIP: 8}, m5large, enis([4]int{9, 0, 0, 0}), Decision{ReleaseIPs: 1}},
+		{"MAX_ENI=1 stops growth at the primary",
+			Targets{WarmENI: 1, MaxENI: 1}, m5large, enis([4]int{9, 5, 0, 0}), Decision{AtLimit: true}},
+		{"the instance's ENI limit stops growth",
+			Targets{WarmENI: 1}, m5large, enis([4]int{9, 9, 0, 0}, [4]int{9, 9, 0, 0}, [4]int{9, 5, 0, 0}), Decision{AtLimit: true}},
+		{"MAX_PODS caps the IPs the pool holds",
+			Targets{WarmENI: 1, MaxPods: 11}, m5large, enis([4]int{9, 5, 0, 0}), Decision{NewENI: true, NewENIIPs: 2}},
+		{"more IPs than MAX_PODS are released",
+			Targets{WarmENI: 1, MaxPods: 5}, m5large, enis([4]int{9, 1, 0, 0}), Decision{ReleaseIPs: 4}},
+		{"a pending ENI is waited for rather than planning another",
+			Targets{WarmENI: 1}, m5large, Counts{ENIs: enis([4]int{9, 9, 0, 0}).ENIs, PendingENIs: 1}, Decision{}},
+		{"an empty secondary ENI beyond WARM_ENI_TARGET is released",
+			Targets{WarmENI: 1}, m5large, enis([4]int{9, 0, 0, 0}, [4]int{9, 0, 0, 0}), Decision{ReleaseENI: "b"}},
+		{"an empty ENI that holds the warm target is kept",
+			Targets{WarmENI: 1}, m5large, enis([4]int{9, 9, 0, 0}, [4]int{9, 0, 0, 0}), Decision{}},
+		{"an ENI with IPs in cooldown is kept",
+			Targets{WarmENI: 1}, m5large, enis([4]int{9, 0, 0, 0}, [4]int{9, 0, 1, 0}), Decision{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.targets.Decide(tc.limits, tc.counts)
+			if got != tc.want {
+				t.Fatalf("Decide = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}

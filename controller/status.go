@@ -1,0 +1,58 @@
+package controller
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/eniwire/eniwire/controller/api"
+	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/controller/pool"
+)
+
+// Status is the node's view for `eniwirectl status` and the status endpoint.
+func (n *Node) Status() *api.Status {
+	ready, why := n.Ready()
+	n.poolMu.Lock()
+	ps := n.poolState
+	n.poolMu.Unlock()
+	out := &api.Status{Ready: ready, Reason: why, InstanceID: n.info.InstanceID, InstanceType: n.info.InstanceType,
+		MaxENIs: n.eni.MaxENIs(), IPsPerENI: n.limits.IPsPerENI, PoolStatus: ps, ENIs: []api.ENIStatus{}, Pending: []api.PendingOp{}}
+	n.View(func(st *journal.State) {
+		v := pool.NewView(st, n.clock.Now())
+		for _, e := range st.ENIs {
+			es := api.ENIStatus{ID: e.ID, MAC: e.MAC, DeviceIndex: e.DeviceIndex, State: string(e.State), Primary: e.Primary,
+				DeleteOnTermination: e.DeleteOnTermination, SubnetCIDR: e.SubnetCIDR, IPs: slices.Clone(e.IPs)}
+			if es.IPs == nil {
+				es.IPs = []string{}
+			}
+			for _, ip := range e.IPs {
+				switch v.State(ip) {
+				case pool.IPAssigned:
+					es.Assigned++
+				case pool.IPCooldown, pool.IPLeaving:
+					es.Cooldown++
+				default:
+					if e.Usable() {
+						es.Warm++
+					}
+				}
+			}
+			out.Assigned += es.Assigned
+			out.Warm += es.Warm
+			out.Cooldown += es.Cooldown
+			out.ENIs = append(out.ENIs, es)
+			if e.State != journal.Ready && !e.Primary {
+				state := string(e.State)
+				if e.ReleaseStep != "" {
+					state += "/" + string(e.ReleaseStep)
+				}
+				out.Pending = append(out.Pending, api.PendingOp{OpID: e.OpID, ENI: e.ID, State: state, Since: e.Since, Error: e.LastError})
+			}
+		}
+		for _, op := range st.IPOps {
+			out.Pending = append(out.Pending, api.PendingOp{OpID: op.OpID, ENI: op.ENI, State: string(op.Kind) + " IPs", Since: op.Since})
+		}
+	})
+	slices.SortFunc(out.ENIs, func(a, b api.ENIStatus) int { return cmp.Compare(a.DeviceIndex, b.DeviceIndex) })
+	return out
+}
