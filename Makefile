@@ -33,9 +33,14 @@ lint: ## gofmt and go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: deps lint ## Install what is missing, then vet, run every test with -race, and fuzz the decoders briefly.
+test: deps lint check-generate ## Install what is missing, vet, check the BPF objects, run every test with -race, fuzz briefly.
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./test/ec2sim
+
+.PHONY: check-generate
+check-generate: ## Regenerate the BPF objects and fail if they differ from the committed ones.
+	$(GO) generate ./bpf/...
+	@git diff --exit-code --stat -- bpf/ || { echo "bpf/: generated files differ from the sources; run make generate and commit" >&2; exit 1; }
 
 .PHONY: verify
 verify: ## go mod tidy, generate and gofmt, then fail if the tree changed.
@@ -45,8 +50,15 @@ verify: ## go mod tidy, generate and gofmt, then fail if the tree changed.
 	git diff --exit-code
 
 .PHONY: bench
-bench: deps ## Run the benchmarks and print their figures.
-	@echo "bench: not built yet" >&2; exit 1
+bench: deps ## Run the benchmarks and print their figures (controller, journal, EC2 wrapper, CNI, datapath).
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./controller/ ./controller/agent/ ./controller/journal/
+	$(GO) test -run '^$$' -bench . ./controller/ec2client/
+	$(GO) test -run '^$$' -bench AddDel -benchtime 1x ./test/cnitest/
+	$(GO) test -run '^$$' -bench . ./datapath/
+
+.PHONY: fleet
+fleet: ## Replay the rollout that broke the AWS VPC CNI on a simulated fleet (NODES=300).
+	$(GO) run ./test/fleet/cmd/fleet -nodes $(or $(NODES),300)
 
 .PHONY: demo
 demo: deps build ## Run eniwire on a simulated VPC in network namespaces (root).

@@ -1,0 +1,118 @@
+package ec2sim
+
+import (
+	"encoding/xml"
+	"fmt"
+	"net/http"
+)
+
+// APIError is an EC2 error as it goes over the wire: code, message and HTTP status.
+type APIError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Status  int    `json:"status"`
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("%s: %s (HTTP %d)", e.Code, e.Message, e.Status)
+}
+
+// The EC2 error codes the simulator answers.
+const (
+	CodeAttachmentLimitExceeded      = "AttachmentLimitExceeded"
+	CodeInvalidParameterValue        = "InvalidParameterValue"
+	CodeInvalidParameterCombination  = "InvalidParameterCombination"
+	CodeInvalidENIIDNotFound         = "InvalidNetworkInterfaceID.NotFound"
+	CodeInvalidENIIDMalformed        = "InvalidNetworkInterfaceID.Malformed"
+	CodeInvalidAttachmentIDNotFound  = "InvalidAttachmentID.NotFound"
+	CodeInvalidInstanceIDNotFound    = "InvalidInstanceID.NotFound"
+	CodeInvalidInstanceIDMalformed   = "InvalidInstanceID.Malformed"
+	CodeInvalidSubnetIDNotFound      = "InvalidSubnetID.NotFound"
+	CodeInvalidGroupNotFound         = "InvalidGroup.NotFound"
+	CodeInvalidInstanceType          = "InvalidInstanceType"
+	CodeInsufficientFreeAddresses    = "InsufficientFreeAddressesInSubnet"
+	CodeInsufficientCidrBlocks       = "InsufficientCidrBlocks"
+	CodePrivateIPAddressLimit        = "PrivateIpAddressLimitExceeded"
+	CodePrivateIPAddressInUse        = "PrivateIpAddressInUse"
+	CodeInvalidNetworkInterfaceInUse = "InvalidNetworkInterface.InUse"
+	CodeOperationNotPermitted        = "OperationNotPermitted"
+	CodeIdempotentParameterMismatch  = "IdempotentParameterMismatch"
+	CodeMissingParameter             = "MissingParameter"
+	CodeMissingAction                = "MissingAction"
+	CodeInvalidAction                = "InvalidAction"
+	CodeUnknownParameter             = "UnknownParameter"
+	CodeMalformedQueryString         = "MalformedQueryString"
+	CodeInvalidNextToken             = "InvalidNextToken"
+	CodeInvalidFilter                = "InvalidFilter"
+	CodeRequestLimitExceeded         = "RequestLimitExceeded"
+	CodeDryRunOperation              = "DryRunOperation"
+	CodeUnauthorizedOperation        = "UnauthorizedOperation"
+	CodeInternalError                = "InternalError"
+	CodeServiceUnavailable           = "ServiceUnavailable"
+	CodeUnavailable                  = "Unavailable"
+	CodeIncorrectState               = "IncorrectState"
+)
+
+// statusOf is the HTTP status EC2 sends with a code: server errors are 5xx, authorization 403, the
+// rest 400.
+func statusOf(code string) int {
+	switch code {
+	case CodeRequestLimitExceeded, CodeServiceUnavailable, CodeUnavailable:
+		return http.StatusServiceUnavailable
+	case CodeInternalError:
+		return http.StatusInternalServerError
+	case CodeUnauthorizedOperation:
+		return http.StatusForbidden
+	case CodeDryRunOperation:
+		return http.StatusPreconditionFailed
+	}
+	return http.StatusBadRequest
+}
+
+// defaultMessages are the texts for injected faults, as EC2 words them.
+var defaultMessages = map[string]string{
+	CodeRequestLimitExceeded:      "Request limit exceeded.",
+	CodeInternalError:             "An internal error has occurred",
+	CodeServiceUnavailable:        "The service is unavailable. Try again later.",
+	CodeUnavailable:               "The server is overloaded and can't handle the request.",
+	CodeUnauthorizedOperation:     "You are not authorized to perform this operation.",
+	CodeInsufficientFreeAddresses: "The specified subnet does not have enough free addresses to satisfy the request.",
+	CodePrivateIPAddressLimit:     "Number of private addresses will exceed limit.",
+}
+
+func apiErr(code, format string, args ...any) *APIError {
+	return &APIError{Code: code, Message: fmt.Sprintf(format, args...), Status: statusOf(code)}
+}
+
+// faultError builds an injected error with EC2's usual text for the code.
+func faultError(code string) *APIError {
+	msg, ok := defaultMessages[code]
+	if !ok {
+		msg = "Injected fault " + code + "."
+	}
+	return &APIError{Code: code, Message: msg, Status: statusOf(code)}
+}
+
+func errENINotFound(id string) *APIError {
+	return apiErr(CodeInvalidENIIDNotFound, "The networkInterface ID '%s' does not exist", id)
+}
+
+func errAttachmentNotFound(id string) *APIError {
+	return apiErr(CodeInvalidAttachmentIDNotFound, "The interface attachment '%s' does not exist.", id)
+}
+
+func errInstanceNotFound(id string) *APIError {
+	return apiErr(CodeInvalidInstanceIDNotFound, "The instance ID '%s' does not exist", id)
+}
+
+func errMissing(name string) *APIError {
+	return apiErr(CodeMissingParameter, "The request must contain the parameter %s", name)
+}
+
+// errorEnvelope is EC2's error body; the SDK matches Errors/Error/Code and RequestID case-sensitively.
+type errorEnvelope struct {
+	XMLName   xml.Name `xml:"Response"`
+	Code      string   `xml:"Errors>Error>Code"`
+	Message   string   `xml:"Errors>Error>Message"`
+	RequestID string   `xml:"RequestID"`
+}

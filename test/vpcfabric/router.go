@@ -1,0 +1,246 @@
+package vpcfabric
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"net/netip"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// The vpc netns is the subnet router of every subnet at once: each ENI's veth ends there, holding the
+// subnet's gateway address, and each private IP of the ENI is a /32 route through that veth. Strict
+// reverse-path filtering then drops a packet whose source is not routed back through the veth it came
+// in on, which is EC2's source/destination check.
+//
+// The strict check is nftables' fib expression, not the kernel's rp_filter=1: the kernel applies
+// rp_filter to ARP requests too, so with it the router ignores a node asking for the gateway's MAC from
+// any address that is not one of that ENI's (a bare eth1 asks from the node's primary IP), while EC2's
+// router answers every ARP request. For IP packets both checks drop exactly the same packets.
+const sourceCheckRuleset = `table ip ` + gateTable + ` {
+	chain prerouting {
+		type filter hook prerouting priority raw; policy accept;
+		fib saddr . iif oif missing counter drop
+	}
+}
+`
+
+// routerSysctls make the vpc netns forward, leave source filtering to nftables (see above), and answer
+// ARP for addresses behind other veths (as the VPC router answers for every address, so two nodes of one
+// subnet reach each other). rp_filter is set explicitly because a new netns inherits the host's value.
+var routerSysctls = [][2]string{
+	{"net/ipv4/ip_forward", "1"},
+	{"net/ipv4/conf/all/rp_filter", "0"},
+	{"net/ipv4/conf/default/rp_filter", "0"},
+	{"net/ipv4/conf/all/send_redirects", "0"},
+	{"net/ipv4/conf/default/send_redirects", "0"},
+	{"net/ipv4/conf/default/proxy_arp", "1"},
+}
+
+// linkSysctls are set on every router-side link as it is made; proxy_delay 0 because the kernel otherwise
+// delays proxied ARP answers by up to 0.8 s.
+func linkSysctls(dev string) [][2]string {
+	return [][2]string{
+		{"net/ipv4/conf/" + dev + "/rp_filter", "0"},
+		{"net/ipv4/conf/" + dev + "/proxy_arp", "1"},
+		{"net/ipv4/conf/" + dev + "/send_redirects", "0"},
+		{"net/ipv4/neigh/" + dev + "/proxy_delay", "0"},
+	}
+}
+
+// routerLinkName names the vpc-side end of an ENI's veth: 15 bytes at most, derived from the ENI id so
+// the same ENI always maps to the same name.
+func routerLinkName(eniID string) string {
+	h := fnv.New64a()
+	h.Write([]byte(eniID))
+	return fmt.Sprintf("e%014x", h.Sum64()&(1<<56-1))
+}
+
+// Host is a machine hanging off the router in a netns of its own: the remote VPC host or the internet host.
+type Host struct {
+	// Netns is the namespace's name (for `ip netns exec`), NetnsPath its path (for Do, Listen, DialContext).
+	Netns, NetnsPath string
+	IP               netip.Addr
+	// Prefix is the host's on-link network; the router holds its first address.
+	Prefix netip.Prefix
+}
+
+// addHost creates a netns for a host at addr (an address with its prefix length), wires it to the router
+// with a veth named routerLink on the router side, and gives it a default route via the router.
+func (f *Fabric) addHost(suffix, routerLink string, addr netip.Prefix) (*namespace, Host, error) {
+	gw := addr.Masked().Addr().Next()
+	if gw == addr.Addr() {
+		return nil, Host{}, fmt.Errorf("adding host %s: %s is the router's address in %s: %w", suffix, addr.Addr(), addr.Masked(), ErrInvalidOptions)
+	}
+	hn, err := newNamespace(f.opts.Name + "-" + suffix)
+	if err != nil {
+		return nil, Host{}, err
+	}
+	fail := func(err error) (*namespace, Host, error) {
+		hn.remove()
+		return nil, Host{}, fmt.Errorf("adding host %s: %w", suffix, err)
+	}
+	if err := f.addVeth(routerLink, hn, "eth0", nil); err != nil {
+		return fail(err)
+	}
+	if err := f.routerAddr(routerLink, netip.PrefixFrom(gw, addr.Bits()), false); err != nil {
+		return fail(err)
+	}
+	if err := hostSide(hn, "eth0", addr, gw); err != nil {
+		return fail(err)
+	}
+	return hn, Host{Netns: hn.name, NetnsPath: hn.path(), IP: addr.Addr(), Prefix: addr.Masked()}, nil
+}
+
+// addVeth creates a veth pair whose end routerLink sits in the vpc netns (up, router sysctls set) and
+// whose other end is peerName in peer, with mac when given.
+func (f *Fabric) addVeth(routerLink string, peer *namespace, peerName string, mac net.HardwareAddr) error {
+	ph, err := peer.handle()
+	if err != nil {
+		return err
+	}
+	defer ph.Close()
+	veth := &netlink.Veth{
+		LinkAttrs:        netlink.LinkAttrs{Name: routerLink, MTU: f.opts.MTU},
+		PeerName:         peerName,
+		PeerHardwareAddr: mac,
+		PeerNamespace:    netlink.NsFd(ph),
+	}
+	if err := f.vpc.nl.LinkAdd(veth); err != nil {
+		return fmt.Errorf("creating veth %s/%s: %w", routerLink, peerName, err)
+	}
+	link, err := f.vpc.nl.LinkByName(routerLink)
+	if err == nil {
+		err = f.vpc.nl.LinkSetUp(link)
+	}
+	if err != nil {
+		return fmt.Errorf("bringing router link %s up: %w", routerLink, err)
+	}
+	if err := writeSysctls(f.vpc.path(), linkSysctls(routerLink)); err != nil {
+		return fmt.Errorf("configuring router link %s: %w", routerLink, err)
+	}
+	return nil
+}
+
+// routerAddr puts addr on a router link. With onlyHost the address is a /32 without a prefix route: every
+// ENI veth of a subnet holds the same gateway address, and the subnet's addresses are reached by /32 routes.
+func (f *Fabric) routerAddr(routerLink string, addr netip.Prefix, onlyHost bool) error {
+	link, err := f.vpc.nl.LinkByName(routerLink)
+	if err != nil {
+		return fmt.Errorf("finding router link %s: %w", routerLink, err)
+	}
+	a := &netlink.Addr{IPNet: ipNet(addr)}
+	if onlyHost {
+		a.IPNet = ipNet(netip.PrefixFrom(addr.Addr(), 32))
+		a.Flags = unix.IFA_F_NOPREFIXROUTE
+	}
+	if err := f.vpc.nl.AddrReplace(link, a); err != nil {
+		return fmt.Errorf("adding %s to router link %s: %w", addr, routerLink, err)
+	}
+	return nil
+}
+
+// hostSide configures the far end of a veth as DHCP would: up, the address with its prefix, a default
+// route via the gateway.
+func hostSide(n *namespace, dev string, addr netip.Prefix, gw netip.Addr) error {
+	link, err := n.nl.LinkByName(dev)
+	if err != nil {
+		return fmt.Errorf("finding %s in netns %s: %w", dev, n.name, err)
+	}
+	if err := n.nl.AddrReplace(link, &netlink.Addr{IPNet: ipNet(addr)}); err != nil {
+		return fmt.Errorf("adding %s to %s in netns %s: %w", addr, dev, n.name, err)
+	}
+	if err := n.nl.LinkSetUp(link); err != nil {
+		return fmt.Errorf("bringing %s up in netns %s: %w", dev, n.name, err)
+	}
+	def := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: ipNet(netip.MustParsePrefix("0.0.0.0/0")), Gw: gw.AsSlice()}
+	if err := n.nl.RouteReplace(def); err != nil {
+		return fmt.Errorf("adding default route via %s in netns %s: %w", gw, n.name, err)
+	}
+	return nil
+}
+
+// routeVia makes dst reachable through a router link (an ENI's IP or prefix).
+func (f *Fabric) routeVia(routerLink string, dst netip.Prefix) error {
+	link, err := f.vpc.nl.LinkByName(routerLink)
+	if err != nil {
+		return fmt.Errorf("finding router link %s: %w", routerLink, err)
+	}
+	r := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: ipNet(dst), Scope: netlink.SCOPE_LINK}
+	if err := f.vpc.nl.RouteReplace(r); err != nil {
+		return fmt.Errorf("routing %s via %s: %w", dst, routerLink, err)
+	}
+	return nil
+}
+
+// unroute removes the route to dst through a router link; a route already gone is fine.
+func (f *Fabric) unroute(routerLink string, dst netip.Prefix) error {
+	link, err := f.vpc.nl.LinkByName(routerLink)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return nil
+		}
+		return fmt.Errorf("finding router link %s: %w", routerLink, err)
+	}
+	r := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: ipNet(dst), Scope: netlink.SCOPE_LINK}
+	if err := f.vpc.nl.RouteDel(r); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("removing route %s via %s: %w", dst, routerLink, err)
+	}
+	return nil
+}
+
+// deleteRouterLink removes an ENI's veth (both ends); routes through it go with it.
+func (f *Fabric) deleteRouterLink(routerLink string) error {
+	link, err := f.vpc.nl.LinkByName(routerLink)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) {
+			return nil
+		}
+		return fmt.Errorf("finding router link %s: %w", routerLink, err)
+	}
+	if err := f.vpc.nl.LinkDel(link); err != nil {
+		return fmt.Errorf("deleting router link %s: %w", routerLink, err)
+	}
+	return nil
+}
+
+// routes lists the destinations routed through a router link, for tests and for Routes.
+func (f *Fabric) routesVia(routerLink string) ([]netip.Prefix, error) {
+	link, err := f.vpc.nl.LinkByName(routerLink)
+	if err != nil {
+		return nil, fmt.Errorf("finding router link %s: %w", routerLink, err)
+	}
+	rs, err := f.vpc.nl.RouteList(link, netlink.FAMILY_V4)
+	if err != nil {
+		return nil, fmt.Errorf("listing routes via %s: %w", routerLink, err)
+	}
+	var out []netip.Prefix
+	for _, r := range rs {
+		if r.Dst == nil {
+			continue
+		}
+		if p, ok := prefixOf(r.Dst); ok {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
+	a, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ones, _ := n.Mask.Size()
+	return netip.PrefixFrom(a.Unmap(), ones), true
+}
