@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/eniwire/eniwire/controller/api"
+)
+
+// agentTimeout bounds every call to the agent: an operator's command must not hang on a stuck agent.
+const agentTimeout = 10 * time.Second
+
+// agentView is what status, pods and enis read from the agent.
+type agentView struct {
+	Status      *api.Status      `json:"status"`
+	Assignments []api.Assignment `json:"assignments"`
+}
+
+func readAgent(socket string) (*agentView, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), agentTimeout)
+	defer cancel()
+	c := api.NewClient(socket)
+	st, err := c.Status(ctx)
+	if err == nil {
+		var pods []api.Assignment
+		if pods, err = c.Assignments(ctx); err == nil {
+			return &agentView{Status: st, Assignments: pods}, nil
+		}
+	}
+	if errors.Is(err, api.ErrUnreachable) {
+		return nil, fmt.Errorf("the agent does not answer on %s (is eniwire-agent running? `eniwirectl journal` "+
+			"and `eniwirectl maps` work without it): %w", socket, err)
+	}
+	return nil, err
+}
+
+func runStatus(o options, out io.Writer) error {
+	v, err := readAgent(o.socket)
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		return writeJSON(out, v)
+	}
+	return printStatus(out, v.Status, v.Assignments)
+}
+
+func runPods(o options, out io.Writer) error {
+	v, err := readAgent(o.socket)
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		return writeJSON(out, v.Assignments)
+	}
+	return printPods(out, v.Assignments)
+}
+
+func runENIs(o options, out io.Writer) error {
+	v, err := readAgent(o.socket)
+	if err != nil {
+		return err
+	}
+	if o.output == "json" {
+		return writeJSON(out, v.Status.ENIs)
+	}
+	return printENIs(out, v.Status.ENIs)
+}
+
+func printPods(out io.Writer, pods []api.Assignment) error {
+	tw := table(out)
+	fmt.Fprintln(tw, "POD\tCONTAINER\tIFNAME\tIP\tENI\tHOST VETH\tASSIGNED AT")
+	for _, a := range pods {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", dash(strings.Trim(a.Pod.Namespace+"/"+a.Pod.Name, "/")), short(a.ContainerID),
+			a.IfName, a.IP, a.ENI, dash(a.HostVeth), a.AssignedAt.UTC().Format(time.RFC3339))
+	}
+	return tw.Flush()
+}
+
+func printENIs(out io.Writer, enis []api.ENIStatus) error {
+	tw := table(out)
+	fmt.Fprintln(tw, "ENI\tDEVICE\tSTATE\tPRIMARY\tDELETE-ON-TERM\tSUBNET\tIPS\tASSIGNED\tWARM\tCOOLDOWN")
+	for _, e := range enis {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%v\t%v\t%s\t%d\t%d\t%d\t%d\n", dash(e.ID), e.DeviceIndex, e.State, e.Primary,
+			e.DeleteOnTermination, dash(e.SubnetCIDR), len(e.IPs), e.Assigned, e.Warm, e.Cooldown)
+	}
+	return tw.Flush()
+}
+
+func printStatus(out io.Writer, s *api.Status, pods []api.Assignment) error {
+	ready := "yes"
+	if !s.Ready {
+		ready = "no (" + s.Reason + ")"
+	}
+	fmt.Fprintf(out, "instance %s (%s)  ready: %s\nlimits: %d ENIs, %d IPs per ENI\nIPs: %d assigned, %d warm, %d cooldown\n",
+		s.InstanceID, s.InstanceType, ready, s.MaxENIs, s.IPsPerENI, s.Assigned, s.Warm, s.Cooldown)
+	if s.PoolStatus != "" {
+		fmt.Fprintf(out, "pool: %s\n", s.PoolStatus)
+	}
+	fmt.Fprintln(out)
+	if err := printENIs(out, s.ENIs); err != nil {
+		return err
+	}
+	if len(s.Pending) > 0 {
+		fmt.Fprintln(out)
+		tw := table(out)
+		fmt.Fprintln(tw, "PENDING OP\tENI\tSTATE\tSINCE\tLAST ERROR")
+		for _, p := range s.Pending {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", p.OpID, dash(p.ENI), p.State, p.Since.UTC().Format(time.RFC3339), dash(p.Error))
+		}
+		tw.Flush()
+	}
+	fmt.Fprintln(out)
+	return printPods(out, pods)
+}
