@@ -1,0 +1,60 @@
+// Command fleet runs the fleet simulation: N node controllers against one simulated EC2 account with AWS's
+// throttling, per scenario, for eniwire and the seed's legacy strategy, and prints a table and JSON lines. It
+// exits 1 when eniwire misses a target.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/eniwire/eniwire/test/fleet"
+)
+
+func main() {
+	nodes := flag.Int("nodes", 300, "nodes in the fleet")
+	scenarios := flag.String("scenarios", "rollout,churn,chaos", "scenarios to run, comma-separated")
+	strategies := flag.String("strategies", "eniwire,legacy", "strategies to run, comma-separated")
+	speedup := flag.Float64("speedup", 20, "virtual seconds per wall second")
+	seed := flag.Int64("seed", 1, "seed of the simulator and the scenarios")
+	maxAttempts := flag.Int("ec2-max-attempts", 0, "eniwire EC2 client attempts per call under throttling (0: the product default)")
+	jsonOnly := flag.Bool("json", false, "print only the JSON lines")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	start := time.Now()
+	var results []fleet.Result
+	for _, sc := range strings.Split(*scenarios, ",") {
+		for _, st := range strings.Split(*strategies, ",") {
+			opts := fleet.Options{Nodes: *nodes, Speedup: *speedup, Seed: *seed, Progress: os.Stderr}
+			opts.EC2Config.MaxAttempts = *maxAttempts
+			r, err := fleet.Run(ctx, opts, fleet.Strategy(strings.TrimSpace(st)), fleet.Scenario(strings.TrimSpace(sc)))
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "fleet: %s/%s: %v\n", st, sc, err)
+				os.Exit(2)
+			}
+			fmt.Fprintf(os.Stderr, "fleet: %s/%s done in %.0fs wall\n", st, sc, r.WallSeconds)
+			results = append(results, r)
+		}
+	}
+	if !*jsonOnly {
+		_ = fleet.WriteTable(os.Stdout, results)
+	}
+	_ = fleet.WriteJSON(os.Stdout, results)
+	fmt.Fprintf(os.Stderr, "fleet: total wall time %.0fs\n", time.Since(start).Seconds())
+	missed := false
+	for _, r := range results {
+		for _, m := range fleet.Misses(r) {
+			fmt.Fprintf(os.Stderr, "fleet: eniwire missed a target in %s: %s\n", r.Scenario, m)
+			missed = true
+		}
+	}
+	if missed {
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,156 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/controller/api"
+	"github.com/eniwire/eniwire/controller/ec2client"
+	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/test/ec2sim"
+)
+
+// member is one simulated node under a strategy.
+type member interface {
+	// start runs the node until stop.
+	start(ctx context.Context) error
+	// stop ends the node mid-work, as a kill would; what it knew only in memory is gone.
+	stop()
+	// settled reports whether the node has reached its warm target with DeleteOnTermination on every ENI.
+	settled() bool
+	// books lists the ENI ids the node knows (its books), primary included.
+	books() map[string]bool
+	// assign gives a pod an IP; release frees it.
+	assign(ctx context.Context, pod string) (string, error)
+	release(ctx context.Context, pod string) error
+}
+
+// errNoIP is a member's "no free IP now, retry".
+var errNoIP = errors.New("no free IP")
+
+// nodeSettings is what a scenario asks of every node.
+type nodeSettings struct {
+	warmENI   int // 0 means the instance type's maximum ENIs (the seed's setting)
+	ec2Config ec2client.Config
+	log       *slog.Logger
+}
+
+// eniwireNode is a real controller: its own rate-limited EC2 client over its own SDK client, its own journal.
+type eniwireNode struct {
+	w    *world
+	inst ec2sim.Instance
+	it   ec2sim.InstanceType
+	dir  string
+	set  nodeSettings
+	run  runner
+
+	mu   sync.Mutex
+	node *controller.Node // replaced on every restart
+}
+
+func (n *eniwireNode) ctl() *controller.Node {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.node
+}
+
+func newEniwireNode(w *world, inst ec2sim.Instance, dir string, set nodeSettings) *eniwireNode {
+	it, _ := ec2sim.LookupInstanceType(inst.Type)
+	return &eniwireNode{w: w, inst: inst, it: it, dir: filepath.Join(dir, inst.ID), set: set}
+}
+
+// nodeInfo is built from the simulator's instance directly instead of IMDS, to keep a thousand nodes cheap; the
+// values are the ones IMDS and DescribeInstanceTypes would give.
+func (n *eniwireNode) nodeInfo() controller.NodeInfo {
+	return controller.NodeInfo{InstanceID: n.inst.ID, InstanceType: n.inst.Type, AZ: n.inst.AZ, PrimaryMAC: n.inst.PrimaryMAC,
+		PrimaryIP: n.inst.PrimaryIP, VPCCIDRs: []string{n.inst.VPCCIDR}, SubnetID: n.inst.SubnetID, SubnetCIDR: n.inst.SubnetCIDR,
+		SecurityGroups: n.inst.SecurityGroups, MaxENIs: n.it.MaxENIs, IPv4PerENI: n.it.IPv4PerENI}
+}
+
+func (n *eniwireNode) start(ctx context.Context) error {
+	cfg := n.set.ec2Config
+	cfg.Clock = n.w.clk
+	api, err := ec2client.New(n.w.sdk(ec2client.NewSDKRetryer(3)), cfg, nil, n.set.log)
+	if err != nil {
+		return fmt.Errorf("building EC2 client of %s: %w", n.inst.ID, err)
+	}
+	warm := n.set.warmENI
+	if warm == 0 {
+		warm = n.it.MaxENIs
+	}
+	node, err := controller.New(controller.Config{StateDir: n.dir, Cluster: "fleet", WarmENITarget: warm, StartJitter: startJitter},
+		controller.Deps{EC2: api, Node: n.nodeInfo(), Clock: n.w.clk, Registerer: nopRegisterer{}, Logger: n.set.log,
+			Datapath: controller.NoDatapath{}})
+	if err != nil {
+		return fmt.Errorf("starting controller of %s: %w", n.inst.ID, err)
+	}
+	n.mu.Lock()
+	n.node = node
+	n.mu.Unlock()
+	n.run.start(ctx, func(ctx context.Context) { _ = node.Run(ctx) })
+	return nil
+}
+
+// startJitter spreads the first EC2 work of the nodes of a rollout, as the product recommends.
+const startJitter = 2 * time.Second
+
+func (n *eniwireNode) stop() {
+	n.run.stop()
+	if node := n.ctl(); node != nil {
+		_ = node.Close()
+	}
+}
+
+func (n *eniwireNode) settled() bool {
+	node := n.ctl()
+	if ok, _ := node.Ready(); !ok {
+		return false
+	}
+	st := node.Snapshot()
+	ready := 0
+	for _, e := range st.ENIs {
+		if e.Primary {
+			continue
+		}
+		if e.State != journal.Ready || !e.DeleteOnTermination {
+			return false
+		}
+		ready++
+	}
+	if n.set.warmENI == 0 {
+		return ready == n.it.MaxENIs-1
+	}
+	return true
+}
+
+func (n *eniwireNode) books() map[string]bool {
+	out := map[string]bool{}
+	for _, e := range n.ctl().Snapshot().ENIs {
+		if e.ID != "" {
+			out[e.ID] = true
+		}
+	}
+	return out
+}
+
+func (n *eniwireNode) assign(ctx context.Context, pod string) (string, error) {
+	a, err := n.ctl().Assign(ctx, api.AssignRequest{Attachment: api.Attachment{ContainerID: pod, IfName: "eth0"}, Netns: "/var/run/netns/" + pod})
+	if errors.Is(err, controller.ErrNoIP) || errors.Is(err, controller.ErrNotReady) {
+		return "", errNoIP
+	}
+	if err != nil {
+		return "", err
+	}
+	return a.IP, nil
+}
+
+func (n *eniwireNode) release(ctx context.Context, pod string) error {
+	_, err := n.ctl().Release(ctx, api.ReleaseRequest{Attachment: api.Attachment{ContainerID: pod, IfName: "eth0"}})
+	return err
+}

@@ -1,0 +1,150 @@
+package fleet
+
+import (
+	"sort"
+
+	"github.com/eniwire/eniwire/test/ec2sim"
+)
+
+// Result is one strategy's run of one scenario. The JSON keys are the report's.
+type Result struct {
+	Strategy string `json:"strategy"`
+	Scenario string `json:"scenario"`
+	Nodes    int    `json:"nodes"`
+	// ConvergeSeconds is virtual time from the start until every node had reached its target (rollout, chaos:
+	// all ENIs of its type with DeleteOnTermination; churn: the end of settling after the churn); -1 if never.
+	ConvergeSeconds float64 `json:"converge_seconds"`
+	Converged       bool    `json:"converged"`
+	ConvergedNodes  int     `json:"converged_nodes"`
+	// LowerBoundSeconds is the least time AWS's account buckets allow for the calls needed (see LowerBoundMethod).
+	LowerBoundSeconds float64          `json:"lower_bound_seconds"`
+	LowerBoundAction  string           `json:"lower_bound_action"`
+	CallsNeeded       map[string]int   `json:"calls_needed"`
+	Ratio             float64          `json:"converge_over_lower_bound"`
+	EC2Calls          map[string]int64 `json:"ec2_calls"`
+	ThrottledCalls    int64            `json:"throttled_calls"`
+	AttachLimit       int64            `json:"attachment_limit_exceeded"`
+	LeakedENIs        int              `json:"leaked_enis"`
+	LeakedAttached    int              `json:"leaked_attached"`
+	LeakedAvailable   int              `json:"leaked_available"`
+	MissingDoT        int              `json:"attached_without_delete_on_termination"`
+	DuplicateIPs      int              `json:"duplicate_ip_assignments"`
+	PodsStarted       int              `json:"pods_started,omitempty"`
+	PodsFailed        int              `json:"pods_failed,omitempty"`
+	Kills             int              `json:"controller_kills,omitempty"`
+	DroppedResponses  int64            `json:"dropped_responses,omitempty"`
+	VirtualSeconds    float64          `json:"virtual_seconds"`
+	WallSeconds       float64          `json:"wall_seconds"`
+	Speedup           float64          `json:"speedup"`
+}
+
+// LowerBoundMethod is how lower_bound_seconds is computed; the report prints it.
+const LowerBoundMethod = `lower_bound_seconds: for each EC2 action, calls_needed = the calls the scenario needs without faults ` +
+	`(rollout and chaos: per new ENI 1 CreateNetworkInterface + 1 AttachNetworkInterface + 1 ModifyNetworkInterfaceAttribute, ` +
+	`plus for eniwire 2 DescribeNetworkInterfaces per node (its first reconcile), and for legacy per ENI 1 CreateTags + ` +
+	`1 DescribeInstances + 1 AssignPrivateIpAddresses and 1 DescribeNetworkInterfaces per node (nodeInit); churn: the ` +
+	`calls that succeeded in the run). AWS's bucket for the action (capacity C, refill R/s) allows C + R*t calls by t, ` +
+	`so t_action = max(0, (calls_needed - C)/R); the bound is the largest t_action (the buckets are separate) plus the ` +
+	`simulator's attach delay; for churn it is at least the scripted churn time.`
+
+// rolloutLowerBound is the bound of a rollout of insts under strategy.
+func rolloutLowerBound(strategy Strategy, insts []ec2sim.Instance) (float64, string, map[string]int) {
+	enis := 0
+	for _, inst := range insts {
+		it, _ := ec2sim.LookupInstanceType(inst.Type)
+		enis += it.MaxENIs - 1
+	}
+	need := map[string]int{"CreateNetworkInterface": enis, "AttachNetworkInterface": enis, "ModifyNetworkInterfaceAttribute": enis}
+	if strategy == Legacy {
+		need["CreateTags"] = enis
+		need["DescribeInstances"] = enis
+		need["AssignPrivateIpAddresses"] = enis
+		need["DescribeNetworkInterfaces"] = len(insts)
+	} else {
+		need["DescribeNetworkInterfaces"] = 2 * len(insts)
+	}
+	t, action := bucketBound(need)
+	return t, action, need
+}
+
+// bucketBound is the largest time any action's account bucket needs for its calls, plus the attach delay.
+func bucketBound(need map[string]int) (float64, string) {
+	var worst float64
+	var which string
+	actions := make([]string, 0, len(need))
+	for a := range need {
+		actions = append(actions, a)
+	}
+	sort.Strings(actions)
+	for _, a := range actions {
+		b := ec2sim.DefaultBucket(a)
+		if t := max(0, (float64(need[a])-b.Capacity)/b.RefillPerSec); t > worst || which == "" {
+			worst, which = t, a
+		}
+	}
+	return worst + attachDelay.Seconds(), which
+}
+
+// measure fills the counters and the end-of-run checks of res from the simulator and the nodes' books.
+func (f *fleet) measure(res *Result) {
+	res.Speedup = f.opts.Speedup
+	res.EC2Calls = map[string]int64{}
+	succeeded := map[string]int{}
+	for action, c := range f.w.sim.Counters() {
+		if action == "" {
+			continue
+		}
+		res.EC2Calls[action] = c.Calls
+		res.ThrottledCalls += c.Throttled
+		res.AttachLimit += c.Errors["AttachmentLimitExceeded"]
+		res.DroppedResponses += c.Dropped
+		var failed int64
+		for _, n := range c.Errors {
+			failed += n
+		}
+		succeeded[action] = int(c.Calls - failed)
+	}
+	if f.scenario == Churn {
+		t, action := bucketBound(succeeded)
+		res.LowerBoundAction = action
+		res.CallsNeeded = succeeded
+		res.LowerBoundSeconds = max(t, f.opts.ChurnDuration.Seconds())
+	}
+	if res.ConvergeSeconds > 0 && res.LowerBoundSeconds > 0 {
+		res.Ratio = res.ConvergeSeconds / res.LowerBoundSeconds
+	}
+	f.mu.Lock()
+	res.Kills = f.kills
+	res.PodsStarted, res.PodsFailed, res.DuplicateIPs = f.pods.started, f.pods.failed, f.pods.dups
+	f.mu.Unlock()
+
+	books := map[string]map[string]bool{}
+	held := map[string]bool{}
+	for _, s := range f.liveSlots() {
+		b := s.m.books()
+		books[s.inst.ID] = b
+		for id := range b {
+			held[id] = true
+		}
+		if s.settledAt >= 0 {
+			res.ConvergedNodes++
+		}
+	}
+	for _, e := range f.w.sim.Snapshot().ENIs {
+		a := e.Attachment
+		switch {
+		case a != nil && a.DeviceIndex == 0:
+			continue
+		case a != nil:
+			if !a.DeleteOnTermination {
+				res.MissingDoT++
+			}
+			if b, live := books[a.InstanceID]; live && !b[e.ID] {
+				res.LeakedAttached++
+			}
+		case !held[e.ID]:
+			res.LeakedAvailable++
+		}
+	}
+	res.LeakedENIs = res.LeakedAttached + res.LeakedAvailable
+}

@@ -1,0 +1,252 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/eniwire/eniwire/controller/ec2client"
+	"github.com/eniwire/eniwire/test/ec2sim"
+)
+
+// Strategy is how a node manages its ENIs.
+type Strategy string
+
+// Scenario is what the fleet goes through.
+type Scenario string
+
+const (
+	Eniwire Strategy = "eniwire"
+	Legacy  Strategy = "legacy"
+
+	Rollout Scenario = "rollout"
+	Churn   Scenario = "churn"
+	Chaos   Scenario = "chaos"
+)
+
+// Options shape a run. Zero values take the defaults.
+type Options struct {
+	// Nodes in the fleet (default 300).
+	Nodes int
+	// Speedup is virtual seconds per wall second (default 20).
+	Speedup float64
+	// Seed makes the simulator and the scenario's choices reproducible (default 1).
+	Seed int64
+	// Dir holds the nodes' journals (default a fresh directory under /dev/shm, removed after the run).
+	Dir string
+	// MaxVirtual caps one run in virtual time (default max(3 x lower bound, lower bound + 300 s)).
+	MaxVirtual time.Duration
+	// ChurnDuration is how long pods come and go and nodes join and leave (default 120 s, virtual).
+	ChurnDuration time.Duration
+	// EC2Config is the eniwire nodes' EC2 client configuration (zero: the product defaults).
+	EC2Config ec2client.Config
+	// Progress receives a progress line now and then (nil: none).
+	Progress io.Writer
+	// Logger receives the nodes' logs (nil: discarded).
+	Logger *slog.Logger
+}
+
+func (o *Options) defaults() {
+	if o.Nodes <= 0 {
+		o.Nodes = 300
+	}
+	if o.Speedup <= 0 {
+		o.Speedup = 20
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if o.ChurnDuration <= 0 {
+		o.ChurnDuration = 120 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// slot is one node of the fleet: its instance and the member playing it.
+type slot struct {
+	inst      ec2sim.Instance
+	m         member
+	live      bool
+	settledAt time.Duration // virtual time of the first settle, -1 until then
+}
+
+// fleet is one run: one strategy, one scenario, one fresh simulated account.
+type fleet struct {
+	opts     Options
+	w        *world
+	strategy Strategy
+	scenario Scenario
+	dir      string
+	set      nodeSettings
+	rng      *rand.Rand
+	t0       time.Time
+
+	mu    sync.Mutex
+	slots []*slot
+	kills int
+	pods  podStats
+}
+
+type podStats struct {
+	started, failed, dups int
+}
+
+// Run plays one scenario with one strategy and measures it.
+func Run(ctx context.Context, opts Options, strategy Strategy, scenario Scenario) (Result, error) {
+	opts.defaults()
+	wallStart := time.Now()
+	w, err := newWorld(opts.Speedup, opts.Seed, opts.Nodes)
+	if err != nil {
+		return Result{}, err
+	}
+	defer w.close()
+	dir := opts.Dir
+	if dir == "" {
+		base := ""
+		if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+			base = "/dev/shm" // journals fsync on every change; tmpfs keeps a thousand of them cheap
+		}
+		if dir, err = os.MkdirTemp(base, "eniwire-fleet-"); err != nil {
+			return Result{}, fmt.Errorf("making the run directory: %w", err)
+		}
+		defer os.RemoveAll(dir)
+	}
+	f := &fleet{opts: opts, w: w, strategy: strategy, scenario: scenario,
+		dir: filepath.Join(dir, string(strategy)+"-"+string(scenario)),
+		set: nodeSettings{ec2Config: opts.EC2Config, log: opts.Logger},
+		rng: rand.New(rand.NewPCG(uint64(opts.Seed), 0xf1ee7))}
+	if scenario == Churn {
+		f.set.warmENI = 1
+	}
+	var res Result
+	switch scenario {
+	case Rollout, Chaos:
+		res, err = f.rollout(ctx, scenario == Chaos)
+	case Churn:
+		res, err = f.churn(ctx)
+	default:
+		return Result{}, fmt.Errorf("running scenario %q: unknown scenario", scenario)
+	}
+	f.stopAll()
+	if err != nil {
+		return res, err
+	}
+	f.measure(&res)
+	res.WallSeconds = time.Since(wallStart).Seconds()
+	return res, nil
+}
+
+func (f *fleet) now() time.Duration { return f.w.clk.Since(f.t0) }
+
+func (f *fleet) newMember(inst ec2sim.Instance) member {
+	if f.strategy == Legacy {
+		return newLegacyNode(f.w, inst, f.set)
+	}
+	return newEniwireNode(f.w, inst, f.dir, f.set)
+}
+
+// addNode launches instance i and starts its node.
+func (f *fleet) addNode(ctx context.Context, i int) (*slot, error) {
+	inst, err := f.w.addInstance(i)
+	if err != nil {
+		return nil, err
+	}
+	s := &slot{inst: inst, m: f.newMember(inst), live: true, settledAt: -1}
+	if err := s.m.start(ctx); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	f.slots = append(f.slots, s)
+	f.mu.Unlock()
+	return s, nil
+}
+
+func (f *fleet) liveSlots() []*slot {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]*slot, 0, len(f.slots))
+	for _, s := range f.slots {
+		if s.live {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// markSettled records the first settle of every live node and reports how many have settled and how many
+// settle right now.
+func (f *fleet) markSettled() (ever, now, live int) {
+	t := f.now()
+	for _, s := range f.liveSlots() {
+		live++
+		if s.m.settled() {
+			now++
+			if s.settledAt < 0 {
+				s.settledAt = t
+			}
+		}
+		if s.settledAt >= 0 {
+			ever++
+		}
+	}
+	return ever, now, live
+}
+
+// waitAllSettled polls until every live node is settled at once, or until the virtual deadline.
+func (f *fleet) waitAllSettled(ctx context.Context, until time.Duration, what string) bool {
+	last := time.Now()
+	for {
+		ever, now, live := f.markSettled()
+		if now == live {
+			return true
+		}
+		if f.now() >= until || ctx.Err() != nil {
+			return false
+		}
+		if time.Since(last) > 2*time.Second {
+			last = time.Now()
+			f.progress("%s: %d/%d settled (%d ever)", what, now, live, ever)
+		}
+		sleepCtx(ctx, f.w.clk, 500*time.Millisecond)
+	}
+}
+
+func (f *fleet) progress(format string, args ...any) {
+	if f.opts.Progress == nil {
+		return
+	}
+	c := f.w.sim.Counters()
+	var calls, thr int64
+	for _, a := range c {
+		calls += a.Calls
+		thr += a.Throttled
+	}
+	fmt.Fprintf(f.opts.Progress, "[%s/%s n=%d] t=%4.0fs %s; ec2 calls %d, throttled %d\n", f.strategy, f.scenario,
+		f.opts.Nodes, f.now().Seconds(), fmt.Sprintf(format, args...), calls, thr)
+}
+
+func (f *fleet) stopAll() {
+	var wg sync.WaitGroup
+	for _, s := range f.liveSlots() {
+		wg.Add(1)
+		go func() { defer wg.Done(); s.m.stop() }()
+	}
+	wg.Wait()
+}
+
+// deadline is the virtual cap of a run with lower bound lb.
+func (f *fleet) deadline(lb float64) time.Duration {
+	if f.opts.MaxVirtual > 0 {
+		return f.opts.MaxVirtual
+	}
+	d := time.Duration(max(3*lb, lb+300) * float64(time.Second))
+	return d
+}

@@ -1,0 +1,155 @@
+// Package fleet replays, at the scale of a cluster, the rollout that broke the AWS VPC CNI in 2019
+// (reference/seed-issue-unhandled-rate-limit.txt): hundreds of real node controllers, each with its own journal,
+// against one simulated account with AWS's default throttling, on virtual time, side by side with a legacy node
+// strategy that behaves like the seed's AllocENI.
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eniwire/eniwire/internal/clock"
+	"github.com/eniwire/eniwire/test/ec2sim"
+)
+
+// instanceMix is the rollout's mix of instance types, cycled over the nodes. m4.4xlarge is the seed's type.
+var instanceMix = []string{"m5.large", "m5.xlarge", "c5.xlarge", "t3.medium", "m5.2xlarge", "m4.4xlarge"}
+
+// nodesPerSubnet keeps every subnet (a /16) far from full even when the legacy strategy leaks.
+const nodesPerSubnet = 200
+
+// attachDelay is how long the simulator keeps an attachment "attaching" (and a detachment "detaching").
+const attachDelay = time.Second
+
+// world is one simulated account: the simulator, its HTTP server, and the shared pieces every node client uses.
+type world struct {
+	sim     *ec2sim.Sim
+	srv     *ec2sim.Server
+	clk     *clock.Scaled
+	http    *http.Client
+	subnets []string
+	cancel  context.CancelFunc
+}
+
+func newWorld(speedup float64, seed int64, nodes int) (*world, error) {
+	clk := clock.NewScaled(speedup)
+	cfg := ec2sim.DefaultConfig()
+	cfg.Clock = clk
+	cfg.Seed = seed
+	cfg.AttachDelay, cfg.DetachDelay = attachDelay, attachDelay
+	sim := ec2sim.New(cfg)
+	if err := sim.AddVPC("vpc-fleet", "10.0.0.0/8"); err != nil {
+		return nil, fmt.Errorf("adding VPC: %w", err)
+	}
+	w := &world{sim: sim, clk: clk}
+	for i := 0; i*nodesPerSubnet < max(nodes, 1)*2; i++ { // room for nodes that join during churn
+		id := fmt.Sprintf("subnet-fleet%03d", i)
+		if err := sim.AddSubnet(ec2sim.SubnetSpec{ID: id, VPCID: "vpc-fleet", CIDR: fmt.Sprintf("10.%d.0.0/16", i+1),
+			AZ: "us-west-2a"}); err != nil {
+			return nil, fmt.Errorf("adding subnet %s: %w", id, err)
+		}
+		w.subnets = append(w.subnets, id)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := ec2sim.Start(ctx, sim, ec2sim.ServerOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("starting the simulator: %w", err)
+	}
+	w.srv, w.cancel = srv, cancel
+	// One transport for every node's SDK client: a thousand clients, a handful of pooled connections each.
+	w.http = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 5 * time.Second}).DialContext,
+		MaxIdleConns:        2048,
+		MaxIdleConnsPerHost: 2048,
+		IdleConnTimeout:     90 * time.Second,
+	}}
+	return w, nil
+}
+
+func (w *world) close() {
+	w.cancel()
+	w.srv.Close()
+	w.http.CloseIdleConnections()
+}
+
+// addInstance launches the i-th node of the fleet.
+func (w *world) addInstance(i int) (ec2sim.Instance, error) {
+	spec := ec2sim.InstanceSpec{Type: instanceMix[i%len(instanceMix)], SubnetID: w.subnets[(i/nodesPerSubnet)%len(w.subnets)]}
+	inst, err := w.sim.AddInstance(spec)
+	if err != nil {
+		return inst, fmt.Errorf("adding instance %d: %w", i, err)
+	}
+	return inst, nil
+}
+
+// sdk returns an SDK client for the simulator with the given retryer.
+func (w *world) sdk(retryer aws.Retryer) *ec2.Client {
+	return ec2.New(ec2.Options{
+		Region:       w.sim.Config().Region,
+		Credentials:  credentials.NewStaticCredentialsProvider(ec2sim.TestAccessKey, ec2sim.TestSecretKey, ""),
+		BaseEndpoint: aws.String(w.srv.EC2URL()),
+		HTTPClient:   w.http,
+		Retryer:      retryer,
+	})
+}
+
+// scaledRetryer makes an SDK retryer's delays pass in virtual time: the SDK sleeps on the wall clock, so its
+// delay is divided by the speed-up. Attempts, retry quota and retryable errors stay the SDK's.
+type scaledRetryer struct {
+	aws.RetryerV2
+	factor float64
+}
+
+func (r scaledRetryer) RetryDelay(attempt int, err error) (time.Duration, error) {
+	d, derr := r.RetryerV2.RetryDelay(attempt, err)
+	return time.Duration(float64(d) / r.factor), derr
+}
+
+// nopRegisterer drops metrics: a thousand private registries would cost more than the simulation of a node.
+type nopRegisterer struct{}
+
+func (nopRegisterer) Register(prometheus.Collector) error  { return nil }
+func (nopRegisterer) MustRegister(...prometheus.Collector) {}
+func (nopRegisterer) Unregister(prometheus.Collector) bool { return true }
+
+// sleepCtx waits d of virtual time on clk; false when ctx ended.
+func sleepCtx(ctx context.Context, clk clock.Clock, d time.Duration) bool {
+	return clk.Sleep(ctx, d) == nil
+}
+
+// runner runs one member's loop in a goroutine and can stop it.
+type runner struct {
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (r *runner) start(parent context.Context, run func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(parent)
+	done := make(chan struct{})
+	r.mu.Lock()
+	r.cancel, r.done = cancel, done
+	r.mu.Unlock()
+	go func() { defer close(done); run(ctx) }()
+}
+
+func (r *runner) stop() {
+	r.mu.Lock()
+	cancel, done := r.cancel, r.done
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel()
+		<-done
+	}
+}
