@@ -1,6 +1,7 @@
-// Package cnitest holds what the CNI plugin's tests share: a hand-written agent double that serves the
-// controller/api protocol from an in-memory pool, and helpers that make node and pod network namespaces.
-// Its _test files drive the built plugin through libcni, cnitool and containerd's CRI.
+// Package cnitest holds what the CNI plugin's tests share: the real agent (cmd/eniwire-agent) started against
+// an in-process test/ec2sim (agent.go), a hand-written agent double that serves the controller/api protocol
+// from an in-memory pool, and helpers that make node and pod network namespaces. Its _test files drive the
+// built plugin through libcni and cnitool; test/cri drives it through containerd's CRI.
 package cnitest
 
 import (
@@ -25,6 +26,10 @@ import (
 // AgentDouble answers the agent API from a fixed list of IPs, stateful like the real agent: an assignment is
 // kept per attachment, a repeated Assign returns it, and an empty pool answers CodeNoIPAvailable. Like the
 // agent it adds the host route podIP/32 dev <host veth> in the node's namespace.
+//
+// Tests use it only for what the real agent cannot do on cue: a pool that is exactly empty (STATUS, GC), an
+// agent that is not ready or answers an unusable IP once (cni's in-process tests), and the benchmark's
+// measure of the plugin alone. Everything else runs against StartAgent.
 type AgentDouble struct {
 	Socket string
 

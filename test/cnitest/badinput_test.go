@@ -36,7 +36,7 @@ func execPlugin(t *testing.T, node ns.NetNS, env map[string]string, stdin string
 func TestBadInputGetsAClearCNIErrorAndLeavesNothing(t *testing.T) {
 	testenv.RequireRoot(t)
 	node := NewNode(t, "10.214.255.1")
-	agent := StartAgentDouble(t, node, []string{"10.214.0.10", "10.214.0.11"})
+	agent := StartAgent(t, node, AgentOptions{Binary: bins.Agent, SubnetCIDR: "10.214.0.0/20", WarmIPs: 2})
 	pod := NewNS(t)
 	good := func(mut func(map[string]any)) string {
 		c := map[string]any{"cniVersion": "1.1.0", "name": "eniwire-test", "type": "eniwire", "agentSocket": agent.Socket}
@@ -93,7 +93,7 @@ func TestBadInputGetsAClearCNIErrorAndLeavesNothing(t *testing.T) {
 			if links := Links(t, pod, "eth"); len(links) != 0 {
 				t.Errorf("pod interfaces left behind: %v", links)
 			}
-			if as := agent.Assignments(); len(as) != 0 {
+			if as := agent.Assignments(t); len(as) != 0 {
 				t.Errorf("assignments left behind: %+v", as)
 			}
 		})

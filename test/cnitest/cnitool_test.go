@@ -3,6 +3,7 @@ package cnitest
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,21 +29,25 @@ func cnitool(t *testing.T, node ns.NetNS, confDir, cmd, network string, pod ns.N
 	return string(out), nil
 }
 
-// TestCnitoolAddsChecksAndDeletesSeveralPods drives the built plugin with cnitool against the agent double.
-// The same flow against the real agent and test/ec2sim waits for cmd/eniwire-agent to build.
-func TestCnitoolAddsChecksAndDeletesSeveralPods(t *testing.T) {
+// TestCnitoolAddsChecksAndDeletesSeveralPodsWithTheRealAgent drives the built plugin with cnitool against
+// cmd/eniwire-agent, which gets its IPs from test/ec2sim and routes them to the pods' host veths.
+func TestCnitoolAddsChecksAndDeletesSeveralPodsWithTheRealAgent(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireTool(t, "cnitool")
 	node := NewNode(t, "10.219.255.1")
-	agent := StartAgentDouble(t, node, []string{"10.219.0.10", "10.219.0.11", "10.219.0.12"})
+	agent := StartAgent(t, node, AgentOptions{Binary: bins.Agent, SubnetCIDR: "10.219.0.0/20", WarmIPs: 3})
 	list := deployConflist(t, agent.Socket, "1.0.0", false)
 	confDir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(confDir, "10-eniwire.conflist"), list.Bytes, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	pods := map[string]ns.NetNS{"one": NewNS(t), "two": NewNS(t), "three": NewNS(t)}
-	for name, pod := range pods {
-		out, err := cnitool(t, node, confDir, "add", list.Name, pod, name)
+	_, subnet, _ := net.ParseCIDR("10.219.0.0/20")
+	names := []string{"one", "two", "three"}
+	pods := map[string]ns.NetNS{}
+	ips := map[string]string{}
+	for _, name := range names {
+		pods[name] = NewNS(t)
+		out, err := cnitool(t, node, confDir, "add", list.Name, pods[name], name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,19 +57,36 @@ func TestCnitoolAddsChecksAndDeletesSeveralPods(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &res); err != nil || len(res.IPs) != 1 {
 			t.Fatalf("cnitool add %s printed %s (%v)", name, out, err)
 		}
-		if _, err := cnitool(t, node, confDir, "check", list.Name, pod, name); err != nil {
+		ip, _, err := net.ParseCIDR(res.IPs[0].Address)
+		if err != nil || !subnet.Contains(ip) {
+			t.Fatalf("cnitool add %s gave %q, want an address of the node's subnet %s", name, res.IPs[0].Address, subnet)
+		}
+		ips[name] = ip.String()
+		if _, err := cnitool(t, node, confDir, "check", list.Name, pods[name], name); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if got := len(agent.Assignments()); got != 3 {
-		t.Fatalf("agent holds %d assignments, want 3", got)
+	as := agent.Assignments(t)
+	if len(as) != len(names) {
+		t.Fatalf("agent holds %d assignments, want %d: %+v", len(as), len(names), as)
 	}
-	for name, pod := range pods {
-		if _, err := cnitool(t, node, confDir, "del", list.Name, pod, name); err != nil {
+	for _, a := range as {
+		if a.ENI == "" || a.IP != ips[a.Pod.Name] {
+			t.Errorf("agent's record %+v does not match the IP cnitool printed for %s (%s)", a, a.Pod.Name, ips[a.Pod.Name])
+		}
+	}
+	// The agent's host routes carry pod -> pod through the node.
+	addr := Serve(t, pods["two"], ips["two"], "two")
+	if got, err := Fetch(pods["one"], addr); err != nil || got != "two" {
+		t.Fatalf("pod one fetching %s = %q, %v", addr, got, err)
+	}
+
+	for _, name := range names {
+		if _, err := cnitool(t, node, confDir, "del", list.Name, pods[name], name); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if as := agent.Assignments(); len(as) != 0 {
+	if as := agent.Assignments(t); len(as) != 0 {
 		t.Errorf("assignments left after del: %+v", as)
 	}
 	if links := Links(t, node, plumbing.HostVethPrefix); len(links) != 0 {

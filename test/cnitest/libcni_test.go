@@ -87,7 +87,7 @@ func TestLibcniWiresPodsChainedWithPortmap(t *testing.T) {
 	}
 	const nodeIP = "10.215.255.1"
 	node := NewNode(t, nodeIP)
-	agent := StartAgentDouble(t, node, []string{"10.215.0.10", "10.215.0.11", "10.215.0.12"})
+	agent := StartAgent(t, node, AgentOptions{Binary: bins.Agent, SubnetCIDR: "10.215.0.0/20", WarmIPs: 3})
 	list := deployConflist(t, agent.Socket, "1.0.0", true)
 	eniwireOnly := &libcni.NetworkConfigList{Name: list.Name, CNIVersion: list.CNIVersion, Plugins: list.Plugins[:1]}
 	cninet := newLibcni(t)
@@ -101,6 +101,7 @@ func TestLibcniWiresPodsChainedWithPortmap(t *testing.T) {
 		ports []int
 	}{{"web", web, []int{18080, 8080}}, {"client", client, nil}, {"other", other, nil}}
 	rts := map[string]*libcni.RuntimeConf{}
+	ips := map[string]string{}
 	for _, p := range pods {
 		rt := runtimeConf(p.id, p.ns, p.ports...)
 		rts[p.id] = rt
@@ -113,6 +114,7 @@ func TestLibcniWiresPodsChainedWithPortmap(t *testing.T) {
 		if err != nil || len(cur.IPs) != 1 {
 			t.Fatalf("ADD %s result = %v, %v", p.id, res, err)
 		}
+		ips[p.id] = cur.IPs[0].Address.IP.String()
 		// Debian's portmap (1.1.1) fails CHECK on its IPv6 chain even for IPv4-only pods, so CHECK runs over the
 		// eniwire entry alone; libcni finds the cached result of the chained ADD under the same network name.
 		if err := inNode(t, node, func() error { return cninet.CheckNetworkList(ctx, eniwireOnly, rt) }); err != nil {
@@ -127,13 +129,13 @@ func TestLibcniWiresPodsChainedWithPortmap(t *testing.T) {
 		}
 	})
 	t.Run("a pod reaches another pod on the node", func(t *testing.T) {
-		addr := Serve(t, web, "10.215.0.10", "web")
+		addr := Serve(t, web, ips["web"], "web")
 		if got, err := Fetch(other, addr); err != nil || got != "web" {
 			t.Fatalf("fetch = %q, %v", got, err)
 		}
 	})
 	t.Run("a host port reaches the pod through portmap", func(t *testing.T) {
-		Serve(t, web, "10.215.0.10:8080", "via hostport")
+		Serve(t, web, ips["web"]+":8080", "via hostport")
 		if got, err := Fetch(client, nodeIP+":18080"); err != nil || got != "via hostport" {
 			t.Fatalf("fetch %s:18080 = %q, %v", nodeIP, got, err)
 		}
@@ -147,11 +149,13 @@ func TestLibcniWiresPodsChainedWithPortmap(t *testing.T) {
 	if links := Links(t, node, plumbing.HostVethPrefix); len(links) != 0 {
 		t.Errorf("host veths left after DEL: %v", links)
 	}
-	if as := agent.Assignments(); len(as) != 0 {
+	if as := agent.Assignments(t); len(as) != 0 {
 		t.Errorf("assignments left after DEL: %+v", as)
 	}
 }
 
+// TestLibcniStatusAndGCAtSpec110 uses the agent double: "the pool is empty" has to be exact here, and the real
+// agent refills its pool from EC2 on its own schedule.
 func TestLibcniStatusAndGCAtSpec110(t *testing.T) {
 	testenv.RequireRoot(t)
 	node := NewNode(t, "10.216.255.1")

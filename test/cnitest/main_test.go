@@ -3,13 +3,14 @@ package cnitest
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 )
 
-// pluginDir holds the eniwire binary built from this tree for the whole package run.
-var pluginDir string
+// bins are the plugin and agent built from this tree for the whole package run; pluginDir holds both.
+var (
+	bins      Binaries
+	pluginDir string
+)
 
 func TestMain(m *testing.M) {
 	os.Exit(run(m))
@@ -22,13 +23,11 @@ func run(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "eniwire"), "github.com/eniwire/eniwire/cmd/eniwire")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the plugin: %v\n%s", err, out)
+	if bins, err = BuildBinaries(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	pluginDir = dir
+	pluginDir = bins.Dir
 	// portmap and containerd find iptables and runc there.
 	_ = os.Setenv("PATH", os.Getenv("PATH")+":/usr/sbin:/sbin")
 	return m.Run()

@@ -2,8 +2,9 @@ package cri
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,18 +16,37 @@ import (
 	"github.com/eniwire/eniwire/test/cnitest"
 )
 
-// cniDirs builds the plugin and lays out a bin dir (eniwire plus Debian's loopback, which containerd's CRI
-// runs for lo, and portmap) and a conf dir holding the shipped conflist pointed at socket.
+// bins are eniwire's plugin and agent built from this tree for the package run.
+var bins cnitest.Binaries
+
+func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "eniwire-cri-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "making bin dir:", err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	if bins, err = cnitest.BuildBinaries(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	// containerd finds runc, and portmap iptables, there.
+	_ = os.Setenv("PATH", os.Getenv("PATH")+":/usr/sbin:/sbin")
+	return m.Run()
+}
+
+// cniDirs lays out a bin dir (eniwire plus Debian's loopback, which containerd's CRI runs for lo, and
+// portmap) and a conf dir holding the shipped conflist pointed at socket.
 func cniDirs(t *testing.T, socket string) Options {
 	t.Helper()
 	bin, conf := t.TempDir(), t.TempDir()
-	build := exec.Command("go", "build", "-o", filepath.Join(bin, "eniwire"), "github.com/eniwire/eniwire/cmd/eniwire")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the plugin: %v\n%s", err, out)
-	}
-	for _, p := range []string{"loopback", "portmap"} {
-		if err := os.Symlink("/usr/lib/cni/"+p, filepath.Join(bin, p)); err != nil {
+	links := map[string]string{"eniwire": bins.Plugin, "loopback": "/usr/lib/cni/loopback", "portmap": "/usr/lib/cni/portmap"}
+	for name, target := range links {
+		if err := os.Symlink(target, filepath.Join(bin, name)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -56,20 +76,31 @@ func TestPodSandboxesFromContainerdCRIGetEniwireNetworking(t *testing.T) {
 	if _, err := os.Stat("/usr/lib/cni/loopback"); err != nil {
 		testenv.Unavailable(t, "Debian's containernetworking-plugins is not installed")
 	}
-	const nodeIP = "10.218.255.1"
+	const (
+		nodeIP     = "10.218.255.1"
+		subnetCIDR = "10.218.0.0/20"
+		hostPort   = 18081
+		podPort    = 8081
+	)
 	node := cnitest.NewNode(t, nodeIP)
-	agent := cnitest.StartAgentDouble(t, node, []string{"10.218.0.10", "10.218.0.11", "10.218.0.12"})
+	agent := cnitest.StartAgent(t, node, cnitest.AgentOptions{Binary: bins.Agent, SubnetCIDR: subnetCIDR, WarmIPs: 3})
 	opts := cniDirs(t, agent.Socket)
 	ctrd := StartContainerd(t, node, opts)
 	ctrd.ImportPause(t)
 
-	a := ctrd.RunPod(t, "cri-test", "pod-a")
+	a := ctrd.RunPod(t, "cri-test", "pod-a", PortMapping{HostPort: hostPort, ContainerPort: podPort})
 	b := ctrd.RunPod(t, "cri-test", "pod-b")
 	if a.IP == "" || b.IP == "" || a.IP == b.IP {
 		t.Fatalf("CRI reports pod IPs %q and %q, want two distinct addresses", a.IP, b.IP)
 	}
-	if got := len(agent.Assignments()); got != 2 {
-		t.Fatalf("agent holds %d assignments after two runp, want 2", got)
+	_, subnet, _ := net.ParseCIDR(subnetCIDR)
+	for _, ip := range []string{a.IP, b.IP} {
+		if !subnet.Contains(net.ParseIP(ip)) {
+			t.Errorf("pod IP %s is not from the node's subnet %s", ip, subnetCIDR)
+		}
+	}
+	if as := agent.Assignments(t); len(as) != 2 {
+		t.Fatalf("agent holds %d assignments after two runp, want 2: %+v", len(as), as)
 	}
 	nsA, nsB := openNS(t, a.Netns), openNS(t, b.Netns)
 
@@ -90,6 +121,13 @@ func TestPodSandboxesFromContainerdCRIGetEniwireNetworking(t *testing.T) {
 			}
 		})
 	}
+	t.Run("pod b reaches pod a through its host port", func(t *testing.T) {
+		cnitest.Serve(t, nsA, fmt.Sprintf("%s:%d", a.IP, podPort), "via hostport")
+		addr := fmt.Sprintf("%s:%d", nodeIP, hostPort)
+		if got, err := cnitest.Fetch(nsB, addr); err != nil || got != "via hostport" {
+			t.Fatalf("fetch %s = %q, %v", addr, got, err)
+		}
+	})
 
 	for _, sb := range []Sandbox{a, b} {
 		if out, err := ctrd.Crictl("stopp", sb.ID); err != nil {
@@ -99,7 +137,7 @@ func TestPodSandboxesFromContainerdCRIGetEniwireNetworking(t *testing.T) {
 			t.Fatalf("crictl rmp: %v %s", err, out)
 		}
 	}
-	if as := agent.Assignments(); len(as) != 0 {
+	if as := agent.Assignments(t); len(as) != 0 {
 		t.Errorf("assignments left after stopp/rmp: %+v", as)
 	}
 	if links := cnitest.Links(t, node, plumbing.HostVethPrefix); len(links) != 0 {

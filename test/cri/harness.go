@@ -213,13 +213,25 @@ type Sandbox struct {
 	IP    string
 }
 
-// RunPod runs a sandbox for namespace/name and returns its id, netns path and IP as the CRI reports them.
-func (c *Containerd) RunPod(t testing.TB, namespace, name string) Sandbox {
+// PortMapping is a TCP hostPort of a pod sandbox, which the CRI hands to the CNI chain's portMappings.
+type PortMapping struct {
+	HostPort, ContainerPort int
+}
+
+// RunPod runs a sandbox for namespace/name with the given host ports and returns its id, netns path and IP as
+// the CRI reports them.
+func (c *Containerd) RunPod(t testing.TB, namespace, name string, ports ...PortMapping) Sandbox {
 	t.Helper()
+	var pms []map[string]any
+	for _, p := range ports {
+		// protocol 0 is TCP in the CRI's enum.
+		pms = append(pms, map[string]any{"protocol": 0, "host_port": p.HostPort, "container_port": p.ContainerPort})
+	}
 	spec, _ := json.Marshal(map[string]any{
 		"metadata":      map[string]any{"name": name, "namespace": namespace, "uid": "uid-" + name, "attempt": 0},
 		"log_directory": filepath.Join(c.Dir, "logs", name),
 		"linux":         map[string]any{},
+		"port_mappings": pms,
 	})
 	specFile := filepath.Join(c.Dir, name+".json")
 	if err := os.WriteFile(specFile, spec, 0o644); err != nil {
