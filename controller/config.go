@@ -37,6 +37,11 @@ type Config struct {
 	GCGrace time.Duration
 	// StartJitter: the first EC2 work waits a random part of this, so a rollout does not arrive at once.
 	StartJitter time.Duration
+	// JournalSync is when pod assignments and releases reach the disk (ENIWIRE_JOURNAL_SYNC; see package
+	// journal). ENI and IP operations are fsync'd before their EC2 call under either policy.
+	JournalSync journal.SyncPolicy
+	// JournalBatchInterval bounds the fdatasync delay of a pod record under SyncBatched (default 10 ms).
+	JournalBatchInterval time.Duration
 }
 
 // NodeInfo are the facts about the instance, from IMDS and DescribeInstanceTypes.
@@ -58,6 +63,17 @@ type NodeInfo struct {
 // Journal is where the node's state is made durable; *journal.Store implements it.
 type Journal interface {
 	Save(st *journal.State) error
+}
+
+// Committer is a Journal that can write a change and make it durable in two steps, so the books' lock is
+// not held across an fsync and concurrent changes share one (group commit). *journal.Store implements it; a
+// Journal that does not is saved durably under the lock.
+type Committer interface {
+	Journal
+	// Append writes the change to st and returns its sequence number.
+	Append(st *journal.State) (uint64, error)
+	// Commit returns when record seq is as durable as d asks under the journal's policy.
+	Commit(seq uint64, d journal.Durability) error
 }
 
 // Deps are what a node controller is built from. Only EC2 and Node are required.

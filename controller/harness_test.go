@@ -277,6 +277,29 @@ func (j crashJournal) Save(st *journal.State) error {
 	return nil
 }
 
+// Append and Commit make crashJournal a controller.Committer, so the crash tests run the path the agent
+// runs: the crash point is the write, which takes effect (as with kill -9, the kernel has the bytes).
+func (j crashJournal) Append(st *journal.State) (uint64, error) {
+	if j.c.dead.Load() {
+		return 0, errCrashed
+	}
+	seq, err := j.inner.(controller.Committer).Append(st)
+	if err != nil {
+		return 0, err
+	}
+	if j.c.hit("journal") {
+		return 0, errCrashed
+	}
+	return seq, nil
+}
+
+func (j crashJournal) Commit(seq uint64, d journal.Durability) error {
+	if j.c.dead.Load() {
+		return errCrashed
+	}
+	return j.inner.(controller.Committer).Commit(seq, d)
+}
+
 type crashEC2 struct {
 	ec2client.EC2API
 	c *crash

@@ -38,11 +38,15 @@ type Node struct {
 
 	mu sync.Mutex
 	st *journal.State
+	// seq is the newest journal record written (under mu): a repeated request waits for its commit.
+	seq uint64
 
 	wake      chan struct{}
 	answered  atomic.Bool
 	poolMu    sync.Mutex
 	poolState string
+	// backoffMu guards backoffs and the pool-wide backoff: concurrent ENI commits of one round share them.
+	backoffMu sync.Mutex
 	// backoffs is when each ENI operation may be tried again; poolUntil is the pool-wide backoff.
 	backoffs     map[string]backoff
 	poolUntil    time.Time
@@ -78,7 +82,7 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		deps.Registerer = prometheus.NewRegistry()
 	}
 	log := deps.Logger.With("instance", deps.Node.InstanceID)
-	store, st, err := journal.Open(cfg.StateDir, log)
+	store, st, err := journal.OpenWith(cfg.StateDir, log, journal.Options{Sync: cfg.JournalSync, BatchInterval: cfg.JournalBatchInterval})
 	if err != nil {
 		return nil, fmt.Errorf("opening journal: %w", err)
 	}
@@ -119,22 +123,53 @@ func New(cfg Config, deps Deps) (*Node, error) {
 // Close closes the journal. Call it after Run has returned.
 func (n *Node) Close() error { return n.store.Close() }
 
-// Update implements eni.Books: fn changes the state and the result is journaled before Update returns.
+// Update implements eni.Books: fn changes the state and the result is durable (fsync'd, whatever the sync
+// policy) before Update returns, since the ENI commit makes its EC2 call next. The books' lock is released
+// during the fsync, so concurrent commits share one.
 func (n *Node) Update(ctx context.Context, fn func(st *journal.State) error) error {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.updateLocked(fn)
+	seq, err := n.appendLocked(fn)
+	n.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return n.commit(seq, journal.Durable)
 }
 
-func (n *Node) updateLocked(fn func(st *journal.State) error) error {
+// appendLocked applies fn and writes the change to the journal (n.mu held). When fn or the write fails the
+// state is as before. The change is visible to other holders of the lock from here on, though under the
+// Committer path not yet durable: readers may act on it only in ways that a lost change cannot make wrong
+// (answering a pod waits for its own commit; an EC2 call follows only a commit of its own).
+func (n *Node) appendLocked(fn func(st *journal.State) error) (uint64, error) {
 	before := n.st.Clone()
 	if err := fn(n.st); err != nil {
 		*n.st = *before
-		return err
+		return 0, err
+	}
+	if c, ok := n.journal.(Committer); ok {
+		seq, err := c.Append(n.st)
+		if err != nil {
+			*n.st = *before
+			return 0, fmt.Errorf("writing journal: %w", err)
+		}
+		n.seq = max(n.seq, seq)
+		return seq, nil
 	}
 	if err := n.journal.Save(n.st); err != nil {
 		*n.st = *before
-		return fmt.Errorf("saving journal: %w", err)
+		return 0, fmt.Errorf("saving journal: %w", err)
+	}
+	return 0, nil
+}
+
+// commit waits until record seq is as durable as d asks (seq 0: already saved durably).
+func (n *Node) commit(seq uint64, d journal.Durability) error {
+	c, ok := n.journal.(Committer)
+	if !ok || seq == 0 {
+		return nil
+	}
+	if err := c.Commit(seq, d); err != nil {
+		return fmt.Errorf("committing journal: %w", err)
 	}
 	return nil
 }
@@ -291,27 +326,32 @@ func (n *Node) advancePending(ctx context.Context) {
 // drive advances one operation until it rests, fails, or waits on its backoff.
 func (n *Node) drive(ctx context.Context, opID string) {
 	for range 8 {
-		if b, ok := n.backoffs[opID]; ok && n.clock.Now().Before(b.until) {
+		n.backoffMu.Lock()
+		b, ok := n.backoffs[opID]
+		n.backoffMu.Unlock()
+		if ok && n.clock.Now().Before(b.until) {
 			return
 		}
 		rec, ok := n.eni.Record(opID)
 		if !ok || rec.State == journal.Ready {
-			delete(n.backoffs, opID)
+			n.clearBackoff(opID)
 			return
 		}
 		err := n.eni.Advance(ctx, opID)
 		if err == nil {
-			delete(n.backoffs, opID)
+			n.clearBackoff(opID)
 			continue
 		}
 		if ctx.Err() != nil {
 			return
 		}
 		n.metrics.stepErrors.WithLabelValues(string(rec.State), eni.ErrorCode(err)).Inc()
-		b := n.backoffs[opID]
+		n.backoffMu.Lock()
+		b = n.backoffs[opID]
 		b.delay = nextDelay(b.delay, err)
 		b.until = n.clock.Now().Add(b.delay)
 		n.backoffs[opID] = b
+		n.backoffMu.Unlock()
 		n.log.Warn("ENI step failed; will retry", "op", opID, "eni", rec.ID, "state", rec.State, "retryIn", b.delay, "error", err)
 		n.poolBackoff(err)
 		if errors.Is(err, eni.ErrBooksWrong) {
@@ -319,6 +359,12 @@ func (n *Node) drive(ctx context.Context, opID string) {
 		}
 		return
 	}
+}
+
+func (n *Node) clearBackoff(opID string) {
+	n.backoffMu.Lock()
+	delete(n.backoffs, opID)
+	n.backoffMu.Unlock()
 }
 
 // nextDelay grows a retry delay: exponential from 1 s to 5 min; IAM and capacity refusals start higher.
@@ -343,8 +389,11 @@ func (n *Node) poolBackoff(err error) {
 	default:
 		return
 	}
+	n.backoffMu.Lock()
 	n.poolDelay = nextDelay(n.poolDelay, err)
 	n.poolUntil = n.clock.Now().Add(n.poolDelay)
-	n.setPoolState(fmt.Sprintf("%s; backing off until %s", why, n.poolUntil.UTC().Format(time.RFC3339)))
+	until := n.poolUntil
+	n.backoffMu.Unlock()
+	n.setPoolState(fmt.Sprintf("%s; backing off until %s", why, until.UTC().Format(time.RFC3339)))
 	n.metrics.poolBackoffs.Inc()
 }

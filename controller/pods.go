@@ -42,7 +42,12 @@ func (n *Node) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 	n.mu.Lock()
 	if a := n.st.Assignment(req.ContainerID, req.IfName); a != nil {
 		out := n.toAPI(*a)
+		seq := n.seq
 		n.mu.Unlock()
+		// The first request may still be waiting for its commit: this answer waits for it too.
+		if err := n.commit(seq, journal.Pod); err != nil {
+			return nil, fmt.Errorf("journaling assignment of %s: %w", out.IP, err)
+		}
 		n.metrics.assigns.WithLabelValues("repeat").Inc()
 		return out, n.podUp(ctx, *out)
 	}
@@ -60,8 +65,9 @@ func (n *Node) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		IP: ip, ENI: e.ID, AssignedAt: now,
 	}
 	eniID := e.ID
-	// The assignment is on disk before anyone hears of it.
-	err := n.updateLocked(func(st *journal.State) error {
+	// The assignment is in the journal before anyone hears of it: written at once (it survives a crash of the
+	// agent), fsync'd per the sync policy by the commit below, outside the lock, so concurrent ADDs share one.
+	seq, err := n.appendLocked(func(st *journal.State) error {
 		st.Assignments = append(st.Assignments, a)
 		st.Cooldowns = slices.DeleteFunc(st.Cooldowns, func(c journal.Cooldown) bool { return c.IP == ip })
 		return nil
@@ -78,6 +84,12 @@ func (n *Node) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 	n.mu.Unlock()
 	if short {
 		n.Wake()
+	}
+	if err := n.commit(seq, journal.Pod); err != nil {
+		// The journal is broken (ErrBroken): the IP stays out of the pool until a restart replays what the
+		// disk holds.
+		n.metrics.assigns.WithLabelValues("error").Inc()
+		return nil, fmt.Errorf("journaling assignment of %s: %w", ip, err)
 	}
 	if err := n.podUp(ctx, *out); err != nil {
 		if _, rerr := n.Release(context.WithoutCancel(ctx), api.ReleaseRequest{Attachment: req.Attachment}); rerr != nil {
@@ -107,7 +119,7 @@ func (n *Node) Release(ctx context.Context, req api.ReleaseRequest) (*api.Releas
 	}
 	rel := *a
 	out := n.toAPI(rel)
-	err := n.updateLocked(func(st *journal.State) error {
+	seq, err := n.appendLocked(func(st *journal.State) error {
 		st.Assignments = slices.DeleteFunc(st.Assignments, func(x journal.Assignment) bool {
 			return x.ContainerID == rel.ContainerID && x.IfName == rel.IfName
 		})
@@ -115,6 +127,9 @@ func (n *Node) Release(ctx context.Context, req api.ReleaseRequest) (*api.Releas
 		return nil
 	})
 	n.mu.Unlock()
+	if err == nil {
+		err = n.commit(seq, journal.Pod)
+	}
 	if err != nil {
 		n.metrics.releases.WithLabelValues("error").Inc()
 		return nil, fmt.Errorf("journaling release of %s: %w", rel.IP, err)

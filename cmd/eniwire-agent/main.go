@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/cilium/ebpf/rlimit"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -42,11 +43,24 @@ func newLogger(s *settings) *slog.Logger {
 }
 
 func run() error {
-	s, err := parseSettings(os.Args[1:])
+	args, uninstalling := os.Args[1:], false
+	if len(args) > 0 && args[0] == "uninstall" {
+		args, uninstalling = args[1:], true
+	}
+	s, err := parseSettings(args)
 	if err != nil {
 		return err
 	}
+	if s.datapath == "bpf" || uninstalling {
+		// Kernels before 5.11 charge BPF maps to RLIMIT_MEMLOCK, whose default is far too small.
+		if err := rlimit.RemoveMemlock(); err != nil {
+			return fmt.Errorf("removing the memlock limit: %w", err)
+		}
+	}
 	log := newLogger(s)
+	if uninstalling {
+		return uninstall(context.Background(), s, log)
+	}
 	log.Info("starting", "version", version.Version)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -77,18 +91,25 @@ func run() error {
 
 	var dp controller.Datapath
 	switch s.datapath {
+	case "bpf":
+		bpf, closeBPF, err := openBPF(ctx, s, meta, md, reg, log)
+		if err != nil {
+			return err
+		}
+		defer closeBPF()
+		dp = bpf
 	case "hostroute":
 		dp = &hostroute.Routes{}
 	case "none":
 		dp = controller.NoDatapath{}
 	default:
-		return fmt.Errorf("unknown datapath %q (hostroute or none)", s.datapath)
+		return fmt.Errorf("unknown datapath %q (bpf, hostroute or none)", s.datapath)
 	}
 	node, err := controller.New(controller.Config{
 		StateDir: s.stateDir, Cluster: s.cluster, WarmENITarget: s.warmENI, WarmIPTarget: s.warmIP,
 		MinimumIPTarget: s.minIP, MaxENI: s.maxENI, MaxPods: s.maxPods, Cooldown: s.cooldown,
 		ReconcileInterval: s.reconcile, PoolInterval: s.poolInterval, ReleaseDelay: s.releaseDelay,
-		GCGrace: s.gcGrace, StartJitter: s.jitter,
+		GCGrace: s.gcGrace, StartJitter: s.jitter, JournalSync: s.journalSync,
 	}, controller.Deps{
 		EC2: api, IMDS: imds, Node: info, Clock: clk, Registerer: reg, Logger: log,
 		Datapath: dp,
@@ -109,12 +130,13 @@ func run() error {
 	}
 	log.Info("serving", "socket", s.socket, "metrics", ops.Addr().String())
 
-	errc := make(chan error, 3)
+	errc := make(chan error, 4)
 	go func() { errc <- node.Run(ctx) }()
 	go func() { errc <- agent.Serve(ctx, sock, agent.Handler(node, log)) }()
 	go func() { errc <- agent.Serve(ctx, ops, agent.OpsHandler(node, reg)) }()
+	go func() { errc <- installWhenReady(ctx, s, node, log) }()
 	var first error
-	for range 3 {
+	for range 4 {
 		if err := <-errc; err != nil && first == nil {
 			first = err
 			stop()

@@ -3,9 +3,12 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"time"
+
+	"github.com/eniwire/eniwire/controller/journal"
 )
 
 // settings are the agent's configuration: every one is an environment variable (the AWS VPC CNI's name where
@@ -15,6 +18,12 @@ type settings struct {
 	warmENI, warmIP, minIP, maxENI, maxPods                                       int
 	cooldown, reconcile, poolInterval, releaseDelay, gcGrace, jitter              time.Duration
 	clockFactor                                                                   float64
+	journalSync                                                                   journal.SyncPolicy
+
+	// BPF datapath, SNAT and CNI install (bpfdatapath.go, install.go).
+	pinRoot, serviceCIDRs, externalSNAT, excludeSNAT, randomizeSNAT string
+	eniMTU                                                          int
+	cniBinDir, cniConfDir, cniConflist, cniPlugin                   string
 }
 
 type setting struct {
@@ -37,8 +46,19 @@ var table = []setting{
 	{"release-delay", "ENIWIRE_RELEASE_DELAY", "60s", "hysteresis: surplus must last this long before IPs or ENIs are released"},
 	{"gc-grace", "ENIWIRE_GC_GRACE", "5m", "our available ENIs younger than this are not collected"},
 	{"start-jitter", "ENIWIRE_START_JITTER", "10s", "the first EC2 work waits a random part of this"},
+	{"journal-sync", "ENIWIRE_JOURNAL_SYNC", "batched", "when pod assignments reach the disk: always (fdatasync before the answer) or batched (written before the answer, fdatasync'd within 10 ms); ENI operations are fdatasync'd before their EC2 call either way"},
 	{"region", "AWS_REGION", "", "AWS region (empty: from the SDK's sources, then IMDS)"},
-	{"datapath", "ENIWIRE_DATAPATH", "hostroute", "hostroute (pod /32 routes to host veths) or none (IPAM only: simulations)"},
+	{"datapath", "ENIWIRE_DATAPATH", "bpf", "bpf (tc programs route pods by their ENI), hostroute (pod /32 routes to host veths only) or none (IPAM only: simulations)"},
+	{"bpf-pin-root", "ENIWIRE_BPF_PIN_ROOT", "/sys/fs/bpf/eniwire/v1", "bpffs directory of the pinned maps and links (bpf datapath)"},
+	{"eni-mtu", "AWS_VPC_ENI_MTU", "9001", "MTU the agent sets on secondary ENIs (bpf datapath)"},
+	{"service-cidrs", "ENIWIRE_SERVICE_CIDRS", "", "comma-separated CIDRs handed to the host stack for kube-proxy (needed when they lie in the VPC or SNAT is external)"},
+	{"external-snat", "AWS_VPC_K8S_CNI_EXTERNALSNAT", "false", "true: something outside the node translates; the agent installs no masquerade rule"},
+	{"exclude-snat-cidrs", "AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS", "", "comma-separated CIDRs, besides the VPC's, that pod traffic reaches untranslated"},
+	{"randomize-snat", "AWS_VPC_K8S_CNI_RANDOMIZESNAT", "prng", "SNAT port choice: prng, hashrandom or none"},
+	{"cni-bin-dir", "ENIWIRE_CNI_BIN_DIR", "/host/opt/cni/bin", "host CNI bin dir the plugin is installed into once the agent is ready (empty: no install)"},
+	{"cni-conf-dir", "ENIWIRE_CNI_CONF_DIR", "/host/etc/cni/net.d", "host CNI conf dir the conflist is written into once the agent is ready"},
+	{"cni-conflist", "ENIWIRE_CNI_CONFLIST", "/etc/eniwire/cni/10-eniwire.conflist", "conflist to install"},
+	{"cni-plugin", "ENIWIRE_CNI_PLUGIN", "/usr/local/bin/eniwire", "plugin binary to install"},
 	{"log-level", "ENIWIRE_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"log-format", "ENIWIRE_LOG_FORMAT", "json", "json or text"},
 	{"clock-factor", "ENIWIRE_CLOCK_FACTOR", "1", "virtual seconds per wall second (simulation only)"},
@@ -52,8 +72,9 @@ func parseSettings(args []string) (*settings, error) {
 		if v, ok := os.LookupEnv(s.env); ok {
 			def = v
 		}
-		vals[s.flag] = fs.String(s.flag, def, fmt.Sprintf("%s (env %s)", s.usage, s.env))
+		vals[s.flag] = fs.String(s.flag, def, s.usage)
 	}
+	fs.Usage = func() { printUsage(fs.Output()) }
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -88,9 +109,25 @@ func parseSettings(args []string) (*settings, error) {
 		maxENI: num("max-eni"), maxPods: num("max-pods"),
 		cooldown: dur("ip-cooldown-period"), reconcile: dur("reconcile-interval"), poolInterval: dur("pool-interval"),
 		releaseDelay: dur("release-delay"), gcGrace: dur("gc-grace"), jitter: dur("start-jitter"), clockFactor: factor,
+		pinRoot: str("bpf-pin-root"), serviceCIDRs: str("service-cidrs"), externalSNAT: str("external-snat"),
+		excludeSNAT: str("exclude-snat-cidrs"), randomizeSNAT: str("randomize-snat"), eniMTU: num("eni-mtu"),
+		cniBinDir: str("cni-bin-dir"), cniConfDir: str("cni-conf-dir"), cniConflist: str("cni-conflist"),
+		cniPlugin: str("cni-plugin"),
+	}
+	if s.journalSync, err = journal.ParseSyncPolicy(str("journal-sync")); err != nil {
+		errs = append(errs, fmt.Errorf("--journal-sync: %w", err))
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("parsing settings: %v", errs)
 	}
 	return s, nil
+}
+
+// printUsage lists every setting with its variable and its built-in default (not the value the environment
+// gives it), in one fixed form that deploy/ reads to keep the manifests equal to what the agent reads.
+func printUsage(w io.Writer) {
+	fmt.Fprintln(w, "Usage: eniwire-agent [flags]\n       eniwire-agent uninstall [flags]   (detach programs, unpin maps, remove the SNAT rule, conflist and plugin)")
+	for _, s := range table {
+		fmt.Fprintf(w, "  -%s string\n    \t%s (env %s, default %q)\n", s.flag, s.usage, s.env, s.def)
+	}
 }

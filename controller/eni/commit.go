@@ -99,14 +99,32 @@ func (m *Manager) create(ctx context.Context, rec journal.ENI) error {
 	if ni == nil || ni.NetworkInterfaceId == nil {
 		return fmt.Errorf("creating ENI for op %s: %w: answer without an ENI", rec.OpID, ErrTransient)
 	}
-	err = m.updateENI(ctx, rec.OpID, func(e *journal.ENI) {
+	reserved := false
+	err = m.books.Update(ctx, func(st *journal.State) error {
+		e := st.ENIByOp(rec.OpID)
+		if e == nil {
+			return nil
+		}
 		fillFromEC2(e, ni)
 		e.State = journal.Created
 		e.Since = m.clock.Now()
 		e.Attempts, e.LastError = 0, ""
+		// The same record reserves the device index and marks the attach as possibly made, so the attach
+		// that follows needs no write of its own; a replay reads EC2 before attaching, as for any tried one.
+		if !m.NeedsReconcile() {
+			if idx := m.freeDeviceIndex(st, e.ID); idx > 0 {
+				e.AttachTried, e.DeviceIndex, reserved = true, idx, true
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("journaling created ENI %s: %w", aws.ToString(ni.NetworkInterfaceId), err)
+	}
+	if reserved {
+		m.mu.Lock()
+		m.fresh[rec.OpID] = true
+		m.mu.Unlock()
 	}
 	m.log.Info("ENI created", "op", rec.OpID, "eni", aws.ToString(ni.NetworkInterfaceId), "ips", len(secondaryIPs(ni)))
 	return nil
@@ -147,9 +165,9 @@ func secondaryIPs(ni *types.NetworkInterface) []string {
 	return out
 }
 
-// freeDeviceIndex returns the lowest device index neither EC2 nor the books use, or -1 when the ENI limit is
-// reached.
-func (m *Manager) freeDeviceIndex(self string) int {
+// freeDeviceIndex returns the lowest device index neither EC2 nor the books use (reserved attaches included),
+// or -1 when the ENI limit is reached. It runs inside a books update.
+func (m *Manager) freeDeviceIndex(st *journal.State, self string) int {
 	used := map[int]bool{0: true}
 	m.mu.Lock()
 	for idx, id := range m.occupied {
@@ -158,13 +176,11 @@ func (m *Manager) freeDeviceIndex(self string) int {
 		}
 	}
 	m.mu.Unlock()
-	m.books.View(func(st *journal.State) {
-		for _, e := range st.ENIs {
-			if e.ID != self && e.DeviceIndex > 0 && (e.Usable() || e.State == journal.Releasing || e.AttachTried) {
-				used[e.DeviceIndex] = true
-			}
+	for _, e := range st.ENIs {
+		if e.ID != self && e.DeviceIndex > 0 && (e.Usable() || e.State == journal.Releasing || e.AttachTried) {
+			used[e.DeviceIndex] = true
 		}
-	})
+	}
 	if len(used) >= m.MaxENIs() {
 		return -1
 	}
@@ -178,6 +194,14 @@ func (m *Manager) freeDeviceIndex(self string) int {
 func (m *Manager) attach(ctx context.Context, rec journal.ENI) error {
 	if m.NeedsReconcile() {
 		return fmt.Errorf("attaching ENI %s: %w: waiting for a reconcile", rec.ID, ErrBooksWrong)
+	}
+	m.mu.Lock()
+	fresh := m.fresh[rec.OpID]
+	delete(m.fresh, rec.OpID)
+	m.mu.Unlock()
+	if fresh && rec.AttachTried && rec.DeviceIndex > 0 {
+		// Reserved by the create's record in this process, and no attach made since: attach at once.
+		return m.attachAt(ctx, rec, rec.DeviceIndex)
 	}
 	if rec.AttachTried {
 		// An earlier attach may have happened without our hearing of it: read EC2 before attaching again.
@@ -195,17 +219,35 @@ func (m *Manager) attach(ctx context.Context, rec journal.ENI) error {
 			return fmt.Errorf("attaching ENI %s: %w: status %s", rec.ID, ErrTransient, ni.Status)
 		}
 	}
-	idx := m.freeDeviceIndex(rec.ID)
-	if idx < 0 {
-		// No room: this ENI was never attached, so deleting it is safe and the pool will ask again later.
-		m.log.Warn("no free ENI slot; deleting unattached ENI", "op", rec.OpID, "eni", rec.ID)
-		return m.updateENI(ctx, rec.OpID, func(e *journal.ENI) {
+	// The index is chosen and reserved (AttachTried with its DeviceIndex) in one change of the books, so
+	// concurrent attaches of one warm-up never pick the same one.
+	idx := -1
+	err := m.books.Update(ctx, func(st *journal.State) error {
+		e := st.ENIByOp(rec.OpID)
+		if e == nil {
+			return nil
+		}
+		idx = m.freeDeviceIndex(st, rec.ID)
+		if idx < 0 {
+			// No room: this ENI was never attached, so deleting it is safe and the pool will ask again later.
 			e.State, e.ReleaseStep, e.Since = journal.Releasing, journal.StepDelete, m.clock.Now()
-		})
-	}
-	if err := m.updateENI(ctx, rec.OpID, func(e *journal.ENI) { e.AttachTried, e.DeviceIndex = true, idx }); err != nil {
+			return nil
+		}
+		e.AttachTried, e.DeviceIndex = true, idx
+		return nil
+	})
+	if err != nil {
 		return fmt.Errorf("journaling attach of ENI %s: %w", rec.ID, err)
 	}
+	if idx < 0 {
+		m.log.Warn("no free ENI slot; deleting unattached ENI", "op", rec.OpID, "eni", rec.ID)
+		return nil
+	}
+	return m.attachAt(ctx, rec, idx)
+}
+
+// attachAt calls AttachNetworkInterface at idx, which the record already holds as reserved and tried.
+func (m *Manager) attachAt(ctx context.Context, rec journal.ENI, idx int) error {
 	out, err := m.ec2.AttachNetworkInterface(ctx, &ec2.AttachNetworkInterfaceInput{
 		InstanceId: aws.String(m.cfg.InstanceID), NetworkInterfaceId: aws.String(rec.ID),
 		DeviceIndex: aws.Int32(int32(idx)), NetworkCardIndex: aws.Int32(0),
@@ -217,7 +259,8 @@ func (m *Manager) attach(ctx context.Context, rec journal.ENI) error {
 			m.mu.Lock()
 			m.needReconcile = true
 			if code == codeAttachLimit {
-				m.limitCap = m.countOccupiedLocked()
+				// The limit EC2 enforces is what is attached now; only the reconcile can count that.
+				m.capAtReconcile = true
 			}
 			m.mu.Unlock()
 			return fmt.Errorf("%w: %w", ErrBooksWrong, err)
@@ -237,12 +280,6 @@ func (m *Manager) attach(ctx context.Context, rec journal.ENI) error {
 	m.mu.Unlock()
 	m.log.Info("ENI attached", "op", rec.OpID, "eni", rec.ID, "deviceIndex", idx, "attachment", aws.ToString(out.AttachmentId))
 	return nil
-}
-
-// countOccupiedLocked is what EC2 showed attached (at least the primary) plus the books' attached ENIs.
-func (m *Manager) countOccupiedLocked() int {
-	n := max(len(m.occupied), 1)
-	return n
 }
 
 func (m *Manager) markAttached(ctx context.Context, opID string, ni *types.NetworkInterface) error {

@@ -71,9 +71,14 @@ type Manager struct {
 	occupied map[int]string
 	// needReconcile is set by a surprising answer; attaches wait for a reconcile.
 	needReconcile bool
-	// limitCap lowers MaxENIs when EC2 refused an attach that our count allowed.
-	limitCap int
-	foreign  map[string]bool
+	// limitCap lowers MaxENIs when EC2 refused an attach that our count allowed: it is set by the reconcile
+	// that follows the refusal (capAtReconcile) to the number of ENIs EC2 then shows attached.
+	limitCap       int
+	capAtReconcile bool
+	// fresh are ops whose Created record reserved a device index in this process and whose attach has not
+	// been called yet: their first attach needs no Describe. Lost on a crash, which is the point.
+	fresh   map[string]bool
+	foreign map[string]bool
 }
 
 // NewManager returns a Manager. imds may be nil.
@@ -88,7 +93,7 @@ func NewManager(cfg Config, api ec2client.EC2API, imds IMDS, books Books, clk cl
 		cfg.WaitTimeout = 2 * time.Minute
 	}
 	return &Manager{cfg: cfg, ec2: api, imds: imds, books: books, clock: clk, log: log,
-		occupied: map[int]string{}, foreign: map[string]bool{}}
+		occupied: map[int]string{}, foreign: map[string]bool{}, fresh: map[string]bool{}}
 }
 
 // NeedsReconcile reports whether a surprising answer asked for a reconcile that has not run yet.

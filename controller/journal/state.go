@@ -1,6 +1,3 @@
-// Package journal is the node controller's single source of truth on disk: the ENI operations in flight, the
-// ENIs in the books, the pod assignments and the cooldown deadlines of released IPs. Every change is written
-// (and fsync'd) before the EC2 call or the API answer that depends on it.
 package journal
 
 import (
@@ -8,8 +5,9 @@ import (
 	"time"
 )
 
-// Version is the format of the state this build writes. A journal of another version is refused, untouched.
-const Version = 1
+// Version is the format this build writes: v2 journals hold delta records after a snapshot. A v1 journal (one
+// whole state per line) is still read and rewritten as v2; any other version is refused, untouched.
+const Version = 2
 
 // ENIState is where an ENI stands in the commit (see DESIGN.md, "The ENI commit").
 type ENIState string

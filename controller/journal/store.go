@@ -14,21 +14,17 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
-
-// The journal is one append-only file. Its first line names the format and version; every further line is a
-// complete State: "<crc32c hex> <length> <json>". Appending one line and fdatasync'ing it is the cheapest
-// durable write (one sync, no rename), which keeps a pod assignment under a millisecond. The newest line whose
-// checksum holds is the state, so a torn or corrupt tail falls back to the last good state. When the file grows
-// past compactAt it is rewritten with the newest state alone: temp file, fsync, rename, fsync of the directory.
 
 // FileName is the journal's name inside its directory.
 const FileName = "journal.log"
 
 const (
-	magic     = "ENIWIRE-JOURNAL"
-	compactAt = 4 << 20
+	magic = "ENIWIRE-JOURNAL"
+	// compactAt bounds the file, and so the replay at start: a few thousand delta records.
+	compactAt = 1 << 20
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -39,60 +35,100 @@ var ErrUnknownVersion = errors.New("journal has an unknown format version")
 // ErrUnreadable is returned by Open for a journal that exists but holds no valid state.
 var ErrUnreadable = errors.New("journal cannot be read")
 
-// Store is an open journal. Save is safe for concurrent use, but callers serialise changes to the State.
+// ErrBroken is returned by every call after a write or sync of the journal failed: the store no longer knows
+// what the disk holds, and the agent must restart and replay.
+var ErrBroken = errors.New("journal is broken by an earlier I/O error")
+
+// Store is an open journal. Its methods are safe for concurrent use; callers serialise changes to the State
+// and call Append in the order of their changes.
 type Store struct {
+	dir    string
+	path   string
+	log    *slog.Logger
+	policy SyncPolicy
+	every  time.Duration
+
 	mu   sync.Mutex
-	dir  string
-	path string
+	cond *sync.Cond // signalled when synced, broken or the file changes
 	f    *os.File
 	size int64
-	log  *slog.Logger
+	// gen counts rewrites: a sync of a file that a compaction replaced is moot, the compaction synced it.
+	gen     uint64
+	seq     uint64 // of the last record written
+	synced  uint64 // of the last record known durable
+	syncing bool
+	broken  error
+	books   *books
+	syncs   atomic.Int64 // fdatasyncs done, for tests and benchmarks
+	closed  chan struct{}
+	flushed chan struct{}
 	// Recovered is true when Open found a torn or corrupt tail and used the last good state.
 	Recovered bool
 }
 
-// Open opens (or creates) the journal in dir and returns it with the newest valid state (an empty State for a
-// new journal). Errors: ErrUnknownVersion and ErrUnreadable (both leave the file untouched), or an I/O error.
-func Open(dir string, log *slog.Logger) (*Store, *State, error) {
+// Options tune a Store; the zero value is SyncAlways.
+type Options struct {
+	Sync SyncPolicy
+	// BatchInterval bounds how long a pod record waits for its fdatasync under SyncBatched (default 10 ms).
+	BatchInterval time.Duration
+}
+
+// Open opens (or creates) the journal in dir with SyncAlways; see OpenWith.
+func Open(dir string, log *slog.Logger) (*Store, *State, error) { return OpenWith(dir, log, Options{}) }
+
+// OpenWith opens (or creates) the journal in dir and returns it with the newest valid state (an empty State
+// for a new journal). The file is rewritten as one snapshot, so new records never follow a torn one. Errors:
+// ErrUnknownVersion and ErrUnreadable (both leave the file untouched), or an I/O error.
+func OpenWith(dir string, log *slog.Logger, opt Options) (*Store, *State, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if opt.BatchInterval <= 0 {
+		opt.BatchInterval = 10 * time.Millisecond
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("creating journal directory %s: %w", dir, err)
 	}
-	s := &Store{dir: dir, path: filepath.Join(dir, FileName), log: log}
+	s := &Store{dir: dir, path: filepath.Join(dir, FileName), log: log, policy: opt.Sync, every: opt.BatchInterval,
+		closed: make(chan struct{}), flushed: make(chan struct{})}
+	s.cond = sync.NewCond(&s.mu)
 	raw, err := os.ReadFile(s.path)
+	var st *State
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		st := &State{Version: Version}
-		if err := s.rewrite(st); err != nil {
-			return nil, nil, err
-		}
-		return s, st, nil
+		st = &State{Version: Version}
 	case err != nil:
 		return nil, nil, fmt.Errorf("reading journal %s: %w: %w", s.path, ErrUnreadable, err)
-	}
-	st, torn, err := Decode(raw)
-	if err != nil {
-		return nil, nil, fmt.Errorf("loading journal %s: %w", s.path, err)
-	}
-	if torn {
-		// Keep the damaged file for forensics, then start a clean one from the last good state, so that a new
-		// line is never glued to a torn one.
-		keep := s.path + ".corrupt-" + strconv.FormatInt(time.Now().UnixNano(), 10)
-		if err := os.WriteFile(keep, raw, 0o600); err != nil {
-			return nil, nil, fmt.Errorf("keeping corrupt journal copy: %w", err)
+	default:
+		var torn bool
+		st, torn, err = Decode(raw)
+		if err != nil {
+			return nil, nil, fmt.Errorf("loading journal %s: %w", s.path, err)
 		}
-		log.Warn("journal had a torn or corrupt tail; using the last good state", "path", s.path, "copy", keep, "seq", st.Seq)
-		s.Recovered = true
+		if torn {
+			// Keep the damaged file for forensics, then start a clean one from the last good state.
+			keep := s.path + ".corrupt-" + strconv.FormatInt(time.Now().UnixNano(), 10)
+			if err := os.WriteFile(keep, raw, 0o600); err != nil {
+				return nil, nil, fmt.Errorf("keeping corrupt journal copy: %w", err)
+			}
+			log.Warn("journal had a torn or corrupt tail; using the last good state", "path", s.path, "copy", keep, "seq", st.Seq)
+			s.Recovered = true
+		}
 	}
-	if err := s.rewrite(st); err != nil {
+	s.seq, s.synced = st.Seq, st.Seq
+	if err := s.rewriteLocked(st); err != nil {
 		return nil, nil, err
+	}
+	s.books = newBooks(st)
+	if s.policy == SyncBatched {
+		go s.flusher()
+	} else {
+		close(s.flushed)
 	}
 	return s, st, nil
 }
 
-// Decode parses a journal file's bytes: the newest valid state, and whether any line was torn or corrupt.
+// Decode parses a journal file's bytes: the newest valid state, and whether any record was torn or corrupt.
 // Errors: ErrUnknownVersion, ErrUnreadable.
 func Decode(raw []byte) (*State, bool, error) {
 	header, rest, ok := bytes.Cut(raw, []byte("\n"))
@@ -103,23 +139,54 @@ func Decode(raw []byte) (*State, bool, error) {
 	if string(name) != magic {
 		return nil, false, fmt.Errorf("%w: header %.40q is not an eniwire journal", ErrUnreadable, header)
 	}
-	if v, err := strconv.Atoi(string(bytes.TrimPrefix(ver, []byte("v")))); err != nil || v != Version {
-		return nil, false, fmt.Errorf("%w: %q (this build reads v%d)", ErrUnknownVersion, ver, Version)
+	v, err := strconv.Atoi(string(bytes.TrimPrefix(ver, []byte("v"))))
+	if err != nil || (v != Version && v != 1) {
+		return nil, false, fmt.Errorf("%w: %q (this build reads v1 and v%d)", ErrUnknownVersion, ver, Version)
 	}
+	if v == 1 {
+		return decodeV1(rest)
+	}
+	var st *State
+	torn := false
+	sc := bufio.NewScanner(bytes.NewReader(rest))
+	sc.Buffer(make([]byte, 0, 64<<10), 256<<20)
+	for sc.Scan() {
+		var r record
+		if err := decodeLine(sc.Bytes(), &r); err != nil || (st == nil && r.Snapshot == nil) || (st != nil && r.Seq != st.Seq+1) {
+			// A delta cannot be skipped: everything after the first bad record is the torn tail.
+			torn = true
+			break
+		}
+		if st == nil {
+			st = &State{}
+		}
+		r.apply(st)
+	}
+	if len(rest) > 0 && rest[len(rest)-1] != '\n' {
+		torn = true
+	}
+	if st == nil {
+		return nil, false, fmt.Errorf("%w: no record passes its checksum", ErrUnreadable)
+	}
+	return st, torn, nil
+}
+
+// decodeV1 reads the first format: every line a whole state, the last valid one the newest.
+func decodeV1(rest []byte) (*State, bool, error) {
 	var best *State
 	torn := false
 	sc := bufio.NewScanner(bytes.NewReader(rest))
 	sc.Buffer(make([]byte, 0, 64<<10), 256<<20)
 	for sc.Scan() {
-		st, err := decodeLine(sc.Bytes())
-		if err != nil {
+		st := &State{}
+		if err := decodeLine(sc.Bytes(), st); err != nil {
 			torn = true
 			continue
 		}
-		if st.Version != Version {
+		if st.Version != 1 {
 			return nil, false, fmt.Errorf("%w: record of version %d", ErrUnknownVersion, st.Version)
 		}
-		best = st // appends are in order: the last valid line is the newest state
+		best = st
 	}
 	if len(rest) > 0 && rest[len(rest)-1] != '\n' {
 		torn = true
@@ -127,37 +194,34 @@ func Decode(raw []byte) (*State, bool, error) {
 	if best == nil {
 		return nil, false, fmt.Errorf("%w: no record passes its checksum", ErrUnreadable)
 	}
+	best.Version = Version
 	return best, torn, nil
 }
 
-func decodeLine(line []byte) (*State, error) {
+func decodeLine(line []byte, v any) error {
 	sum, rest, ok1 := bytes.Cut(line, []byte(" "))
 	n, body, ok2 := bytes.Cut(rest, []byte(" "))
 	if !ok1 || !ok2 {
-		return nil, errors.New("malformed record")
+		return errors.New("malformed record")
 	}
 	want, err := strconv.ParseUint(string(sum), 16, 32)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	length, err := strconv.Atoi(string(n))
 	if err != nil || length != len(body) {
-		return nil, errors.New("record length mismatch")
+		return errors.New("record length mismatch")
 	}
 	if crc32.Checksum(body, castagnoli) != uint32(want) {
-		return nil, errors.New("record checksum mismatch")
+		return errors.New("record checksum mismatch")
 	}
-	st := &State{}
-	if err := json.Unmarshal(body, st); err != nil {
-		return nil, err
-	}
-	return st, nil
+	return json.Unmarshal(body, v)
 }
 
-func encodeLine(st *State) ([]byte, error) {
-	body, err := json.Marshal(st)
+func encodeLine(v any) ([]byte, error) {
+	body, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("encoding journal state: %w", err)
+		return nil, fmt.Errorf("encoding journal record: %w", err)
 	}
 	out := make([]byte, 0, len(body)+24)
 	out = fmt.Appendf(out, "%08x %d ", crc32.Checksum(body, castagnoli), len(body))
@@ -165,36 +229,64 @@ func encodeLine(st *State) ([]byte, error) {
 	return append(out, '\n'), nil
 }
 
-// Save makes st the journal's state durably: on return it survives a crash. It bumps st.Seq.
+// Save makes st the journal's state durably: on return it survives a machine crash. It sets st.Seq.
 func (s *Store) Save(st *State) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.f == nil {
-		return errors.New("saving journal: store is closed")
-	}
-	st.Version = Version
-	st.Seq++
-	if s.size >= compactAt {
-		return s.rewrite(st)
-	}
-	line, err := encodeLine(st)
+	seq, err := s.Append(st)
 	if err != nil {
 		return err
 	}
-	if _, err := s.f.Write(line); err != nil {
-		return fmt.Errorf("appending to journal %s: %w", s.path, err)
-	}
-	if err := s.f.Sync(); err != nil {
-		return fmt.Errorf("syncing journal %s: %w", s.path, err)
-	}
-	s.size += int64(len(line))
-	return nil
+	return s.Commit(seq, Durable)
 }
 
-// rewrite replaces the file with a header and st alone, atomically.
-func (s *Store) rewrite(st *State) error {
+// Append writes the change from the last appended state to st (one record, or a snapshot when the file is
+// due for compaction) with write(2), sets st.Seq and returns it. On return the record survives a crash of
+// the process, not yet of the machine: Commit waits for that. Errors: ErrBroken, or an I/O error (which
+// breaks the store).
+func (s *Store) Append(st *State) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.f == nil {
+		return 0, errors.New("appending to journal: store is closed")
+	}
+	if s.broken != nil {
+		return 0, fmt.Errorf("appending to journal: %w", s.broken)
+	}
 	st.Version = Version
-	line, err := encodeLine(st)
+	st.Seq = s.seq + 1
+	r := s.books.diff(st)
+	r.Seq = st.Seq
+	if s.size >= compactAt || !s.books.unique(st) {
+		if err := s.rewriteLocked(st); err != nil {
+			s.broken = fmt.Errorf("%w: %w", ErrBroken, err)
+			s.cond.Broadcast()
+			return 0, err
+		}
+		s.books = newBooks(st)
+		return st.Seq, nil
+	}
+	line, err := encodeLine(r)
+	if err != nil {
+		// The books already moved past what the file holds.
+		s.broken = fmt.Errorf("%w: %w", ErrBroken, err)
+		s.cond.Broadcast()
+		return 0, s.broken
+	}
+	if _, err := s.f.Write(line); err != nil {
+		// A short write may have left part of a record: the next open treats it as a torn tail, and no
+		// further record may follow it.
+		s.broken = fmt.Errorf("%w: appending to %s: %w", ErrBroken, s.path, err)
+		s.cond.Broadcast()
+		return 0, s.broken
+	}
+	s.size += int64(len(line))
+	s.seq = st.Seq
+	return st.Seq, nil
+}
+
+// rewriteLocked replaces the file with a header and a snapshot of st, atomically and durably.
+func (s *Store) rewriteLocked(st *State) error {
+	st.Version = Version
+	line, err := encodeLine(&record{Seq: st.Seq, Snapshot: st})
 	if err != nil {
 		return err
 	}
@@ -230,10 +322,14 @@ func (s *Store) rewrite(st *State) error {
 		return fmt.Errorf("opening journal %s: %w", s.path, err)
 	}
 	if s.f != nil {
+		// A sync running on the old file finishes or fails harmlessly: gen tells it the snapshot covers it.
 		s.f.Close()
 	}
 	s.f = f
+	s.gen++
 	s.size = int64(len(buf))
+	s.seq, s.synced = st.Seq, st.Seq
+	s.cond.Broadcast()
 	return nil
 }
 
@@ -252,16 +348,34 @@ func syncDir(dir string) error {
 // Path is the journal file's path.
 func (s *Store) Path() string { return s.path }
 
-// Close closes the journal file.
+// Close makes every written record durable and closes the journal file.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.f == nil {
+		s.mu.Unlock()
 		return nil
 	}
-	err := s.f.Close()
+	seq := s.seq
+	s.mu.Unlock()
+	err := s.Commit(seq, Durable)
+	s.mu.Lock()
+	for s.syncing {
+		s.cond.Wait()
+	}
+	if s.f == nil {
+		s.mu.Unlock()
+		return nil
+	}
+	close(s.closed)
+	cerr := s.f.Close()
 	s.f = nil
-	return err
+	s.cond.Broadcast()
+	s.mu.Unlock()
+	<-s.flushed
+	if err != nil && !errors.Is(err, ErrBroken) {
+		return err
+	}
+	return cerr
 }
 
 // Read returns the newest valid state of the journal at path without opening it for writing (eniwirectl).

@@ -2,8 +2,10 @@ package journal
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -148,10 +150,16 @@ func TestJournalCompactsWhenItGrows(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := sample(8)
-	for range 2000 {
+	// Each save changes one assignment by about 1 KiB, so 2000 saves pass compactAt.
+	pad := strings.Repeat("x", 1<<10)
+	for i := range 2000 {
+		st.Assignments[i%8].Netns = fmt.Sprintf("/var/run/netns/%d-%s", i, pad)
 		if err := s.Save(st); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if s.gen < 2 {
+		t.Fatal("the journal was never compacted")
 	}
 	s.Close()
 	info, _ := os.Stat(filepath.Join(dir, FileName))
@@ -159,7 +167,7 @@ func TestJournalCompactsWhenItGrows(t *testing.T) {
 		t.Fatalf("journal is %d bytes, want compaction below %d", info.Size(), compactAt)
 	}
 	_, got, err := Open(dir, nil)
-	if err != nil || got.Seq != st.Seq {
+	if err != nil || got.Seq != st.Seq || got.Assignments[7].Netns != st.Assignments[7].Netns {
 		t.Fatalf("reopened seq %d (%v), want %d", got.Seq, err, st.Seq)
 	}
 }

@@ -95,6 +95,7 @@ func (v *View) Counts() Counts {
 		switch {
 		case e.State == journal.Planned || e.State == journal.Created:
 			c.PendingENIs++
+			c.PendingIPs += max(e.WantIPs, len(e.IPs))
 		case e.Usable():
 			ec := ENICount{ID: e.ID, Primary: e.Primary, IPs: len(e.IPs)}
 			for _, ip := range e.IPs {
@@ -106,6 +107,11 @@ func (v *View) Counts() Counts {
 				}
 			}
 			c.ENIs = append(c.ENIs, ec)
+		}
+	}
+	for _, op := range v.st.IPOps {
+		if op.Kind == journal.AssignIPs {
+			c.PendingIPs += op.Count
 		}
 	}
 	return c

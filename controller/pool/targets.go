@@ -39,6 +39,8 @@ type Counts struct {
 	ENIs []ENICount
 	// PendingENIs are ENIs planned or created but not attached yet: they count against the limits.
 	PendingENIs int
+	// PendingIPs are the secondary IPs the pending ENIs and IP assignments in flight will bring.
+	PendingIPs int
 }
 
 // Total is the number of IPs held.
@@ -126,11 +128,17 @@ func (t Targets) Surplus(l Limits, c Counts) int {
 
 // Decide computes the next step. The arithmetic is the VPC CNI's: in WARM_IP/MINIMUM_IP mode, IPs are added
 // and released one by one; in WARM_ENI mode whole ENIs are added and an ENI with no pods is released when the
-// others still hold the warm target.
+// others still hold the warm target. IPs that pending ENIs and assignments will bring count toward the
+// target, so a caller that applies each decision to the counts (as pending) and asks again gets every ENI a
+// deficit needs, and can drive them concurrently.
 func (t Targets) Decide(l Limits, c Counts) Decision {
 	var d Decision
 	perENI := l.IPsPerENI
 	if short := t.Short(l, c); short > 0 {
+		short -= c.PendingIPs
+		if short <= 0 {
+			return d // what is in flight covers the deficit
+		}
 		room := 0
 		for _, e := range c.ENIs {
 			room += perENI - e.IPs
@@ -140,16 +148,13 @@ func (t Targets) Decide(l Limits, c Counts) Decision {
 			return d
 		}
 		if len(c.ENIs)+c.PendingENIs >= t.maxENIs(l) {
-			d.AtLimit = true
+			d.AtLimit = c.PendingENIs == 0
 			return d
-		}
-		if c.PendingENIs > 0 {
-			return d // one ENI at a time: the pending one will bring its IPs
 		}
 		d.NewENI = true
 		d.NewENIIPs = min(perENI, max(short, 1))
 		if !t.ipMode() {
-			d.NewENIIPs = min(perENI, max(t.MaxPodsFor(l)-c.Total(), 1))
+			d.NewENIIPs = min(perENI, max(t.MaxPodsFor(l)-c.Total()-c.PendingIPs, 1))
 		}
 		return d
 	}

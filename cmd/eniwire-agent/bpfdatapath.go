@@ -1,0 +1,258 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/controller/hostroute"
+	"github.com/eniwire/eniwire/controller/metadata"
+	"github.com/eniwire/eniwire/datapath"
+)
+
+// errNoLink means the ENI's interface has not appeared on the node (yet): the controller retries ENIUp on
+// its next round, by which time the kernel has usually created it.
+var errNoLink = errors.New("no interface with this MAC")
+
+// bpfDatapath is the production controller.Datapath: the tc programs steer pod packets by the pods and
+// ENIs maps, and a /32 host route per pod lets the host stack (kube-proxy, SNAT replies) reach the pod.
+//
+// A secondary ENI gets its own primary IP as a /32 and no ip rule. The programs would not need it:
+// bpf_redirect_neigh resolves the gateway on a bare link and to_pod runs before the IP stack. The host stack
+// does: the reply of a flow it translated (a Service IP DNAT'ed to a VPC host) comes back on the pod's ENI
+// and is routed by the kernel, whose reverse-path check (in any mode but off) rejects every packet arriving
+// on an interface without an IPv4 address unless its source routes back through it. A /32 adds no
+// connected route (the main table is unchanged, so no rule is needed), only the local address, and with
+// rp_filter loose on the ENI that reply is accepted.
+type bpfDatapath struct {
+	dp     *datapath.Datapath
+	routes *hostroute.Routes
+	imds   metadata.IMDSAPI
+	mtu    int
+	log    *slog.Logger
+
+	mu   sync.Mutex
+	enis map[string]int // ENI id -> ifindex, for ENIDown after the interface vanished
+}
+
+var _ controller.Datapath = (*bpfDatapath)(nil)
+
+func newBPFDatapath(dp *datapath.Datapath, md metadata.IMDSAPI, mtu int, log *slog.Logger) *bpfDatapath {
+	return &bpfDatapath{dp: dp, routes: &hostroute.Routes{}, imds: md, mtu: mtu, log: log, enis: map[string]int{}}
+}
+
+// errNotInIMDS means IMDS does not list the ENI yet (it lags after attach); the controller retries.
+var errNotInIMDS = errors.New("ENI not listed by IMDS yet")
+
+// addPrimaryIP puts the ENI's primary IP (from IMDS, which lists it first) on its link as a /32.
+func (b *bpfDatapath) addPrimaryIP(ctx context.Context, e controller.ENI, l netlink.Link) error {
+	enis, err := metadata.ENIs(ctx, b.imds)
+	if err != nil {
+		return err
+	}
+	var ip netip.Addr
+	for _, m := range enis {
+		if strings.EqualFold(m.MAC, e.MAC) && len(m.IPs) > 0 {
+			ip = m.IPs[0]
+		}
+	}
+	if !ip.Is4() {
+		return fmt.Errorf("reading the primary IP of ENI %s: %w", e.ID, errNotInIMDS)
+	}
+	addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+	if err != nil {
+		return fmt.Errorf("listing addresses of %s: %w", l.Attrs().Name, err)
+	}
+	for _, a := range addrs {
+		if ones, _ := a.Mask.Size(); a.IP.Equal(ip.AsSlice()) && ones == 32 {
+			return nil
+		}
+	}
+	a := &netlink.Addr{IPNet: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(32, 32)}}
+	if err := netlink.AddrReplace(l, a); err != nil {
+		return fmt.Errorf("adding %s/32 to %s: %w", ip, l.Attrs().Name, err)
+	}
+	b.log.Info("ENI address added", "eni", e.ID, "link", l.Attrs().Name, "ip", ip)
+	return nil
+}
+
+// linkByMAC finds the interface carrying an ENI's MAC.
+func linkByMAC(mac string) (netlink.Link, error) {
+	hw, err := net.ParseMAC(mac)
+	if err != nil {
+		return nil, fmt.Errorf("parsing MAC %q: %w", mac, err)
+	}
+	links, err := netlink.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("listing interfaces: %w", err)
+	}
+	for _, l := range links {
+		// A bridge, VLAN or macvlan may copy the ENI's MAC but is not the ENI: only a NIC (or, in the
+		// simulated VPC, the veth standing for one) that is no bridge port counts.
+		if l.Attrs().MasterIndex == 0 && strings.EqualFold(l.Attrs().HardwareAddr.String(), hw.String()) &&
+			(l.Type() == "device" || l.Type() == "veth") {
+			return l, nil
+		}
+	}
+	return nil, fmt.Errorf("finding ENI %s: %w", mac, errNoLink)
+}
+
+// ENIUp brings the ENI's interface up (a secondary one at the VPC's MTU), loosens its reverse-path check,
+// writes its map entry and attaches to_pod and to_vpc.
+func (b *bpfDatapath) ENIUp(ctx context.Context, e controller.ENI) error {
+	l, err := linkByMAC(e.MAC)
+	if err != nil {
+		return fmt.Errorf("bringing ENI %s up: %w", e.ID, err)
+	}
+	a := l.Attrs()
+	// The primary ENI belongs to the distribution's network configuration: only secondaries are ours to
+	// configure.
+	if !e.Primary && b.mtu > 0 && a.MTU != b.mtu {
+		if err := netlink.LinkSetMTU(l, b.mtu); err != nil {
+			return fmt.Errorf("setting MTU %d on %s (ENI %s): %w", b.mtu, a.Name, e.ID, err)
+		}
+		b.log.Info("ENI MTU set", "eni", e.ID, "link", a.Name, "mtu", b.mtu)
+	}
+	if a.Flags&net.FlagUp == 0 {
+		if err := netlink.LinkSetUp(l); err != nil {
+			return fmt.Errorf("setting %s (ENI %s) up: %w", a.Name, e.ID, err)
+		}
+		b.log.Info("ENI link up", "eni", e.ID, "link", a.Name)
+	}
+	if !e.Primary {
+		if err := b.addPrimaryIP(ctx, e, l); err != nil {
+			return fmt.Errorf("bringing ENI %s up: %w", e.ID, err)
+		}
+	}
+	// Replies of flows the host stack translated (Service DNAT) arrive on the pod's ENI with a source the
+	// main table routes elsewhere: a strict check would drop them.
+	if err := setSysctl(b.log, "net/ipv4/conf/"+a.Name+"/rp_filter", "2"); err != nil {
+		return fmt.Errorf("bringing ENI %s up: %w", e.ID, err)
+	}
+	gw, err := netip.ParseAddr(e.Gateway)
+	if err != nil {
+		return fmt.Errorf("bringing ENI %s up: gateway %q: %w", e.ID, e.Gateway, err)
+	}
+	subnet, err := netip.ParsePrefix(e.SubnetCIDR)
+	if err != nil {
+		return fmt.Errorf("bringing ENI %s up: subnet %q: %w", e.ID, e.SubnetCIDR, err)
+	}
+	if err := b.dp.PutENI(a.Index, gw, a.HardwareAddr, subnet); err != nil {
+		return fmt.Errorf("bringing ENI %s up: %w", e.ID, err)
+	}
+	b.mu.Lock()
+	b.enis[e.ID] = a.Index
+	b.mu.Unlock()
+	return nil
+}
+
+// ENIDown detaches the ENI's programs and removes its entry. The interface may be gone already (the ENI
+// was detached): its entry is then found by MAC in the map.
+func (b *bpfDatapath) ENIDown(_ context.Context, e controller.ENI) error {
+	idx := 0
+	if l, err := linkByMAC(e.MAC); err == nil {
+		idx = l.Attrs().Index
+	} else if !errors.Is(err, errNoLink) {
+		return fmt.Errorf("taking ENI %s down: %w", e.ID, err)
+	}
+	b.mu.Lock()
+	if idx == 0 {
+		idx = b.enis[e.ID]
+	}
+	delete(b.enis, e.ID)
+	b.mu.Unlock()
+	if idx == 0 {
+		entries, err := b.dp.ENIs()
+		if err != nil {
+			return fmt.Errorf("taking ENI %s down: %w", e.ID, err)
+		}
+		for _, m := range entries {
+			if strings.EqualFold(m.MAC.String(), e.MAC) {
+				idx = m.Ifindex
+			}
+		}
+	}
+	if idx == 0 {
+		return nil
+	}
+	if err := b.dp.DeleteENI(idx); err != nil {
+		return fmt.Errorf("taking ENI %s down: %w", e.ID, err)
+	}
+	return nil
+}
+
+// hostIfindex is the pod's host veth as it is now: found by name, since an ifindex alone may already
+// belong to another pod's veth. ok is false when the veth is gone.
+func hostIfindex(pod controller.Pod) (int, bool, error) {
+	if pod.HostVeth == "" {
+		return pod.HostIfindex, pod.HostIfindex != 0, nil
+	}
+	l, err := netlink.LinkByName(pod.HostVeth)
+	var nf netlink.LinkNotFoundError
+	if errors.As(err, &nf) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("finding host veth %s: %w", pod.HostVeth, err)
+	}
+	return l.Attrs().Index, true, nil
+}
+
+// PodUp routes the pod's /32 to its veth, writes its map entry (its ENI by ifindex) and attaches from_pod.
+func (b *bpfDatapath) PodUp(ctx context.Context, pod controller.Pod) error {
+	ip, err := netip.ParseAddr(pod.IP)
+	if err != nil {
+		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
+	}
+	host, ok, err := hostIfindex(pod)
+	if err != nil {
+		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
+	}
+	if !ok {
+		return fmt.Errorf("setting up pod %s: host veth %q is gone", pod.IP, pod.HostVeth)
+	}
+	eni, err := linkByMAC(pod.ENI.MAC)
+	if err != nil {
+		return fmt.Errorf("setting up pod %s on ENI %s: %w", pod.IP, pod.ENI.ID, err)
+	}
+	if err := b.routes.PodUp(ctx, pod); err != nil {
+		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
+	}
+	// The entry goes in before the program: from_pod drops sources it does not know.
+	if err := b.dp.PutPod(ip, host, eni.Attrs().Index); err != nil {
+		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
+	}
+	if err := b.dp.AttachPodVeth(host); err != nil {
+		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
+	}
+	return nil
+}
+
+// PodDown reverses PodUp; a veth, entry or route already gone is not an error.
+func (b *bpfDatapath) PodDown(ctx context.Context, pod controller.Pod) error {
+	ip, err := netip.ParseAddr(pod.IP)
+	if err != nil {
+		return nil
+	}
+	var errs []error
+	host, ok, err := hostIfindex(pod)
+	errs = append(errs, err)
+	if ok {
+		// Only a veth still present is detached by index: a vanished one took its program with it, and its
+		// index may already serve another pod.
+		errs = append(errs, b.dp.DetachPodVeth(host))
+	}
+	errs = append(errs, b.dp.DeletePod(ip), b.routes.PodDown(ctx, pod))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("tearing down pod %s: %w", pod.IP, err)
+	}
+	return nil
+}
