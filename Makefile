@@ -55,6 +55,7 @@ bench: deps ## Run the benchmarks and print their figures (controller, journal, 
 	$(GO) test -run '^$$' -bench . ./controller/ec2client/
 	$(GO) test -run '^$$' -bench AddDel -benchtime 1x ./test/cnitest/
 	$(GO) test -run '^$$' -bench . ./datapath/
+	$(GO) run ./test/dpbench/cmd/dpbench
 
 .PHONY: fleet
 fleet: ## Replay the rollout that broke the AWS VPC CNI on a simulated fleet (NODES=300).

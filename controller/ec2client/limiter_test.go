@@ -91,7 +91,9 @@ func TestBucketLimitsEachActionToItsRate(t *testing.T) {
 			if float64(inWindow) > allowed+1 {
 				t.Errorf("made %d calls in %v, the bucket allows at most %.0f", inWindow, tt.window, allowed)
 			}
-			if float64(inWindow) < 0.8*allowed {
+			// The lower check only catches a limiter that stalls: on a loaded 2-core machine the callers
+			// themselves may not keep up with the bucket, so it is loose on purpose.
+			if float64(inWindow) < 0.5*allowed {
 				t.Errorf("made only %d calls in %v, the bucket allows %.0f: the limiter is too slow", inWindow, tt.window, allowed)
 			}
 			if n := fake.count("DescribeInstanceTypes"); n != 20 {

@@ -1,0 +1,32 @@
+package dpbench
+
+import (
+	"os"
+	"testing"
+)
+
+// BenchmarkDatapaths runs the whole comparison once and prints the method, the table and the JSON lines.
+// Run it with -benchtime 1x: one pass takes a few minutes. Figures are printed, never asserted.
+func BenchmarkDatapaths(b *testing.B) {
+	requireTools(b)
+	var rep *Report
+	for b.Loop() {
+		var err error
+		if rep, err = Run(b.Context(), Options{Progress: os.Stderr}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := rep.WriteTable(os.Stdout); err != nil {
+		b.Fatal(err)
+	}
+	if err := rep.WriteJSONLines(os.Stdout); err != nil {
+		b.Fatal(err)
+	}
+	last := rep.Options.Sizes[len(rep.Options.Sizes)-1]
+	b.ReportMetric(rep.Worst("eniwire", "tcp"), "eniwire/plain-tcp-worst")
+	b.ReportMetric(rep.Worst("eniwire", "rr"), "eniwire/plain-rr-worst")
+	b.ReportMetric(rep.Worst("eniwire", "p50"), "eniwire/plain-p50-worst")
+	b.ReportMetric(rep.Flatness("eniwire"), "eniwire-rr-flatness")
+	b.ReportMetric(rep.row("vpc-cni", last).RRRatio, "vpccni/plain-rr-at-max")
+	b.ReportMetric(rep.ProgNs[last], "from_pod-ns/pkt-at-max")
+}

@@ -1,0 +1,149 @@
+package dpbench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/eniwire/eniwire/internal/testenv"
+)
+
+func requireTools(t testing.TB) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireTool(t, "ip")
+	testenv.RequireTool(t, "iperf3")
+	if _, err := os.Stat("/sys/fs/bpf"); err != nil {
+		testenv.Unavailable(t, "bpffs is not mounted at /sys/fs/bpf")
+	}
+}
+
+func newTestTopology(t *testing.T, tag string) *Topology {
+	t.Helper()
+	topo, err := NewTopology(t.Context(), UniquePrefix(tag))
+	if err != nil {
+		t.Fatalf("building the topology: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := topo.Close(); err != nil {
+			t.Errorf("removing the topology: %v", err)
+		}
+	})
+	return topo
+}
+
+func TestWithoutASchemeThePodsPacketsLeaveByThePrimaryENIAndTheVPCDropsThem(t *testing.T) {
+	t.Parallel()
+	requireTools(t)
+	topo := newTestTopology(t, "none")
+	srv, err := StartServers(t.Context(), topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	before, err := topo.TxPackets(PrimaryENI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Reach(t.Context(), topo, 600*time.Millisecond); err == nil {
+		t.Fatal("the pod got an echo with no scheme installed: source-based routing would not be what the benchmark measures")
+	}
+	after, err := topo.TxPackets(PrimaryENI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before < 2 {
+		t.Errorf("%s sent %d packets, want the pod's requests there", PrimaryENI, after-before)
+	}
+}
+
+func TestEverySchemeCarriesPodTrafficOutOfTheSecondaryENI(t *testing.T) {
+	t.Parallel()
+	requireTools(t)
+	schemes := []struct {
+		scheme Scheme
+		// rules is how many IPv4 rules the node should hold with n pods.
+		rules func(n int) int
+	}{
+		{&Eniwire{}, func(int) int { return 3 }},
+		{&VPCCNI{}, func(n int) int { return 3 + 2 + 2*n }},
+		{Plain{}, func(int) int { return 3 }},
+	}
+	for _, s := range schemes {
+		t.Run(s.scheme.Name(), func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			topo := newTestTopology(t, "test")
+			if e, ok := s.scheme.(*Eniwire); ok {
+				base := filepath.Join("/sys/fs/bpf", topo.Node)
+				e.PinRoot = filepath.Join(base, "v1")
+				t.Cleanup(func() { _ = os.RemoveAll(base) })
+			}
+			srv, err := StartServers(ctx, topo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = srv.Close() })
+			if err := s.scheme.Install(ctx, topo); err != nil {
+				t.Fatalf("installing %s: %v", s.scheme.Name(), err)
+			}
+			t.Cleanup(func() {
+				if err := s.scheme.Close(); err != nil {
+					t.Errorf("closing %s: %v", s.scheme.Name(), err)
+				}
+			})
+			for _, pods := range []int{1, 100} {
+				t.Run(fmt.Sprintf("with %d pods in the policy", pods), func(t *testing.T) {
+					checkSchemeAt(ctx, t, topo, s.scheme, pods, s.rules(pods))
+				})
+			}
+		})
+	}
+}
+
+func checkSchemeAt(ctx context.Context, t *testing.T, topo *Topology, s Scheme, pods, wantRules int) {
+	if err := s.Grow(ctx, topo, pods); err != nil {
+		t.Fatalf("growing to %d pods: %v", pods, err)
+	}
+	if got, err := topo.RuleCount(); err != nil || got != wantRules {
+		t.Errorf("the node holds %d IPv4 rules (err %v), want %d", got, err, wantRules)
+	}
+	if err := Reach(ctx, topo, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eniBefore, err1 := topo.TxPackets(SecondaryENI)
+	primaryBefore, err2 := topo.TxPackets(PrimaryENI)
+	rr, err3 := UDPRoundTrips(ctx, topo, 300*time.Millisecond)
+	eniAfter, err4 := topo.TxPackets(SecondaryENI)
+	primaryAfter, err5 := topo.TxPackets(PrimaryENI)
+	for _, err := range []error{err1, err2, err3, err4, err5} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rr.Transactions < 10 || rr.P50 <= 0 || rr.P99 < rr.P50 {
+		t.Errorf("UDP round trips = %+v, want at least 10 with sane percentiles", rr)
+	}
+	if sent := eniAfter - eniBefore; sent < uint64(rr.Transactions) {
+		t.Errorf("%s sent %d packets during %d round trips, want every request there", SecondaryENI, sent, rr.Transactions)
+	}
+	if sent := primaryAfter - primaryBefore; sent > uint64(rr.Transactions/10) {
+		t.Errorf("%s sent %d packets during %d round trips, want (almost) none", PrimaryENI, sent, rr.Transactions)
+	}
+	tcp, err := TCPThroughput(ctx, topo, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tcp.Gbps <= 0 {
+		t.Errorf("iperf3 reported %.3f Gbit/s, want traffic", tcp.Gbps)
+	}
+	if e, ok := s.(*Eniwire); ok {
+		if per, err := e.FromPodCost(1000); err != nil || per <= 0 {
+			t.Errorf("from_pod cost = %s, %v; want a positive time and a redirect out of the ENI", per, err)
+		}
+	}
+	t.Logf("%s, %d pods: %.2f Gbit/s, %.0f UDP transactions/s, p50 %s", s.Name(), pods, tcp.Gbps, rr.Rate, rr.P50)
+}

@@ -1,0 +1,277 @@
+package dpbench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Method is printed above the figures, so that a table never travels without what it measured.
+const Method = `Method (test/dpbench): one topology per scheme, identical links, addresses and MTU 1500:
+  pod --veth-- node --eni1 (secondary ENI)--> vpc router (strict rp_filter = EC2's src/dst check) --> vpchost
+                    \-eth0 (primary ENI, the main table's default route)-/
+  The pod's IP is a secondary IP of eni1; a pod packet leaving by eth0 is dropped by the router.
+  eniwire  (a): datapath.Open + PutENI(eth0, eni1) + PutPod + AttachPodVeth (tcx): from_pod redirect_neigh
+                out of eni1, to_pod redirect_peer back. N pods = N entries in the pod map (N-1 point at
+                veth ifindexes that do not exist).
+  vpc-cni  (b): the AWS VPC CNI's routing: per pod 'to podIP lookup main' (prio 512) and 'from podIP lookup 2'
+                (prio 1536); table 2 = gateway + default via eni1; 'fwmark 0x80/0x80 lookup main' (1024);
+                'from <eni1 IP> lookup 2' (32765); eni1's subnet route removed from main. N pods = 2N rules,
+                inserted with one 'ip -batch'; the measured pod's pair is re-added last (worst case, as the
+                newest pod). No iptables SNAT/connmark chains: a lower bound of the VPC CNI's cost.
+  plain    (c): the floor, no policy: 'route 10.88.9.0/24 via 10.88.2.1 dev eni1' in main; host-stack
+                forwarding, no rule, no BPF. Pod count does not change it.
+  Every scheme has the pod's '10.88.2.21/32 dev host0' route and the same pod plumbing (169.254.1.1 gateway).
+  TCP: iperf3 -c vpchost -t T -J -P 1 from the pod (received bits/s). UDP: one 64-byte datagram in flight,
+  pod -> Go echo server in vpchost, for the RR duration; rate, p50, p99 RTT (client in the benchmark process).
+  Sizes grow in one run; at each size every scheme runs k times, the scheme order rotated per repeat.
+  Figures are medians of k; ratios are medians of per-repeat ratios against plain (c) in the same repeat.
+  from_pod: BPF_PROG_TEST_RUN of the attached program (found through its pinned link) on a TCP header from
+  the pod to vpchost (verdict TC_ACT_REDIRECT out of eni1), kernel-timed mean per packet, median of k.`
+
+// Sample is one measurement of one scheme at one size.
+type Sample struct {
+	Scheme string
+	Pods   int
+	Repeat int
+	TCP    TCPResult
+	RR     RRResult
+}
+
+// Setup is how long growing a scheme to a size took and how many rules the node then held.
+type Setup struct {
+	Scheme string
+	Pods   int
+	Rules  int
+	Grow   time.Duration
+}
+
+// ProgSample is one BPF_PROG_TEST_RUN of from_pod.
+type ProgSample struct {
+	Pods      int
+	Repeat    int
+	PerPacket time.Duration
+}
+
+// Row is the summary of one (scheme, size).
+type Row struct {
+	Scheme   string  `json:"scheme"`
+	Pods     int     `json:"pods"`
+	Rules    int     `json:"ip_rules"`
+	GrowMs   float64 `json:"grow_ms"`
+	TCPGbps  float64 `json:"tcp_gbps"`
+	TCPRatio float64 `json:"tcp_vs_plain"`
+	RRRate   float64 `json:"udp_rr_per_s"`
+	RRRatio  float64 `json:"udp_rr_vs_plain"`
+	P50us    float64 `json:"rtt_p50_us"`
+	P50Ratio float64 `json:"rtt_p50_plain_over_this"`
+	P99us    float64 `json:"rtt_p99_us"`
+	Lost     int     `json:"udp_lost"`
+	Retrans  int     `json:"tcp_retransmits"`
+	Repeats  int     `json:"repeats"`
+}
+
+// Report is a whole run.
+type Report struct {
+	Options Options
+	Samples []Sample
+	Setups  []Setup
+	Prog    []ProgSample
+	Wall    time.Duration
+
+	LoadStart, LoadEnd float64 // 1-minute load average around the run
+
+	Rows     []Row
+	ProgNs   map[int]float64 // median from_pod ns/packet by size
+	Schemes  []string
+	baseline string
+}
+
+func (r *Report) summarize() {
+	r.baseline = Plain{}.Name()
+	r.Schemes = []string{(&Eniwire{}).Name(), (&VPCCNI{}).Name(), r.baseline}
+	base := map[[2]int]Sample{} // (pods, repeat) → plain's sample
+	for _, s := range r.Samples {
+		if s.Scheme == r.baseline {
+			base[[2]int{s.Pods, s.Repeat}] = s
+		}
+	}
+	r.Rows = nil
+	for _, pods := range r.Options.Sizes {
+		for _, name := range r.Schemes {
+			row := Row{Scheme: name, Pods: pods}
+			for _, st := range r.Setups {
+				if st.Scheme == name && st.Pods == pods {
+					row.Rules, row.GrowMs = st.Rules, float64(st.Grow.Microseconds())/1e3
+				}
+			}
+			var tcp, tcpR, rr, rrR, p50, p50R, p99 []float64
+			for _, s := range r.Samples {
+				if s.Scheme != name || s.Pods != pods {
+					continue
+				}
+				b := base[[2]int{s.Pods, s.Repeat}]
+				tcp, rr = append(tcp, s.TCP.Gbps), append(rr, s.RR.Rate)
+				p50, p99 = append(p50, us(s.RR.P50)), append(p99, us(s.RR.P99))
+				if b.TCP.Gbps > 0 && b.RR.Rate > 0 {
+					tcpR, rrR = append(tcpR, s.TCP.Gbps/b.TCP.Gbps), append(rrR, s.RR.Rate/b.RR.Rate)
+					p50R = append(p50R, float64(b.RR.P50)/float64(s.RR.P50))
+				}
+				row.Lost += s.RR.Lost
+				row.Retrans += s.TCP.Retransmits
+				row.Repeats++
+			}
+			row.TCPGbps, row.TCPRatio, row.RRRate, row.RRRatio = median(tcp), median(tcpR), median(rr), median(rrR)
+			row.P50us, row.P50Ratio, row.P99us = median(p50), median(p50R), median(p99)
+			r.Rows = append(r.Rows, row)
+		}
+	}
+	r.ProgNs = map[int]float64{}
+	for _, pods := range r.Options.Sizes {
+		var ns []float64
+		for _, p := range r.Prog {
+			if p.Pods == pods {
+				ns = append(ns, float64(p.PerPacket.Nanoseconds()))
+			}
+		}
+		r.ProgNs[pods] = median(ns)
+	}
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// row finds a summary row.
+func (r *Report) row(scheme string, pods int) Row {
+	for _, row := range r.Rows {
+		if row.Scheme == scheme && row.Pods == pods {
+			return row
+		}
+	}
+	return Row{}
+}
+
+// Worst is a scheme's lowest ratio against plain over every size, by metric: "tcp", "rr" (UDP
+// transactions/s) or "p50" (plain's median RTT over the scheme's). The target is eniwire's ≥ 0.90.
+func (r *Report) Worst(scheme, metric string) float64 {
+	worst := 0.0
+	for i, pods := range r.Options.Sizes {
+		row := r.row(scheme, pods)
+		m := map[string]float64{"tcp": row.TCPRatio, "rr": row.RRRatio, "p50": row.P50Ratio}[metric]
+		if i == 0 || m < worst {
+			worst = m
+		}
+	}
+	return worst
+}
+
+// Flatness is a scheme's UDP rate at the largest size over its rate at the smallest.
+func (r *Report) Flatness(scheme string) float64 {
+	first, last := r.row(scheme, r.Options.Sizes[0]), r.row(scheme, r.Options.Sizes[len(r.Options.Sizes)-1])
+	if first.RRRate == 0 {
+		return 0
+	}
+	return last.RRRate / first.RRRate
+}
+
+// WriteTable prints the method, one line per (size, scheme), from_pod's cost and the verdict on the
+// target.
+func (r *Report) WriteTable(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n\n", Method)
+	fmt.Fprintf(&b, "k=%d repeats, iperf3 -t %s, UDP RR %s, %d packets per BPF_PROG_TEST_RUN; wall time %s\n\n",
+		r.Options.Repeats, r.Options.TCPDuration, r.Options.RRDuration, r.Options.ProgRepeat, r.Wall.Round(time.Second))
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "pods\tscheme\tip rules\tsetup ms\tTCP Gbit/s\tvs plain\tUDP RR/s\tvs plain\tp50 µs\tvs plain\tp99 µs\tlost\tfrom_pod ns/pkt\t")
+	for _, row := range r.Rows {
+		prog := "-"
+		if row.Scheme == (&Eniwire{}).Name() {
+			prog = fmt.Sprintf("%.0f", r.ProgNs[row.Pods])
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%.0f\t%.2f\t%.2f\t%.0f\t%.2f\t%.1f\t%.2f\t%.1f\t%d\t%s\t\n",
+			row.Pods, row.Scheme, row.Rules, row.GrowMs, row.TCPGbps, row.TCPRatio, row.RRRate, row.RRRatio,
+			row.P50us, row.P50Ratio, row.P99us, row.Lost, prog)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	first, last := r.Options.Sizes[0], r.Options.Sizes[len(r.Options.Sizes)-1]
+	b.WriteString("\nTarget eniwire ≥ 0.90 × plain at every size (worst ratio over sizes):")
+	for _, m := range []struct{ key, label string }{{"tcp", "TCP"}, {"rr", "UDP RR/s"}, {"p50", "p50 RTT"}} {
+		verdict := "met"
+		if r.Worst("eniwire", m.key) < 0.90 {
+			verdict = "NOT met"
+		}
+		fmt.Fprintf(&b, " %s %.2f %s;", m.label, r.Worst("eniwire", m.key), verdict)
+	}
+	fmt.Fprintf(&b, "\nLoad average (1 min) at start %.2f, at end %.2f on %d CPUs: other work on the machine shows as noise.\n",
+		r.LoadStart, r.LoadEnd, runtime.NumCPU())
+	fmt.Fprintf(&b, "UDP RR at %d pods / at %d pods: eniwire %.2f, vpc-cni %.2f, plain %.2f; from_pod %.0f → %.0f ns/pkt.\n",
+		last, first, r.Flatness("eniwire"), r.Flatness("vpc-cni"), r.Flatness("plain"), r.ProgNs[first], r.ProgNs[last])
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteJSONLines prints one JSON object per line: every summary row ("kind":"summary"), every sample
+// ("sample"), from_pod's cost per size ("from_pod") and the run ("run").
+func (r *Report) WriteJSONLines(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	type kinded struct {
+		Kind string `json:"kind"`
+		Row
+	}
+	for _, row := range r.Rows {
+		if err := enc.Encode(kinded{"summary", row}); err != nil {
+			return err
+		}
+	}
+	for _, s := range r.Samples {
+		if err := enc.Encode(map[string]any{
+			"kind": "sample", "scheme": s.Scheme, "pods": s.Pods, "repeat": s.Repeat,
+			"tcp_gbps": s.TCP.Gbps, "tcp_retransmits": s.TCP.Retransmits,
+			"udp_rr_per_s": s.RR.Rate, "udp_transactions": s.RR.Transactions, "udp_lost": s.RR.Lost,
+			"rtt_p50_us": us(s.RR.P50), "rtt_p99_us": us(s.RR.P99),
+		}); err != nil {
+			return err
+		}
+	}
+	for _, pods := range r.Options.Sizes {
+		if err := enc.Encode(map[string]any{"kind": "from_pod", "pods": pods, "ns_per_packet": r.ProgNs[pods]}); err != nil {
+			return err
+		}
+	}
+	return enc.Encode(map[string]any{
+		"kind": "run", "wall_s": r.Wall.Seconds(), "repeats": r.Options.Repeats, "sizes": r.Options.Sizes,
+		"eniwire_worst_vs_plain": map[string]float64{"tcp": r.Worst("eniwire", "tcp"), "rr": r.Worst("eniwire", "rr"), "p50": r.Worst("eniwire", "p50")},
+		"loadavg_start":          r.LoadStart, "loadavg_end": r.LoadEnd,
+		"udp_rr_flatness": map[string]float64{"eniwire": r.Flatness("eniwire"), "vpc-cni": r.Flatness("vpc-cni"), "plain": r.Flatness("plain")},
+	})
+}
+
+// loadAvg reads the 1-minute load average; 0 when unreadable.
+func loadAvg() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f, _ := strconv.ParseFloat(strings.Fields(string(b))[0], 64)
+	return f
+}

@@ -1,0 +1,140 @@
+package dpbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Options choose the size of a run. The zero value is the full benchmark.
+type Options struct {
+	Sizes       []int         // pods in the policy; default 1, 100, 1000, 10000
+	Repeats     int           // runs per (scheme, size), interleaved; default 3
+	TCPDuration time.Duration // iperf3 -t; default 3s
+	RRDuration  time.Duration // UDP ping-pong per run; default 2s
+	ProgRepeat  int           // packets per BPF_PROG_TEST_RUN; default 1,000,000
+	Progress    io.Writer     // one line per step; nothing when nil
+}
+
+func (o Options) withDefaults() Options {
+	if len(o.Sizes) == 0 {
+		o.Sizes = []int{1, 100, 1000, 10000}
+	}
+	if o.Repeats <= 0 {
+		o.Repeats = 3
+	}
+	if o.TCPDuration <= 0 {
+		o.TCPDuration = 3 * time.Second
+	}
+	if o.RRDuration <= 0 {
+		o.RRDuration = 2 * time.Second
+	}
+	if o.ProgRepeat <= 0 {
+		o.ProgRepeat = 1_000_000
+	}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	return o
+}
+
+// bench is one scheme on its own topology.
+type bench struct {
+	scheme  Scheme
+	topo    *Topology
+	servers *Servers
+}
+
+// Run builds one topology per scheme (identical links, addresses and MTU), grows every scheme through
+// the sizes in ascending order and, at each size, measures every scheme Repeats times, rotating the order
+// of the schemes in each repeat so that drift on a noisy machine falls on all of them alike.
+func Run(ctx context.Context, opts Options) (rep *Report, err error) {
+	opts = opts.withDefaults()
+	start, load := time.Now(), loadAvg()
+	prefix := UniquePrefix("bench")
+	pinBase := filepath.Join("/sys/fs/bpf", prefix)
+	ew := &Eniwire{PinRoot: filepath.Join(pinBase, "v1")}
+	var benches []*bench
+	defer func() {
+		var errs []error
+		for _, b := range benches {
+			if b.servers != nil {
+				errs = append(errs, b.servers.Close())
+			}
+			errs = append(errs, b.scheme.Close(), b.topo.Close())
+		}
+		_ = os.RemoveAll(pinBase)
+		if cerr := errors.Join(errs...); cerr != nil && err == nil {
+			err = fmt.Errorf("tearing down: %w", cerr)
+		}
+	}()
+	for i, s := range []Scheme{ew, &VPCCNI{}, Plain{}} {
+		topo, err := NewTopology(ctx, fmt.Sprintf("%s-%c", prefix, 'a'+i))
+		if err != nil {
+			return nil, fmt.Errorf("building the topology of %s: %w", s.Name(), err)
+		}
+		b := &bench{scheme: s, topo: topo}
+		benches = append(benches, b)
+		if b.servers, err = StartServers(ctx, topo); err != nil {
+			return nil, fmt.Errorf("starting the servers of %s: %w", s.Name(), err)
+		}
+		if err := s.Install(ctx, topo); err != nil {
+			return nil, fmt.Errorf("installing %s: %w", s.Name(), err)
+		}
+	}
+	rep = &Report{Options: opts, LoadStart: load}
+	for _, pods := range opts.Sizes {
+		for _, b := range benches {
+			t0 := time.Now()
+			if err := b.scheme.Grow(ctx, b.topo, pods); err != nil {
+				return nil, fmt.Errorf("growing %s to %d pods: %w", b.scheme.Name(), pods, err)
+			}
+			grow := time.Since(t0)
+			rules, err := b.topo.RuleCount()
+			if err != nil {
+				return nil, err
+			}
+			if err := Reach(ctx, b.topo, 5*time.Second); err != nil {
+				return nil, fmt.Errorf("%s with %d pods: %w", b.scheme.Name(), pods, err)
+			}
+			rep.Setups = append(rep.Setups, Setup{Scheme: b.scheme.Name(), Pods: pods, Rules: rules, Grow: grow})
+			fmt.Fprintf(opts.Progress, "dpbench: %s grown to %d pods in %s (%d ip rules)\n", b.scheme.Name(), pods, grow.Round(time.Millisecond), rules)
+		}
+		for r := range opts.Repeats {
+			for j := range benches {
+				b := benches[(r+j)%len(benches)]
+				s, err := measure(ctx, b, pods, r, opts)
+				if err != nil {
+					return nil, err
+				}
+				rep.Samples = append(rep.Samples, s)
+				fmt.Fprintf(opts.Progress, "dpbench: %-7s pods=%-5d repeat=%d  %6.2f Gbit/s  %8.0f transactions/s  p50 %s\n",
+					s.Scheme, pods, r, s.TCP.Gbps, s.RR.Rate, s.RR.P50.Round(100*time.Nanosecond))
+			}
+			per, err := ew.FromPodCost(opts.ProgRepeat)
+			if err != nil {
+				return nil, fmt.Errorf("measuring from_pod with %d pods: %w", pods, err)
+			}
+			rep.Prog = append(rep.Prog, ProgSample{Pods: pods, Repeat: r, PerPacket: per})
+		}
+	}
+	rep.Wall, rep.LoadEnd = time.Since(start), loadAvg()
+	rep.summarize()
+	return rep, nil
+}
+
+func measure(ctx context.Context, b *bench, pods, repeat int, opts Options) (Sample, error) {
+	tcp, err := TCPThroughput(ctx, b.topo, opts.TCPDuration)
+	if err != nil {
+		return Sample{}, fmt.Errorf("%s with %d pods: %w", b.scheme.Name(), pods, err)
+	}
+	rr, err := UDPRoundTrips(ctx, b.topo, opts.RRDuration)
+	if err != nil {
+		return Sample{}, fmt.Errorf("%s with %d pods: %w", b.scheme.Name(), pods, err)
+	}
+	return Sample{Scheme: b.scheme.Name(), Pods: pods, Repeat: repeat, TCP: tcp, RR: rr}, nil
+}
