@@ -104,7 +104,10 @@ int from_pod(struct __sk_buff *skb)
 	struct ip_addr src, dst;
 	ip_addr_from_v4(&src, p.saddr);
 	struct pod_value *pod = bpf_map_lookup_elem(&pods, &src);
-	if (!pod) {
+	/* A known source is not enough: it must be the pod behind this veth, or any pod could send as another
+	 * (and have its replies delivered there). At tc ingress skb->ifindex is the device the packet arrived
+	 * on, the host end of the sender's veth. */
+	if (!pod || pod->host_ifindex != skb->ifindex) {
 		count(VERDICT_FROM_POD_SPOOF, p.len);
 		return TC_ACT_SHOT;
 	}

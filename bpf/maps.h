@@ -64,7 +64,7 @@ enum verdict {
 	VERDICT_FROM_POD_OUT_ENI = 0,    /* from_pod: out of the pod's ENI (redirect_neigh) */
 	VERDICT_FROM_POD_TO_PEER = 1,    /* from_pod: to a pod on this node (redirect_peer) */
 	VERDICT_FROM_POD_TO_HOST = 2,    /* from_pod: handed to the host stack */
-	VERDICT_FROM_POD_SPOOF = 3,      /* from_pod: dropped, source is not a known pod */
+	VERDICT_FROM_POD_SPOOF = 3,      /* from_pod: dropped, source is not the pod of this veth */
 	VERDICT_FROM_POD_MALFORMED = 4,  /* from_pod: dropped, truncated IPv4 header */
 	VERDICT_FROM_POD_NON_IPV4 = 5,   /* from_pod: not IPv4 (ARP, IPv6), passed to the host */
 	VERDICT_FROM_POD_NO_ENI = 6,     /* from_pod: the pod's ENI has no entry, passed to the host */

@@ -12,6 +12,9 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf/rlimit"
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/vishvananda/netlink"
 
 	"github.com/eniwire/eniwire/internal/testenv"
 )
@@ -52,6 +55,30 @@ func openTest(t testing.TB, cfg Config) *Datapath {
 		_ = Uninstall(cfg.PinRoot)
 	})
 	return d
+}
+
+// runNS returns a network namespace of the test's own holding a veth whose end sits at each of the given
+// ifindexes (veths, as the dummy driver may be missing): BPF_PROG_TEST_RUN makes a packet arrive on a
+// device only if it exists in the caller's namespace.
+func runNS(t testing.TB, ifindexes ...int) ns.NetNS {
+	t.Helper()
+	n, err := testutils.NewNS()
+	if err != nil {
+		t.Fatalf("creating netns: %v", err)
+	}
+	t.Cleanup(func() { _ = n.Close(); _ = testutils.UnmountNS(n) })
+	if err := n.Do(func(ns.NetNS) error {
+		for _, i := range ifindexes {
+			l := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: fmt.Sprintf("dpt%d", i), Index: i}, PeerName: fmt.Sprintf("dpt%dp", i)}
+			if err := netlink.LinkAdd(l); err != nil {
+				return fmt.Errorf("adding a veth at ifindex %d: %w", i, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 const (

@@ -89,6 +89,37 @@ func testPacketsFlow(t *testing.T, mode AttachMode) {
 		}
 		waitCounter(t, d.Reader, VerdictFromPodSpoof, before+1)
 	})
+	t.Run("a pod sending with another pod's address is dropped", func(t *testing.T) {
+		// pod1 takes pod2's address as its own; without the per-veth check its packet would leave by
+		// pod2's ENI and pass the VPC's source/destination check.
+		if err := f.pod1.Do(func(ns.NetNS) error {
+			l, err := netlink.LinkByName("eth0")
+			if err != nil {
+				return err
+			}
+			return netlink.AddrAdd(l, &netlink.Addr{IPNet: hostNet(pod2IP)})
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = f.pod1.Do(func(ns.NetNS) error {
+				l, err := netlink.LinkByName("eth0")
+				if err != nil {
+					return err
+				}
+				return netlink.AddrDel(l, &netlink.Addr{IPNet: hostNet(pod2IP)})
+			})
+		})
+		before := counterNow(t, d.Reader, VerdictFromPodSpoof)
+		outBefore := counterNow(t, d.Reader, VerdictFromPodOutENI)
+		if err := udpExchange(f.pod1, pod2IP, netip.AddrPortFrom(vpcHost, 7000), 700*time.Millisecond); err == nil {
+			t.Fatalf("a packet sent as another pod got an answer")
+		}
+		waitCounter(t, d.Reader, VerdictFromPodSpoof, before+1)
+		if after := counterNow(t, d.Reader, VerdictFromPodOutENI); after != outBefore {
+			t.Errorf("from_pod/out_eni moved from %d to %d: a packet sent as another pod left by an ENI", outBefore, after)
+		}
+	})
 	t.Run("per-pod traffic moved", func(t *testing.T) {
 		traffic, err := d.PodTraffic()
 		if err != nil {

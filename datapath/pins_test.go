@@ -205,7 +205,8 @@ func TestCollectorExportsCounters(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := d.objs.FromPod.Run(&ebpf.RunOptions{Data: frame(addr("10.0.1.21"), addr("10.0.9.9"), protoUDP, 1, 2)}); err != nil {
+	// A pod's own packet must arrive on its veth (vethPod1) to get past the anti-spoofing check.
+	if _, err := runOn(runNS(t, vethPod1), d.objs.FromPod, vethPod1, frame(addr("10.0.1.21"), addr("10.0.9.9"), protoUDP, 1, 2)); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewPedanticRegistry()

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -191,37 +191,57 @@ func TestANodeMovesPodPacketsWithTheBPFDatapath(t *testing.T) {
 	})
 
 	t.Run("a pod sending from an address that is not its own is dropped and counted", func(t *testing.T) {
-		spoofs := []struct {
+		// The VPC host listens on UDP and reports every sender; the ENIs' router-side rx counters and the
+		// source check show whether anything reached the router at all.
+		sinkAddr := netip.AddrPortFrom(vpcHost.IP, echoPort+1)
+		heard := udpSink(t, vpcHost.NetnsPath, sinkAddr)
+		for _, s := range []struct {
 			what string
+			from *pod
 			src  netip.Addr
 		}{
-			{"an unassigned VPC address", netip.MustParseAddr("10.0.15.250")},
-			// Another pod's address is not dropped yet: from_pod checks that the source is a known pod,
-			// not that it is the pod behind this veth (reported to the lead).
-		}
-		for _, s := range spoofs {
-			before, err := w.metric("eniwire_datapath_packets_total", `program="from_pod",verdict="dropped_spoof"`)
-			if err != nil && !strings.Contains(err.Error(), errNoSample.Error()) {
-				t.Fatal(err)
-			}
-			drops0, err := w.fab.SourceCheckDrops()
-			must(t, err)
-			const n = 10
-			must(t, sendSpoofed(onENI2, s.src, vpcEcho, n))
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				after, err := w.metric("eniwire_datapath_packets_total", `program="from_pod",verdict="dropped_spoof"`)
-				if err == nil && after-before >= n {
-					break
+			{"an unassigned VPC address", onENI2, netip.MustParseAddr("10.0.15.250")},
+			// The worst case: onPrimary's address is valid on the primary ENI, so the VPC's source check
+			// would let it through there. Only the per-veth check in from_pod stops it.
+			{"the address of a pod on another ENI", onENI2, onPrimary.ip},
+			{"the address of a pod on the same ENI", other, onPrimary.ip},
+		} {
+			t.Run(s.what, func(t *testing.T) {
+				before, err := w.metric("eniwire_datapath_packets_total", `program="from_pod",verdict="dropped_spoof"`)
+				if err != nil && !errors.Is(err, errNoSample) {
+					t.Fatal(err)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("spoofing %s: dropped_spoof went from %v to %v (err %v), want +%d", s.what, before, after, err, n)
+				drops0, err := w.fab.SourceCheckDrops()
+				must(t, err)
+				rx0 := eniRx(t, w, w.inst.PrimaryENI, eni2)
+				const n = 10
+				must(t, sendSpoofed(s.from, s.src, sinkAddr, n))
+				deadline := time.Now().Add(5 * time.Second)
+				for {
+					after, err := w.metric("eniwire_datapath_packets_total", `program="from_pod",verdict="dropped_spoof"`)
+					if err == nil && after-before >= n {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("dropped_spoof went from %v to %v (err %v), want +%d", before, after, err, n)
+					}
+					time.Sleep(50 * time.Millisecond)
 				}
-				time.Sleep(50 * time.Millisecond)
-			}
-			if drops, err := w.fab.SourceCheckDrops(); err != nil || drops != drops0 {
-				t.Errorf("spoofing %s: the VPC router saw spoofed packets (source-check drops %d -> %d, %v); the node must drop them", s.what, drops0, drops, err)
-			}
+				// The sender's own datagram comes after the spoofed ones: once it arrived, any spoofed one that
+				// got out would have too.
+				must(t, sendUntilHeard(s.from, sinkAddr, heard, 5*time.Second, func(src netip.Addr) {
+					t.Errorf("the VPC host received a datagram from %s", src)
+				}))
+				if drops, err := w.fab.SourceCheckDrops(); err != nil || drops != drops0 {
+					t.Errorf("the VPC router saw spoofed packets (source-check drops %d -> %d, %v); the node must drop them", drops0, drops, err)
+				}
+				// The sender's own exchange is a datagram or two plus ARP at most; n spoofed ones would show.
+				for eni, rx := range eniRx(t, w, w.inst.PrimaryENI, eni2) {
+					if rx-rx0[eni] >= n {
+						t.Errorf("the router received %d packets from %s while %d spoofed datagrams were sent", rx-rx0[eni], eni, n)
+					}
+				}
+			})
 		}
 	})
 
@@ -268,6 +288,77 @@ func mustNetns(t *testing.T, path string) netns.NsHandle {
 	must(t, err)
 	t.Cleanup(func() { h.Close() })
 	return h
+}
+
+// udpSink reports the source of every datagram that reaches addr inside a netns, until the test ends.
+func udpSink(t *testing.T, nsPath string, addr netip.AddrPort) <-chan netip.Addr {
+	t.Helper()
+	var c net.PacketConn
+	must(t, vpcfabric.Do(nsPath, func() (err error) {
+		c, err = net.ListenPacket("udp4", addr.String())
+		return err
+	}))
+	t.Cleanup(func() { c.Close() })
+	heard := make(chan netip.Addr, 256)
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			_, from, err := c.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			select {
+			case heard <- from.(*net.UDPAddr).AddrPort().Addr().Unmap():
+			default:
+			}
+		}
+	}()
+	return heard
+}
+
+// sendUntilHeard sends datagrams from p's own address to dst until the sink hears p, calling other for
+// every other source the sink reports meanwhile.
+func sendUntilHeard(p *pod, dst netip.AddrPort, heard <-chan netip.Addr, within time.Duration, other func(netip.Addr)) error {
+	var c *net.UDPConn
+	if err := vpcfabric.Do(p.ns.Path(), func() (err error) {
+		c, err = net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(dst))
+		return err
+	}); err != nil {
+		return err
+	}
+	defer c.Close()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if _, err := fmt.Fprintf(c, "from %s", p.name); err != nil {
+			return err
+		}
+		wait := time.After(200 * time.Millisecond)
+		for {
+			select {
+			case src := <-heard:
+				if src == p.ip {
+					return nil
+				}
+				other(src)
+				continue
+			case <-wait:
+			}
+			break
+		}
+	}
+	return fmt.Errorf("the sink never heard %s (%s) within %s", p.name, p.ip, within)
+}
+
+// eniRx reads the router-side rx packet counter of each ENI: what the node sent out of it.
+func eniRx(t *testing.T, w *world, enis ...string) map[string]uint64 {
+	t.Helper()
+	out := map[string]uint64{}
+	for _, e := range enis {
+		rx, _, err := w.fab.ENICounters(e)
+		must(t, err)
+		out[e] = rx
+	}
+	return out
 }
 
 // sendSpoofed sends n UDP datagrams from p with source src: the address is added to the pod's eth0 so the
@@ -336,81 +427,6 @@ func checkPodsDump(t *testing.T, out []byte, pods []*pod) {
 			}
 		}
 	}
-}
-
-// flow is a long-lived TCP connection exchanging a line every 20ms until stopped.
-type flow struct {
-	mu   sync.Mutex
-	n    int
-	err  error
-	done chan struct{}
-	quit chan struct{}
-}
-
-func startFlow(ctx context.Context, t *testing.T, p *pod, dst netip.AddrPort) *flow {
-	t.Helper()
-	c, err := dialFrom(ctx, p, dst)
-	must(t, err)
-	f := &flow{done: make(chan struct{}), quit: make(chan struct{})}
-	go func() {
-		defer close(f.done)
-		defer c.Close()
-		for i := 0; ; i++ {
-			select {
-			case <-f.quit:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			if err := c.exchange(fmt.Sprintf("flow-%d", i)); err != nil {
-				f.mu.Lock()
-				f.err = err
-				f.mu.Unlock()
-				return
-			}
-			f.mu.Lock()
-			f.n++
-			f.mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() { _ = f.stop() })
-	return f
-}
-
-func (f *flow) count() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.n
-}
-
-// waitMore waits until k more exchanges have succeeded.
-func (f *flow) waitMore(t *testing.T, k int) {
-	t.Helper()
-	target := f.count() + k
-	deadline := time.Now().Add(15 * time.Second)
-	for f.count() < target {
-		f.mu.Lock()
-		err := f.err
-		f.mu.Unlock()
-		if err != nil {
-			t.Fatalf("the flow broke after %d exchanges: %v", f.count(), err)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the flow stalled at %d exchanges", f.count())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func (f *flow) stop() error {
-	select {
-	case <-f.quit:
-	default:
-		close(f.quit)
-	}
-	<-f.done
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.err
 }
 
 // debugDump logs what explains a lost packet: the books, the programs' verdicts, the node's drop counters,

@@ -21,6 +21,7 @@ import (
 // check and the internet gateway's source filter.
 func TestSecondaryENIFollowsTheSimulator(t *testing.T) {
 	w := newWorld(t)
+	top := t
 	ctx := waitCtx(t)
 	api := w.ec2Client()
 	nl, err := netlink.NewHandleAt(mustNS(t, w.node.NetnsPath))
@@ -30,7 +31,8 @@ func TestSecondaryENIFollowsTheSimulator(t *testing.T) {
 	defer nl.Close()
 
 	var eniID, mac, attachmentID string
-	var secondary netip.Addr
+	var secondary, podIP netip.Addr
+	var pod *podBehind
 	gw := netip.MustParseAddr("10.0.1.1")
 	vpcHost, inet := w.fab.VPCHost(), w.fab.Internet()
 
@@ -134,6 +136,7 @@ func TestSecondaryENIFollowsTheSimulator(t *testing.T) {
 			if got := w.fab.RouteOf(netip.PrefixFrom(w.node.PrimaryIP, 32)); got != w.inst.PrimaryENI {
 				t.Errorf("the primary IP is routed to %q, want the primary ENI %s", got, w.inst.PrimaryENI)
 			}
+			checkDelivery(t, w.fab, eniID, mac)
 		}},
 		{"the secondary IP leaving by its own ENI reaches the VPC host", func(t *testing.T) {
 			configureSecondary(t, nl, secondary, gw, vpcHost.IP, inet.IP)
@@ -151,6 +154,34 @@ func TestSecondaryENIFollowsTheSimulator(t *testing.T) {
 			if rx1, _, _ := w.fab.ENICounters(eniID); rx1 <= rx0 {
 				t.Errorf("the ENI's router-side rx counter stayed at %d", rx1)
 			}
+		}},
+		{"a secondary IP held by a pod behind the node is delivered to the ENI's MAC without ARP", func(t *testing.T) {
+			out, err := api.AssignPrivateIpAddresses(ctx, &ec2.AssignPrivateIpAddressesInput{
+				NetworkInterfaceId: aws.String(eniID), SecondaryPrivateIpAddressCount: aws.Int32(1)})
+			if err != nil || len(out.AssignedPrivateIpAddresses) != 1 {
+				t.Fatalf("assigning IP: %v %v", out, err)
+			}
+			podIP = netip.MustParseAddr(aws.ToString(out.AssignedPrivateIpAddresses[0].PrivateIpAddress))
+			if err := w.fab.WaitIP(ctx, podIP); err != nil {
+				t.Fatal(err)
+			}
+			pod = newPodBehind(t, top, w, nl)
+			pod.hold(t, nl, podIP)
+			addr, peers := echoServer(t, pod.ns.path(), podIP)
+			_, tx0, err := w.fab.ENICounters(eniID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := dialFrom(vpcHost.NetnsPath, netip.Addr{}, "", addr, 5*time.Second); err != nil {
+				t.Fatalf("connecting from the VPC host to the pod at %s: %v", podIP, err)
+			}
+			if got := <-peers; got != vpcHost.IP {
+				t.Errorf("the pod saw source %s, want the VPC host %s", got, vpcHost.IP)
+			}
+			if _, tx1, _ := w.fab.ENICounters(eniID); tx1 <= tx0 {
+				t.Errorf("the router delivered nothing to the ENI (tx stayed at %d)", tx1)
+			}
+			checkDelivery(t, w.fab, eniID, mac, podIP)
 		}},
 		{"the secondary IP leaving by the primary ENI is dropped by the source/dest check", func(t *testing.T) {
 			addr, peers := echoServer(t, vpcHost.NetnsPath, vpcHost.IP)
@@ -206,20 +237,33 @@ func TestSecondaryENIFollowsTheSimulator(t *testing.T) {
 				t.Errorf("internet host allows %v, want only %s", allowed, w.node.PrimaryIP)
 			}
 		}},
-		{"unassigning the IP removes its route", func(t *testing.T) {
+		{"unassigning the IPs removes their routes and the pod is no longer reached", func(t *testing.T) {
 			if _, err := api.UnassignPrivateIpAddresses(ctx, &ec2.UnassignPrivateIpAddressesInput{
-				NetworkInterfaceId: aws.String(eniID), PrivateIpAddresses: []string{secondary.String()}}); err != nil {
-				t.Fatalf("unassigning IP: %v", err)
+				NetworkInterfaceId: aws.String(eniID), PrivateIpAddresses: []string{secondary.String(), podIP.String()}}); err != nil {
+				t.Fatalf("unassigning IPs: %v", err)
 			}
-			if err := w.fab.WaitIPGone(ctx, secondary); err != nil {
-				t.Fatal(err)
+			for _, ip := range []netip.Addr{secondary, podIP} {
+				if err := w.fab.WaitIPGone(ctx, ip); err != nil {
+					t.Fatal(err)
+				}
 			}
 			routes, err := w.fab.RouterRoutes(eniID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if slices.Contains(routes, netip.PrefixFrom(secondary, 32)) {
-				t.Errorf("routes via the ENI's veth still hold %s: %v", secondary, routes)
+			for _, ip := range []netip.Addr{secondary, podIP} {
+				if slices.Contains(routes, netip.PrefixFrom(ip, 32)) {
+					t.Errorf("routes via the ENI's veth still hold %s: %v", ip, routes)
+				}
+			}
+			addr, peers := echoServer(t, pod.ns.path(), podIP)
+			if err := dialFrom(vpcHost.NetnsPath, netip.Addr{}, "", addr, 500*time.Millisecond); err == nil {
+				t.Errorf("the VPC host still reaches %s after it was unassigned", podIP)
+			}
+			select {
+			case p := <-peers:
+				t.Errorf("the pod accepted a connection from %s at an unassigned address", p)
+			default:
 			}
 		}},
 		{"assigning a /28 prefix routes the whole prefix through the ENI", func(t *testing.T) {
@@ -239,6 +283,22 @@ func TestSecondaryENIFollowsTheSimulator(t *testing.T) {
 			if routes, _ := w.fab.RouterRoutes(eniID); !slices.Contains(routes, p) {
 				t.Errorf("routes via the ENI's veth = %v, want %s among them", routes, p)
 			}
+			// Two addresses of the prefix, both in the pod: one neighbour entry serves the whole prefix.
+			var inPrefix []netip.Addr
+			for a := p.Addr().Next(); len(inPrefix) < 2; a = a.Next().Next() {
+				inPrefix = append(inPrefix, a)
+			}
+			for _, ip := range inPrefix {
+				pod.hold(t, nl, ip)
+				addr, peers := echoServer(t, pod.ns.path(), ip)
+				if err := dialFrom(vpcHost.NetnsPath, netip.Addr{}, "", addr, 5*time.Second); err != nil {
+					t.Fatalf("connecting from the VPC host to %s of prefix %s: %v", ip, p, err)
+				}
+				if got := <-peers; got != vpcHost.IP {
+					t.Errorf("the pod at %s saw source %s, want %s", ip, got, vpcHost.IP)
+				}
+			}
+			checkDelivery(t, w.fab, eniID, mac, inPrefix...)
 		}},
 		{"an ENI attached with secondary IPs already on it gets routes for all of them", func(t *testing.T) {
 			created, err := api.CreateNetworkInterface(ctx, &ec2.CreateNetworkInterfaceInput{

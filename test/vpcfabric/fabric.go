@@ -7,7 +7,8 @@
 //	                      ENI's MAC: eth0 (device index 0) configured as DHCP would, eth<N> left down and bare.
 //	                      IMDS listens on 169.254.169.254:80 and the EC2 API on 169.254.169.253:80, both on lo.
 //	<name>-vpc            the subnet router: the other end of every ENI veth holds the subnet gateway as a /32,
-//	                      each private IP of the ENI is a /32 route through it, a strict reverse-path check
+//	                      each private IP (and prefix) of the ENI is a route through it to the ENI's MAC with
+//	                      no ARP, as EC2 maps addresses to ENIs, a strict reverse-path check
 //	                      drops packets whose source is not an address of the ENI they came from (EC2's
 //	                      source/dest check), while ARP for the gateway is answered from any sender, as on EC2.
 //	<name>-vpchost        a remote host inside the VPC.

@@ -214,6 +214,9 @@ func (f *Fabric) attachLocked(ev ec2sim.ENIAttached) error {
 	if err := f.routerAddr(e.routerLink, netip.PrefixFrom(gw, 32), true); err != nil {
 		return fmt.Errorf("attaching ENI %s: %w", ev.ENIID, err)
 	}
+	if err := f.deliverTo(e.routerLink, mac); err != nil {
+		return fmt.Errorf("attaching ENI %s: %w", ev.ENIID, err)
+	}
 	if ev.DeviceIndex == 0 {
 		ip, err := netip.ParseAddr(ev.PrimaryIP)
 		if err != nil {
@@ -228,7 +231,8 @@ func (f *Fabric) attachLocked(ev ec2sim.ENIAttached) error {
 	return f.assignLocked(ev.ENIID, ev.IPs, ev.Prefixes)
 }
 
-// detachLocked removes an ENI's veth; the routes through it go with it.
+// detachLocked removes an ENI's veth; the routes through it and the neighbour entry that delivers them go
+// with it.
 func (f *Fabric) detachLocked(eniID string) error {
 	e := f.enis[eniID]
 	if e == nil {
@@ -250,8 +254,9 @@ func (f *Fabric) detachLocked(eniID string) error {
 	return nil
 }
 
-// assignLocked routes each IP (as a /32) and each prefix through the ENI's veth. IPs of an ENI the fabric
-// has not wired (not attached) wait for its ENIAttached, which lists them all.
+// assignLocked routes each IP (as a /32) and each prefix through the ENI's veth, to the ENI's MAC without
+// ARP (see deliverTo). IPs of an ENI the fabric has not wired (not attached) wait for its ENIAttached,
+// which lists them all.
 func (f *Fabric) assignLocked(eniID string, ips, prefixes []string) error {
 	e := f.enis[eniID]
 	if e == nil {

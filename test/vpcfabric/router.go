@@ -17,6 +17,13 @@ import (
 // reverse-path filtering then drops a packet whose source is not routed back through the veth it came
 // in on, which is EC2's source/destination check.
 //
+// EC2 delivers a packet for any private IP or prefix of an ENI straight to that ENI, without ARP: its
+// mapping service knows which ENI holds the address. A router that ARPed for a pod's address would wait
+// forever, as nothing on a node answers for an address that lives in a pod. So every address of an ENI is
+// routed via deliveryHop, onlink, on the ENI's veth, and each veth holds one permanent neighbour entry
+// deliveryHop -> the ENI's MAC: one entry per ENI serves its IPs and its /28 prefixes alike, and the
+// route alone says which addresses the ENI holds.
+//
 // The strict check is nftables' fib expression, not the kernel's rp_filter=1: the kernel applies
 // rp_filter to ARP requests too, so with it the router ignores a node asking for the gateway's MAC from
 // any address that is not one of that ENI's (a bare eth1 asks from the node's primary IP), while EC2's
@@ -51,6 +58,10 @@ func linkSysctls(dev string) [][2]string {
 		{"net/ipv4/neigh/" + dev + "/proxy_delay", "0"},
 	}
 }
+
+// deliveryHop is the next hop of every route to an ENI's addresses: link-local, never an address of any
+// namespace, and meaningful only through each ENI veth's permanent neighbour entry.
+var deliveryHop = netip.MustParseAddr("169.254.0.1")
 
 // routerLinkName names the vpc-side end of an ENI's veth: 15 bytes at most, derived from the ENI id so
 // the same ENI always maps to the same name.
@@ -164,14 +175,34 @@ func hostSide(n *namespace, dev string, addr netip.Prefix, gw netip.Addr) error 
 	return nil
 }
 
-// routeVia makes dst reachable through a router link (an ENI's IP or prefix).
+// deliverTo makes the router reach deliveryHop on a router link at the ENI's MAC, permanently, so that
+// the routes via it never trigger ARP.
+func (f *Fabric) deliverTo(routerLink string, mac net.HardwareAddr) error {
+	link, err := f.vpc.nl.LinkByName(routerLink)
+	if err != nil {
+		return fmt.Errorf("finding router link %s: %w", routerLink, err)
+	}
+	n := &netlink.Neigh{LinkIndex: link.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
+		IP: deliveryHop.AsSlice(), HardwareAddr: mac}
+	if err := f.vpc.nl.NeighSet(n); err != nil {
+		return fmt.Errorf("mapping %s to %s on router link %s: %w", deliveryHop, mac, routerLink, err)
+	}
+	return nil
+}
+
+// deliveryRoute is the route to dst (an ENI's IP or prefix) through a router link.
+func deliveryRoute(linkIndex int, dst netip.Prefix) *netlink.Route {
+	return &netlink.Route{LinkIndex: linkIndex, Dst: ipNet(dst), Gw: deliveryHop.AsSlice(), Flags: int(netlink.FLAG_ONLINK)}
+}
+
+// routeVia makes dst reachable through a router link (an ENI's IP or prefix), delivered to the ENI's MAC
+// without ARP (see deliverTo).
 func (f *Fabric) routeVia(routerLink string, dst netip.Prefix) error {
 	link, err := f.vpc.nl.LinkByName(routerLink)
 	if err != nil {
 		return fmt.Errorf("finding router link %s: %w", routerLink, err)
 	}
-	r := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: ipNet(dst), Scope: netlink.SCOPE_LINK}
-	if err := f.vpc.nl.RouteReplace(r); err != nil {
+	if err := f.vpc.nl.RouteReplace(deliveryRoute(link.Attrs().Index, dst)); err != nil {
 		return fmt.Errorf("routing %s via %s: %w", dst, routerLink, err)
 	}
 	return nil
@@ -187,14 +218,14 @@ func (f *Fabric) unroute(routerLink string, dst netip.Prefix) error {
 		}
 		return fmt.Errorf("finding router link %s: %w", routerLink, err)
 	}
-	r := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: ipNet(dst), Scope: netlink.SCOPE_LINK}
-	if err := f.vpc.nl.RouteDel(r); err != nil && !errors.Is(err, syscall.ESRCH) {
+	if err := f.vpc.nl.RouteDel(deliveryRoute(link.Attrs().Index, dst)); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return fmt.Errorf("removing route %s via %s: %w", dst, routerLink, err)
 	}
 	return nil
 }
 
-// deleteRouterLink removes an ENI's veth (both ends); routes through it go with it.
+// deleteRouterLink removes an ENI's veth (both ends); the routes through it and its neighbour entry go
+// with it.
 func (f *Fabric) deleteRouterLink(routerLink string) error {
 	link, err := f.vpc.nl.LinkByName(routerLink)
 	if err != nil {
