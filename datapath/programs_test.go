@@ -79,18 +79,11 @@ type progCase struct {
 	verdict Verdict
 }
 
-// skbContext is the head of struct __sk_buff, up to the fields BPF_PROG_TEST_RUN lets a caller set that
-// the programs read; the kernel zero-fills the rest.
-type skbContext struct {
-	Len, PktType, Mark, QueueMapping, Protocol, VlanPresent, VlanTCI, VlanProto uint32
-	Priority, IngressIfindex, Ifindex                                           uint32
-}
-
 // runOn runs prog on pkt as if it arrived on device ifindex (0: loopback) of netns n.
 func runOn(n ns.NetNS, prog *ebpf.Program, ifindex int, pkt []byte) (ret uint32, err error) {
 	opts := &ebpf.RunOptions{Data: pkt}
 	if ifindex != 0 {
-		opts.Context = skbContext{IngressIfindex: uint32(ifindex), Ifindex: uint32(ifindex)}
+		opts.Context = ArrivingOn(ifindex)
 	}
 	err = n.Do(func(ns.NetNS) error {
 		ret, err = prog.Run(opts)
