@@ -62,8 +62,9 @@ fleet: ## Replay the rollout that broke the AWS VPC CNI on a simulated fleet (NO
 	$(GO) run ./test/fleet/cmd/fleet -nodes $(or $(NODES),300)
 
 .PHONY: demo
-demo: deps build ## Run eniwire on a simulated VPC in network namespaces (root).
-	@echo "demo: not built yet" >&2; exit 1
+demo: deps build ## Run eniwire on a simulated VPC in network namespaces (root; DEMO_KEEP=1 stays up).
+	@if [ "$$(id -u)" != 0 ]; then echo "demo: needs root (network namespaces, BPF, bpffs); run: sudo make demo" >&2; exit 1; fi
+	$(GO) run ./test/demo -bin $(BIN)
 
 .PHONY: clean
 clean: ## Remove build output.

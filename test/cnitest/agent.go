@@ -7,7 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,27 +15,9 @@ import (
 
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/test/ec2sim"
+	"github.com/eniwire/eniwire/test/simnode"
 	"github.com/eniwire/eniwire/test/vpcfabric"
 )
-
-// Binaries are eniwire's plugin and agent built from this tree.
-type Binaries struct {
-	// Dir holds both; it is a CNI bin dir (the plugin is named "eniwire").
-	Dir, Plugin, Agent string
-}
-
-// BuildBinaries builds cmd/eniwire and cmd/eniwire-agent into dir, static as they ship.
-func BuildBinaries(dir string) (Binaries, error) {
-	b := Binaries{Dir: dir, Plugin: filepath.Join(dir, "eniwire"), Agent: filepath.Join(dir, "eniwire-agent")}
-	for out, pkg := range map[string]string{b.Plugin: "cmd/eniwire", b.Agent: "cmd/eniwire-agent"} {
-		build := exec.Command("go", "build", "-o", out, "github.com/eniwire/eniwire/"+pkg)
-		build.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if msg, err := build.CombinedOutput(); err != nil {
-			return Binaries{}, fmt.Errorf("building %s: %w\n%s", pkg, err, msg)
-		}
-	}
-	return b, nil
-}
 
 // AgentOptions shape the simulated instance and the agent's settings.
 type AgentOptions struct {
@@ -56,12 +38,15 @@ type AgentOptions struct {
 
 // Agent is the real eniwire-agent running in the node's namespace against an in-process test/ec2sim whose
 // endpoints (EC2 and the instance's IMDS) listen on the node's loopback, as they would answer a real node.
+// Unlike test/simnode's full node there is no VPC fabric: the node is a bare namespace, and the agent's
+// process lifecycle is simnode's Agent.
 type Agent struct {
 	Socket   string
 	Client   *api.Client
 	Sim      *ec2sim.Sim
 	Instance ec2sim.Instance
 	LogPath  string
+	proc     *simnode.Agent
 }
 
 // StartAgent starts the simulator and the agent with its thread in node, waits until the agent is ready (and
@@ -111,14 +96,7 @@ func StartAgent(t testing.TB, node ns.NetNS, opts AgentOptions) *Agent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Agent{Socket: filepath.Join(dir, "agent.sock"), Sim: sim, Instance: inst, LogPath: filepath.Join(dir, "agent.log")}
-	a.Client = api.NewClient(a.Socket)
-	logf, err := os.Create(a.LogPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(opts.Binary)
-	cmd.Env = []string{
+	env := []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + dir, // no shared AWS config or credentials file
 		"AWS_ENDPOINT_URL_EC2=" + srv.EC2URL(),
@@ -126,11 +104,9 @@ func StartAgent(t testing.TB, node ns.NetNS, opts AgentOptions) *Agent {
 		"AWS_REGION=" + cfg.Region,
 		"AWS_ACCESS_KEY_ID=" + ec2sim.TestAccessKey,
 		"AWS_SECRET_ACCESS_KEY=" + ec2sim.TestSecretKey,
-		"ENIWIRE_STATE_DIR=" + filepath.Join(dir, "state"),
-		"ENIWIRE_SOCKET=" + a.Socket,
 		"ENIWIRE_METRICS_ADDR=127.0.0.1:0",
 		"ENIWIRE_START_JITTER=0s",
-		// Routes only: the BPF datapath needs the ENIs' links, which the e2e suite's fabric provides.
+		// Routes only: the BPF datapath needs the ENIs' links, which test/simnode's fabric provides.
 		"ENIWIRE_DATAPATH=hostroute",
 		// Tests lay out their own CNI bin and conf dirs; the agent must not install into the host's.
 		"ENIWIRE_CNI_BIN_DIR=",
@@ -138,61 +114,34 @@ func StartAgent(t testing.TB, node ns.NetNS, opts AgentOptions) *Agent {
 		"ENIWIRE_LOG_LEVEL=debug",
 	}
 	if opts.WarmIPs > 0 {
-		cmd.Env = append(cmd.Env, fmt.Sprintf("WARM_IP_TARGET=%d", opts.WarmIPs))
+		env = append(env, fmt.Sprintf("WARM_IP_TARGET=%d", opts.WarmIPs))
 	}
-	cmd.Env = append(cmd.Env, opts.Env...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := node.Do(func(ns.NetNS) error { return cmd.Start() }); err != nil {
-		t.Fatalf("starting eniwire-agent: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	proc := simnode.NewAgent(simnode.AgentConfig{
+		Binary: opts.Binary, Dir: dir, Socket: filepath.Join(dir, "agent.sock"), Env: append(env, opts.Env...),
+		// A clean environment: only what the list above says.
+		Command: func(name string, args ...string) *exec.Cmd {
+			c := exec.Command(name, args...)
+			c.Env = []string{}
+			return c
+		},
+		Start: func(cmd *exec.Cmd) error { return node.Do(func(ns.NetNS) error { return cmd.Start() }) },
+	})
+	a := &Agent{Socket: proc.Socket(), Client: proc.Client, Sim: sim, Instance: inst, LogPath: proc.LogPath, proc: proc}
 	t.Cleanup(func() {
-		_ = cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
+		if err := proc.Stop(syscall.SIGINT); err != nil {
+			t.Logf("stopping the agent: %v", err)
 		}
-		_ = logf.Close()
 		if t.Failed() {
-			t.Logf("agent log (%s):\n%s", a.LogPath, tail(a.Log(), 30))
+			t.Logf("agent log (%s):\n%s", a.LogPath, proc.LogTail(30))
 		}
 		_ = os.RemoveAll(dir)
 	})
-	if err := a.waitReady(exited, opts.WarmIPs, 60*time.Second); err != nil {
-		t.Fatalf("%v\nagent log:\n%s", err, tail(a.Log(), 30))
+	wctx, wcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer wcancel()
+	if err := proc.Start(wctx, opts.WarmIPs); err != nil {
+		t.Fatalf("%v", err)
 	}
 	return a
-}
-
-// waitReady polls the agent's status until it is ready with at least warm free IPs, it exits, or the deadline.
-func (a *Agent) waitReady(exited <-chan error, warm int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	var last string
-	for {
-		select {
-		case err := <-exited:
-			return fmt.Errorf("eniwire-agent exited before it was ready: %v", err)
-		default:
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		st, err := a.Client.Status(ctx)
-		cancel()
-		switch {
-		case err != nil:
-			last = err.Error()
-		case st.Ready && st.Warm >= warm:
-			return nil
-		default:
-			last = fmt.Sprintf("ready %v (%s), %d warm, pool %q", st.Ready, st.Reason, st.Warm, st.PoolStatus)
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("eniwire-agent not ready after %v: %s", timeout, last)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // Assignments is the agent's list of assignments; the test fails if it cannot be read.
@@ -208,15 +157,4 @@ func (a *Agent) Assignments(t testing.TB) []api.Assignment {
 }
 
 // Log returns what the agent wrote so far.
-func (a *Agent) Log() string {
-	b, _ := os.ReadFile(a.LogPath)
-	return string(b)
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
+func (a *Agent) Log() string { return a.proc.Log() }

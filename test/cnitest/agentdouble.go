@@ -5,6 +5,7 @@
 package cnitest
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,11 +22,15 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/eniwire/eniwire/controller/api"
+	"github.com/eniwire/eniwire/controller/hostroute"
 )
 
 // AgentDouble answers the agent API from a fixed list of IPs, stateful like the real agent: an assignment is
 // kept per attachment, a repeated Assign returns it, and an empty pool answers CodeNoIPAvailable. Like the
 // agent it adds the host route podIP/32 dev <host veth> in the node's namespace.
+//
+// Like the agent, it owns the host veths when it has a node: its Release answers HostVethRemovalAgent and a
+// hostroute.Reaper removes the veth in the background.
 //
 // Tests use it only for what the real agent cannot do on cue: a pool that is exactly empty (STATUS, GC), an
 // agent that is not ready or answers an unusable IP once (cni's in-process tests), and the benchmark's
@@ -41,6 +46,35 @@ type AgentDouble struct {
 	badIP    bool
 	calls    map[string]int
 	routes   *netlink.Handle
+	veths    *hostroute.Reaper
+
+	vethMu    sync.Mutex
+	stopVeths func()
+}
+
+// runVethRemoval starts the double's background removal of released veths; d.vethMu is held or unneeded.
+func (d *AgentDouble) runVethRemoval() {
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { _ = d.veths.Run(ctx); close(stopped) }()
+	d.stopVeths = func() { cancel(); <-stopped }
+}
+
+// HoldVethRemoval stops the double's background veth removal until resume is called: released veths queue up
+// meanwhile, as they do while a busy agent has not got to them.
+func (d *AgentDouble) HoldVethRemoval() (resume func()) {
+	d.vethMu.Lock()
+	defer d.vethMu.Unlock()
+	if d.veths == nil {
+		return func() {}
+	}
+	d.stopVeths()
+	d.stopVeths = func() {}
+	return func() {
+		d.vethMu.Lock()
+		defer d.vethMu.Unlock()
+		d.runVethRemoval()
+	}
 }
 
 // StartAgentDouble serves on a socket in a temp dir until the test ends. node is where host routes go (nil:
@@ -65,7 +99,21 @@ func StartAgentDouble(t testing.TB, node ns.NetNS, ips []string) *AgentDouble {
 			t.Fatalf("opening netlink in the node namespace: %v", err)
 		}
 		d.routes = h
-		t.Cleanup(h.Close)
+		// A handle of its own: a handle's socket serves one request at a time, and a veth's deletion takes
+		// tens of milliseconds that the double's route requests must not wait behind.
+		rh, err := netlink.NewHandleAt(netns.NsHandle(node.Fd()))
+		if err != nil {
+			t.Fatalf("opening netlink in the node namespace: %v", err)
+		}
+		d.veths = hostroute.NewReaper(hostroute.ReaperConfig{Handle: rh})
+		d.runVethRemoval()
+		t.Cleanup(func() {
+			d.vethMu.Lock()
+			d.stopVeths()
+			d.vethMu.Unlock()
+			rh.Close()
+			h.Close()
+		})
 	}
 	l, err := net.Listen("unix", d.Socket)
 	if err != nil {
@@ -148,6 +196,10 @@ func (d *AgentDouble) assign(req api.AssignRequest) (any, error) {
 		d.badIP = false
 		a.IP = "not-an-ip"
 	} else if d.routes != nil {
+		if err := d.veths.Keep(hostroute.Veth{Name: req.HostVeth, Index: req.HostIfindex}); err != nil {
+			d.free = append(d.free, ip)
+			return nil, &api.Error{Code: api.CodeInternal, Message: err.Error(), Retryable: true}
+		}
 		r := &netlink.Route{LinkIndex: req.HostIfindex, Dst: &net.IPNet{IP: net.ParseIP(ip).To4(), Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK}
 		if err := d.routes.RouteReplace(r); err != nil {
 			d.free = append(d.free, ip)
@@ -164,7 +216,11 @@ func (d *AgentDouble) release(req api.ReleaseRequest) (any, error) {
 		return &api.ReleaseResponse{}, nil
 	}
 	d.drop(a)
-	return &api.ReleaseResponse{Released: true, Assignment: a}, nil
+	resp := &api.ReleaseResponse{Released: true, Assignment: a}
+	if d.veths != nil {
+		resp.HostVethRemoval = api.HostVethRemovalAgent
+	}
+	return resp, nil
 }
 
 func (d *AgentDouble) drop(a *api.Assignment) {
@@ -174,6 +230,7 @@ func (d *AgentDouble) drop(a *api.Assignment) {
 		if d.routes != nil {
 			// The route usually went with the veth already.
 			_ = d.routes.RouteDel(&netlink.Route{LinkIndex: a.HostIfindex, Dst: &net.IPNet{IP: ip.To4(), Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK})
+			d.veths.Release(hostroute.Veth{Name: a.HostVeth, Index: a.HostIfindex})
 		}
 	}
 }

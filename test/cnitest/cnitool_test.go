@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
 
@@ -89,7 +90,8 @@ func TestCnitoolAddsChecksAndDeletesSeveralPodsWithTheRealAgent(t *testing.T) {
 	if as := agent.Assignments(t); len(as) != 0 {
 		t.Errorf("assignments left after del: %+v", as)
 	}
-	if links := Links(t, node, plumbing.HostVethPrefix); len(links) != 0 {
-		t.Errorf("host veths left after del: %v", links)
+	// The agent removes the host veths in the background after del.
+	if links := LinksGone(t, node, plumbing.HostVethPrefix, 5*time.Second); len(links) != 0 {
+		t.Errorf("host veths left 5s after del: %v", links)
 	}
 }

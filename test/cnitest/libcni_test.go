@@ -146,8 +146,9 @@ func TestLibcniWiresPodsChainedWithPortmap(t *testing.T) {
 			t.Fatalf("DEL %s through libcni: %v", p.id, err)
 		}
 	}
-	if links := Links(t, node, plumbing.HostVethPrefix); len(links) != 0 {
-		t.Errorf("host veths left after DEL: %v", links)
+	// The agent removes the host veths in the background after DEL.
+	if links := LinksGone(t, node, plumbing.HostVethPrefix, 5*time.Second); len(links) != 0 {
+		t.Errorf("host veths left 5s after DEL: %v", links)
 	}
 	if as := agent.Assignments(t); len(as) != 0 {
 		t.Errorf("assignments left after DEL: %+v", as)

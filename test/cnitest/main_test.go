@@ -1,14 +1,17 @@
 package cnitest
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
+
+	"github.com/eniwire/eniwire/test/simnode"
 )
 
 // bins are the plugin and agent built from this tree for the whole package run; pluginDir holds both.
 var (
-	bins      Binaries
+	bins      simnode.Binaries
 	pluginDir string
 )
 
@@ -17,16 +20,13 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "eniwire-cnitest-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "making bin dir:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if bins, err = BuildBinaries(dir); err != nil {
+	var remove func()
+	var err error
+	if bins, remove, err = simnode.BuildTemp(context.Background(), "eniwire-cnitest-bin-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	defer remove()
 	pluginDir = bins.Dir
 	// portmap and containerd find iptables and runc there.
 	_ = os.Setenv("PATH", os.Getenv("PATH")+":/usr/sbin:/sbin")

@@ -86,6 +86,21 @@ func Links(t testing.TB, n ns.NetNS, prefix string) []string {
 	return out
 }
 
+// LinksGone waits until n holds no link whose name starts with prefix, polling until within has passed, and
+// returns what is left then (nil when all went). The agent removes host veths in the background after DEL,
+// and the pod's end goes with its host end.
+func LinksGone(t testing.TB, n ns.NetNS, prefix string, within time.Duration) []string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		left := Links(t, n, prefix)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // Serve listens on addr (TCP, "ip" for any port or "ip:port") inside n and answers every connection with reply,
 // until the test ends. It returns the address it listens on.
 func Serve(t testing.TB, n ns.NetNS, addr, reply string) string {

@@ -1,6 +1,7 @@
 package cri
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -14,26 +15,24 @@ import (
 	"github.com/eniwire/eniwire/cni/plumbing"
 	"github.com/eniwire/eniwire/internal/testenv"
 	"github.com/eniwire/eniwire/test/cnitest"
+	"github.com/eniwire/eniwire/test/simnode"
 )
 
 // bins are eniwire's plugin and agent built from this tree for the package run.
-var bins cnitest.Binaries
+var bins simnode.Binaries
 
 func TestMain(m *testing.M) {
 	os.Exit(runTests(m))
 }
 
 func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "eniwire-cri-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "making bin dir:", err)
-		return 1
-	}
-	defer os.RemoveAll(dir)
-	if bins, err = cnitest.BuildBinaries(dir); err != nil {
+	var remove func()
+	var err error
+	if bins, remove, err = simnode.BuildTemp(context.Background(), "eniwire-cri-bin-"); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
+	defer remove()
 	// containerd finds runc, and portmap iptables, there.
 	_ = os.Setenv("PATH", os.Getenv("PATH")+":/usr/sbin:/sbin")
 	return m.Run()
