@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -194,14 +195,19 @@ func assertPodWired(t *testing.T, h *harness, pod ns.NetNS, hostVeth, ip string,
 	}
 }
 
+// vethDeadline bounds the agent's background removal of a released pod's veth.
+const vethDeadline = 5 * time.Second
+
+// assertNothingLeft checks that no assignment is left and that the veths go within vethDeadline: the agent
+// (double) removes them in the background after DEL, the pod's end with the host's.
 func assertNothingLeft(t *testing.T, h *harness, pod ns.NetNS) {
 	t.Helper()
-	if links := cnitest.Links(t, h.node, plumbing.HostVethPrefix); len(links) != 0 {
-		t.Errorf("host veths left behind: %v", links)
+	if links := cnitest.LinksGone(t, h.node, plumbing.HostVethPrefix, vethDeadline); len(links) != 0 {
+		t.Errorf("host veths left %v after DEL: %v", vethDeadline, links)
 	}
 	if pod != nil {
-		if links := cnitest.Links(t, pod, "eth"); len(links) != 0 {
-			t.Errorf("pod interfaces left behind: %v", links)
+		if links := cnitest.LinksGone(t, pod, "eth", vethDeadline); len(links) != 0 {
+			t.Errorf("pod interfaces left %v after DEL: %v", vethDeadline, links)
 		}
 	}
 	if as := h.agent.Assignments(); len(as) != 0 {
@@ -370,8 +376,79 @@ func TestDelSucceedsWhenThingsAreAlreadyGone(t *testing.T) {
 		if _, err := h.run(del, podArgs("no-agent", pod, b)); err != nil {
 			t.Fatalf("DEL with the agent unreachable: %v", err)
 		}
+		// Nobody else will: the plugin deleted the pair before it returned.
 		if links := cnitest.Links(t, pod, "eth"); len(links) != 0 {
 			t.Errorf("DEL without agent left %v in the pod", links)
 		}
+		if links := cnitest.Links(t, h.node, plumbing.HostVethPrefix); len(links) != 0 {
+			t.Errorf("DEL without agent left host veths %v", links)
+		}
 	})
+}
+
+func TestDelLeavesTheVethToTheAgentAndAReAddInTheKeptNamespaceWorks(t *testing.T) {
+	for _, held := range []bool{false, true} {
+		name := "while the agent removes veths"
+		if held {
+			name = "before the agent got to the released veth"
+		}
+		t.Run(name, func(t *testing.T) { testReAddAfterDel(t, held) })
+	}
+}
+
+func testReAddAfterDel(t *testing.T, held bool) {
+	h := newHarness(t)
+	conf := h.conf("1.1.0", nil)
+	pod := cnitest.NewNS(t)
+	args := podArgs("readd", pod, conf)
+	first, err := h.run(add, args)
+	if err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	resume := func() {}
+	if held {
+		resume = h.agent.HoldVethRemoval()
+	}
+	if _, err := h.run(del, podArgs("readd", pod, h.conf("1.1.0", first))); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	if !strings.Contains(h.log.String(), "the agent removes the host veth") {
+		t.Errorf("DEL did not leave the veth to the agent; log:\n%s", h.log.String())
+	}
+	// The runtime keeps the namespace and wires the sandbox again at once: the agent may not have removed
+	// the old pair yet, so the ADD either reuses it (and the agent keeps it) or makes a new one.
+	again, err := h.run(add, args)
+	resume()
+	if err != nil {
+		t.Fatalf("ADD after DEL in the same namespace: %v\nlog: %s", err, h.log.String())
+	}
+	res, err := version.NewResult("1.1.0", again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cur, err := current.NewResultFromResult(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := cur.IPs[0].Address.IP.String()
+	if reused := strings.Contains(h.log.String(), `"reused":true`); held && !reused {
+		t.Errorf("ADD did not reuse the pair the held agent had not removed; log:\n%s", h.log.String())
+	}
+	// Removals happen in order: once a later pod's veth is gone, the first DEL's removal was decided.
+	marker := cnitest.NewNS(t)
+	if _, err := h.run(add, podArgs("marker", marker, conf)); err != nil {
+		t.Fatalf("ADD marker: %v", err)
+	}
+	if _, err := h.run(del, podArgs("marker", marker, conf)); err != nil {
+		t.Fatalf("DEL marker: %v", err)
+	}
+	if links := cnitest.LinksGone(t, marker, "eth", vethDeadline); len(links) != 0 {
+		t.Fatalf("marker's veth not removed within %v", vethDeadline)
+	}
+	// Wired, and with the new IP alone: VerifyPod rejects a leftover address of the first sandbox.
+	assertPodWired(t, h, pod, cur.Interfaces[0].Name, ip, 1500)
+	if _, err := h.run(del, podArgs("readd", pod, h.conf("1.1.0", again))); err != nil {
+		t.Fatalf("second DEL: %v", err)
+	}
+	assertNothingLeft(t, h, pod)
 }

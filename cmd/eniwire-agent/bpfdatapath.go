@@ -236,10 +236,36 @@ func (b *bpfDatapath) PodUp(ctx context.Context, pod controller.Pod) error {
 	return nil
 }
 
-// PodDown reverses PodUp; a veth, entry or route already gone is not an error.
+// removeVethsInBackground makes the agent own the pods' host veths: PodDown then removes the pod's map entry and
+// route at once and leaves the veth, with the from_pod link on it, to the returned Reaper, whose Run the caller
+// starts.
+func (b *bpfDatapath) removeVethsInBackground(log *slog.Logger) *hostroute.Reaper {
+	b.routes.Veths = hostroute.NewReaper(hostroute.ReaperConfig{Logger: log, Removed: b.podVethGone})
+	return b.routes.Veths
+}
+
+// podVethGone unpins the from_pod link of a removed veth; the kernel detached the program with the device.
+func (b *bpfDatapath) podVethGone(ifindex int) {
+	if err := b.dp.DetachPodVeth(ifindex); err != nil {
+		b.log.Warn("unpinning the program link of a removed host veth", "ifindex", ifindex, "error", err)
+	}
+}
+
+// RemovesHostVeth reports whether PodDown removes the pod's host veth.
+func (b *bpfDatapath) RemovesHostVeth() bool { return b.routes.RemovesHostVeth() }
+
+// PodDown reverses PodUp; a veth, entry or route already gone is not an error. When the agent owns the host
+// veth, the entry and route go now (the IP may serve another pod as soon as its cooldown ends) and the veth,
+// whose deletion also detaches from_pod, goes in the background.
 func (b *bpfDatapath) PodDown(ctx context.Context, pod controller.Pod) error {
 	ip, err := netip.ParseAddr(pod.IP)
 	if err != nil {
+		return nil
+	}
+	if b.routes.Veths != nil {
+		if err := errors.Join(b.dp.DeletePod(ip), b.routes.PodDown(ctx, pod)); err != nil {
+			return fmt.Errorf("tearing down pod %s: %w", pod.IP, err)
+		}
 		return nil
 	}
 	var errs []error

@@ -90,6 +90,8 @@ func run() error {
 		"maxENIs", info.MaxENIs, "ipv4PerENI", info.IPv4PerENI)
 
 	var dp controller.Datapath
+	// The agent removes released pods' host veths in the background (see hostroute.Reaper).
+	var veths *hostroute.Reaper
 	switch s.datapath {
 	case "bpf":
 		bpf, closeBPF, err := openBPF(ctx, s, meta, md, reg, log)
@@ -97,9 +99,11 @@ func run() error {
 			return err
 		}
 		defer closeBPF()
+		veths = bpf.removeVethsInBackground(log)
 		dp = bpf
 	case "hostroute":
-		dp = &hostroute.Routes{}
+		veths = hostroute.NewReaper(hostroute.ReaperConfig{Logger: log})
+		dp = &hostroute.Routes{Veths: veths}
 	case "none":
 		dp = controller.NoDatapath{}
 	default:
@@ -130,9 +134,14 @@ func run() error {
 	}
 	log.Info("serving", "socket", s.socket, "metrics", ops.Addr().String())
 
+	var served agent.Controller = node
+	if veths != nil {
+		served = vethOwner{node}
+		go func() { _ = veths.Run(ctx) }()
+	}
 	errc := make(chan error, 4)
 	go func() { errc <- node.Run(ctx) }()
-	go func() { errc <- agent.Serve(ctx, sock, agent.Handler(node, log)) }()
+	go func() { errc <- agent.Serve(ctx, sock, agent.Handler(served, log)) }()
 	go func() { errc <- agent.Serve(ctx, ops, agent.OpsHandler(node, reg)) }()
 	go func() { errc <- installWhenReady(ctx, s, node, log) }()
 	var first error

@@ -38,6 +38,11 @@ func ConfigurePod(netnsPath string, cfg PodConfig) error {
 		if err := netlink.AddrReplace(link, addr); err != nil {
 			return fmt.Errorf("adding address %s to %s: %w", addr.IPNet, cfg.IfName, err)
 		}
+		// A pair reused from a released sandbox (the runtime kept the namespace, the agent had not yet removed
+		// the veth) still carries the old IP, which now belongs to the pool.
+		if err := removeOtherAddrs(link, addr); err != nil {
+			return err
+		}
 		if err := netlink.RouteReplace(gatewayRoute(idx)); err != nil {
 			return fmt.Errorf("adding route to %s: %w", GatewayIP, err)
 		}
@@ -119,6 +124,23 @@ func VerifyPod(netnsPath string, cfg PodConfig) error {
 		return fmt.Errorf("%w: %s", ErrNetnsMissing, netnsPath)
 	}
 	return err
+}
+
+// removeOtherAddrs deletes every IPv4 address of link but keep.
+func removeOtherAddrs(link netlink.Link, keep *netlink.Addr) error {
+	addrs, err := addrList(link)
+	if err != nil {
+		return fmt.Errorf("listing addresses of %s: %w", link.Attrs().Name, err)
+	}
+	for _, a := range addrs {
+		if a.IPNet.String() == keep.IPNet.String() {
+			continue
+		}
+		if err := netlink.AddrDel(link, &a); err != nil && !errors.Is(err, syscall.EADDRNOTAVAIL) {
+			return fmt.Errorf("removing stale address %s from %s: %w", a.IPNet, link.Attrs().Name, err)
+		}
+	}
+	return nil
 }
 
 func hostNet(ip net.IP) *net.IPNet {

@@ -105,6 +105,18 @@ func existingPair(podNS ns.NetNS, hostName, ifName string) (*Veth, error) {
 		return nil, err
 	}
 	host, err := linkByName(hostName)
+	if err != nil && isNotFound(err) && pod.Type() == "veth" {
+		// The agent may be deleting the pair of a released sandbox of this namespace: the kernel takes both
+		// ends away together, so a pod end still seen a moment ago is gone too once the host end is.
+		gone := false
+		if derr := podNS.Do(func(ns.NetNS) error {
+			_, lerr := linkByName(ifName)
+			gone = isNotFound(lerr)
+			return nil
+		}); derr == nil && gone {
+			return nil, nil
+		}
+	}
 	if err != nil || host.Type() != "veth" || pod.Type() != "veth" ||
 		pod.Attrs().ParentIndex != host.Attrs().Index || host.Attrs().ParentIndex != pod.Attrs().Index {
 		return nil, fmt.Errorf("%w: %s in %s", ErrIfaceTaken, ifName, podNS.Path())

@@ -72,7 +72,15 @@ type ReleaseRequest struct {
 type ReleaseResponse struct {
 	Released   bool        `json:"released"`
 	Assignment *Assignment `json:"assignment,omitempty"`
+	// HostVethRemoval says who removes the assignment's host veth: HostVethRemovalAgent when the agent has
+	// taken it on (it deletes the veth in the background, which takes the pod's end with it), empty when the
+	// caller must. Deleting a veth waits on an RCU barrier in the kernel (tens of milliseconds), so the plugin
+	// leaves it to the agent rather than hold the runtime's DEL on it.
+	HostVethRemoval string `json:"hostVethRemoval,omitempty"`
 }
+
+// HostVethRemovalAgent is ReleaseResponse.HostVethRemoval when the agent removes the host veth.
+const HostVethRemovalAgent = "agent"
 
 // CheckRequest asks for the agent's record of one attachment.
 type CheckRequest struct {

@@ -18,6 +18,9 @@ import (
 type Routes struct {
 	// Handle is the netlink handle to use (nil: the current network namespace).
 	Handle *netlink.Handle
+	// Veths, if set, makes the agent own the pods' host veths: PodUp claims the veth, PodDown hands it to
+	// Veths for removal in the background. Nil leaves the veths to the CNI plugin.
+	Veths *Reaper
 }
 
 var _ controller.Datapath = (*Routes)(nil)
@@ -48,11 +51,20 @@ func (r *Routes) route(pod controller.Pod) (*netlink.Route, error) {
 	return &netlink.Route{LinkIndex: idx, Dst: &net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK}, nil
 }
 
-// PodUp adds (or replaces) podIP/32 dev <hostVeth>.
+// RemovesHostVeth reports whether PodDown removes the pod's host veth (Veths is set).
+func (r *Routes) RemovesHostVeth() bool { return r.Veths != nil }
+
+// PodUp adds (or replaces) podIP/32 dev <hostVeth>, and claims the veth when Veths is set. It fails wrapping
+// ErrVethRemoving when the veth is already being removed.
 func (r *Routes) PodUp(_ context.Context, pod controller.Pod) error {
 	rt, err := r.route(pod)
 	if err != nil {
 		return err
+	}
+	if r.Veths != nil {
+		if err := r.Veths.Keep(Veth{Name: pod.HostVeth, Index: rt.LinkIndex}); err != nil {
+			return fmt.Errorf("routing pod %s: %w", pod.IP, err)
+		}
 	}
 	if err := r.h().RouteReplace(rt); err != nil {
 		return fmt.Errorf("adding route %s dev index %d: %w", rt.Dst, rt.LinkIndex, err)
@@ -60,8 +72,13 @@ func (r *Routes) PodUp(_ context.Context, pod controller.Pod) error {
 	return nil
 }
 
-// PodDown removes the pod's /32 route; a missing route or veth is not an error.
+// PodDown removes the pod's /32 route and, when Veths is set, queues the veth the assignment recorded for
+// removal; a missing route or veth is not an error.
 func (r *Routes) PodDown(_ context.Context, pod controller.Pod) error {
+	if r.Veths != nil {
+		// After the route: the route goes now, so the IP can serve another pod whenever the veth goes.
+		defer r.Veths.Release(Veth{Name: pod.HostVeth, Index: pod.HostIfindex})
+	}
 	ip := net.ParseIP(pod.IP).To4()
 	if ip == nil {
 		return nil

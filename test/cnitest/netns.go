@@ -1,6 +1,7 @@
 package cnitest
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -70,6 +71,10 @@ func Links(t testing.TB, n ns.NetNS, prefix string) []string {
 	var out []string
 	err := n.Do(func(ns.NetNS) error {
 		links, err := netlink.LinkList()
+		// Veths coming and going (the agent removes them in the background) interrupt dumps.
+		for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 20; try++ {
+			links, err = netlink.LinkList()
+		}
 		if err != nil {
 			return err
 		}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
 
@@ -139,8 +140,9 @@ func TestPodSandboxesFromContainerdCRIGetEniwireNetworking(t *testing.T) {
 	if as := agent.Assignments(t); len(as) != 0 {
 		t.Errorf("assignments left after stopp/rmp: %+v", as)
 	}
-	if links := cnitest.Links(t, node, plumbing.HostVethPrefix); len(links) != 0 {
-		t.Errorf("host veths left after stopp/rmp: %v", links)
+	// The agent removes host veths in the background after it answers DEL.
+	if links := cnitest.LinksGone(t, node, plumbing.HostVethPrefix, 5*time.Second); len(links) != 0 {
+		t.Errorf("host veths left 5s after stopp/rmp: %v", links)
 	}
 	if log, _ := os.ReadFile(filepath.Join(opts.ConfDir, "eniwire.log")); !strings.Contains(string(log), "pod wired") {
 		t.Errorf("plugin log lacks the ADD line:\n%s", log)
