@@ -35,6 +35,13 @@ type Config struct {
 	ReleaseDelay time.Duration
 	// GCGrace: our available ENIs younger than this are not collected (default 5 min).
 	GCGrace time.Duration
+	// OrphanSweepInterval is the mean time between two sweeps of this node for the cluster's orphaned ENIs
+	// (available, with the cluster tag, owner instance terminated; see eni.SweepOrphans); default 5 min,
+	// jittered, the first one a random part of it after start. Every node sweeps, so a cluster of N nodes
+	// sweeps every interval/N on average: orphans go within seconds in a large cluster, and the cost per node
+	// stays one filtered DescribeNetworkInterfaces per interval (1,000 nodes: 3.3 calls/s of the account's
+	// 20/s non-mutating refill). Negative turns the sweep off.
+	OrphanSweepInterval time.Duration
 	// StartJitter: the first EC2 work waits a random part of this, so a rollout does not arrive at once.
 	StartJitter time.Duration
 	// JournalSync is when pod assignments and releases reach the disk (ENIWIRE_JOURNAL_SYNC; see package
@@ -108,6 +115,9 @@ func (c *Config) defaults() {
 	}
 	if c.ReleaseDelay == 0 {
 		c.ReleaseDelay = time.Minute
+	}
+	if c.OrphanSweepInterval == 0 {
+		c.OrphanSweepInterval = 5 * time.Minute
 	}
 	if c.GCGrace == 0 {
 		c.GCGrace = 5 * time.Minute

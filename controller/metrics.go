@@ -21,6 +21,7 @@ type metrics struct {
 	imdsMissing  prometheus.Gauge
 	stepErrors   *prometheus.CounterVec
 	poolBackoffs prometheus.Counter
+	orphans      prometheus.Counter
 	ready        prometheus.Gauge
 }
 
@@ -39,10 +40,12 @@ func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
 		stepErrors:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eniwire_eni_step_errors_total", Help: "Failed ENI commit steps by state and EC2 error code."}, []string{"state", "code"}),
 		poolBackoffs: prometheus.NewCounter(prometheus.CounterOpts{Name: "eniwire_pool_backoffs_total",
 			Help: "Times the pool manager backed off after a capacity or IAM refusal."}),
+		orphans: prometheus.NewCounter(prometheus.CounterOpts{Name: "eniwire_orphaned_enis_collected_total",
+			Help: "Available ENIs of the cluster whose owner instance was gone, deleted by this node's sweep."}),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_ready", Help: "1 when the journal is replayed and EC2 has answered."}),
 	}
 	for _, c := range []prometheus.Collector{m.ips, m.enis, m.foreign, m.assigns, m.releases, m.reconciles, m.adopted,
-		m.collected, m.imdsMissing, m.stepErrors, m.poolBackoffs, m.ready} {
+		m.collected, m.imdsMissing, m.stepErrors, m.poolBackoffs, m.orphans, m.ready} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering metrics: %w", err)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/controller/pool"
@@ -53,6 +54,7 @@ type Node struct {
 	poolDelay    time.Duration
 	surplusSince time.Time
 	lastRecon    time.Time
+	nextSweep    time.Time
 	enisUp       map[string]ENI
 }
 
@@ -244,6 +246,7 @@ func (n *Node) tick(ctx context.Context) {
 			return
 		}
 	}
+	n.sweepOrphans(ctx, now)
 	n.expireCooldowns(ctx)
 	n.advancePending(ctx)
 	n.syncDatapath(ctx)
@@ -273,6 +276,28 @@ func (n *Node) reconcile(ctx context.Context) {
 	n.lastRecon = n.clock.Now()
 	if !n.answered.Swap(true) {
 		n.log.Info("pool ready", "attached", rep.Attached)
+	}
+}
+
+// sweepOrphans runs the cluster-wide sweep for orphaned ENIs when it is due (see Config.OrphanSweepInterval).
+func (n *Node) sweepOrphans(ctx context.Context, now time.Time) {
+	every := n.cfg.OrphanSweepInterval
+	if every <= 0 {
+		return
+	}
+	if n.nextSweep.IsZero() {
+		// Not at once: a rollout's nodes would all sweep in its first seconds.
+		n.nextSweep = now.Add(time.Duration(rand.Int64N(int64(every))))
+		return
+	}
+	if now.Before(n.nextSweep) {
+		return
+	}
+	n.nextSweep = now.Add(every/2 + time.Duration(rand.Int64N(int64(every))))
+	collected, err := n.eni.SweepOrphans(ctx)
+	n.metrics.orphans.Add(float64(len(collected)))
+	if err != nil {
+		n.log.Warn("sweeping orphaned ENIs", "error", err)
 	}
 }
 
@@ -311,9 +336,13 @@ func (n *Node) advancePending(ctx context.Context) {
 			}
 		}
 	})
+	// Each operation is its own commit: drive them side by side, as the warm-up that started them did, so one
+	// waiting for an attach token does not hold back another that could create or modify.
+	var wg sync.WaitGroup
 	for _, op := range ops {
-		n.drive(ctx, op)
+		wg.Go(func() { n.drive(ctx, op) })
 	}
+	wg.Wait()
 	var pendingIPs bool
 	n.View(func(st *journal.State) { pendingIPs = len(st.IPOps) > 0 })
 	if pendingIPs {
@@ -348,11 +377,23 @@ func (n *Node) drive(ctx context.Context, opID string) {
 		n.metrics.stepErrors.WithLabelValues(string(rec.State), eni.ErrorCode(err)).Inc()
 		n.backoffMu.Lock()
 		b = n.backoffs[opID]
-		b.delay = nextDelay(b.delay, err)
-		b.until = n.clock.Now().Add(b.delay)
+		var wait time.Duration
+		if ec2client.IsThrottle(err) {
+			b.delay, wait = throttleDelay(b.delay)
+		} else {
+			b.delay = nextDelay(b.delay, err)
+			wait = b.delay
+		}
+		b.until = n.clock.Now().Add(wait)
 		n.backoffs[opID] = b
 		n.backoffMu.Unlock()
-		n.log.Warn("ENI step failed; will retry", "op", opID, "eni", rec.ID, "state", rec.State, "retryIn", b.delay, "error", err)
+		n.log.Warn("ENI step failed; will retry", "op", opID, "eni", rec.ID, "state", rec.State, "retryIn", wait, "error", err)
+		// Look again when the wait is over rather than at the next pool interval, which may be seconds later.
+		go func() {
+			if n.clock.Sleep(ctx, wait) == nil {
+				n.Wake()
+			}
+		}()
 		n.poolBackoff(err)
 		if errors.Is(err, eni.ErrBooksWrong) {
 			n.eni.RequestReconcile()
@@ -376,6 +417,20 @@ func nextDelay(prev time.Duration, err error) time.Duration {
 	d := max(prev*2, floor)
 	d = min(d, 5*time.Minute)
 	return d + time.Duration(rand.Int64N(int64(d)/5+1))
+}
+
+// maxThrottleDelay caps the node's wait before retrying a step that EC2 kept throttling. A throttle is not a
+// failure of the step: the account's bucket refills every second, and the EC2 client's limiter already paces
+// the node (its rate is cut, its own retries are spent). Growing this wait to minutes, as for real failures,
+// left the last ENIs of a 1,000-node rollout idle while the account's bucket sat full.
+const maxThrottleDelay = 15 * time.Second
+
+// throttleDelay returns the next backoff window after a throttled step (doubling from 1 s up to
+// maxThrottleDelay) and the wait drawn from it with full jitter, so that nodes throttled together come back
+// spread over the whole window.
+func throttleDelay(prev time.Duration) (window, wait time.Duration) {
+	window = min(max(prev*2, time.Second), maxThrottleDelay)
+	return window, time.Duration(rand.Int64N(int64(window)))
 }
 
 // poolBackoff stops pool growth for a while after errors a storm would not fix.

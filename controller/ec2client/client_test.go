@@ -164,7 +164,8 @@ func TestThrottleCutsTheRateAndSuccessesRestoreIt(t *testing.T) {
 	clk := clock.NewScaled(200)
 	fake := newFakeEC2(clk)
 	const action = "DescribeNetworkInterfaces"
-	c, _ := newTestClient(t, fake, Config{Clock: clk, BackoffBase: 10 * time.Millisecond, MaxAttempts: 10,
+	// The recovery over time is off: this test counts the AIMD steps of throttles and successes alone.
+	c, _ := newTestClient(t, fake, Config{Clock: clk, BackoffBase: 10 * time.Millisecond, MaxAttempts: 10, RecoveryDoubling: -1,
 		Buckets: map[string]Bucket{action: {RatePerSec: 8, Burst: 2}}})
 	gauge := c.metrics.rate.WithLabelValues(action)
 	describe := func() {
@@ -297,5 +298,29 @@ func TestStartupJitterWaitsLessThanItsMaximum(t *testing.T) {
 	cancel()
 	if err := StartupJitter(ctx, clock.Real{}, time.Hour); !errors.Is(err, context.Canceled) {
 		t.Errorf("jitter with an ended context returned %v", err)
+	}
+}
+
+func TestCutRateGrowsBackOverTimeOnceThrottlesStop(t *testing.T) {
+	clk := clock.NewScaled(100)
+	fake := newFakeEC2(clk)
+	const action = "DescribeNetworkInterfaces"
+	c, _ := newTestClient(t, fake, Config{Clock: clk, BackoffBase: 10 * time.Millisecond, MaxAttempts: 10,
+		RecoveryQuiet: 2 * time.Second, RecoveryDoubling: 500 * time.Millisecond,
+		Buckets: map[string]Bucket{action: {RatePerSec: 8, Burst: 2}}})
+	fake.fail(action, CodeRequestLimitExceeded, 6)
+	if _, err := c.DescribeNetworkInterfaces(context.Background(), &ec2.DescribeNetworkInterfacesInput{MaxResults: aws.Int32(5)}); err != nil {
+		t.Fatalf("describing: %v", err)
+	}
+	if got := c.Rate(action); got >= 4 {
+		t.Fatalf("rate after six throttles = %v, want it cut well below 8", got)
+	}
+	// No call, no success: only time passes. After the quiet period the rate doubles every 0.5 s.
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Rate(action) < 8 {
+		if time.Now().After(deadline) {
+			t.Fatalf("rate still %v after %v of virtual time without a throttle, want 8", c.Rate(action), 500*time.Second)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

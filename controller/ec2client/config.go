@@ -85,11 +85,26 @@ type Config struct {
 
 	// DecreaseFactor multiplies an action's local rate on each throttle (default 0.5). MinRateFraction is the
 	// floor of that cut as a fraction of the configured rate (default 0.1). RecoveryFraction is the additive
-	// step back toward the configured rate on each success, as a fraction of it (default 0.05, so a rate cut
-	// to the floor is whole again after 18 successes).
+	// step back toward the configured rate on each success, as a fraction of it (default 0.05).
+	//
+	// The floor is a trade between the fleet and its tail. A node cut to the floor calls at most every
+	// 1/floor seconds (AttachNetworkInterface: 0.05/s, every 20 s), and that is also how long it takes to notice
+	// that the account has room again. A floor of a thousandth of the account (0.005/s: 1,000 nodes at the
+	// floor ask for the account's 5/s) was tried with the recovery below: a 1,000-node rollout took 2.2 x its
+	// lower bound instead of 1.5. At 0.05/s, 1,000 nodes at the floor offer ten times the account's rate;
+	// throttled calls take no token of the account's bucket, so they cost calls, not convergence, and the
+	// backoff spreads them.
 	DecreaseFactor   float64
 	MinRateFraction  float64
 	RecoveryFraction float64
+	// RecoveryQuiet and RecoveryDoubling are the recovery over time (defaults 5 s and 2 s): once RecoveryQuiet
+	// has passed without a throttle of the action, its cut rate doubles every RecoveryDoubling until it is whole
+	// (from the floor in 5 + 2 x log2(10), about 12 s after the last throttle). Successes
+	// alone climb too slowly from the floor (18 of them, the first 20 s away): when a rollout's throttling
+	// ends, the last nodes must use the account's whole bucket at once, since convergence is the last node's.
+	// A zero RecoveryDoubling takes the default; a negative one turns the recovery over time off.
+	RecoveryQuiet    time.Duration
+	RecoveryDoubling time.Duration
 
 	// Clock is the time source of every wait (default clock.Real).
 	Clock clock.Clock
@@ -115,6 +130,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.RecoveryFraction <= 0 {
 		c.RecoveryFraction = 0.05
+	}
+	if c.RecoveryQuiet <= 0 {
+		c.RecoveryQuiet = 5 * time.Second
+	}
+	if c.RecoveryDoubling == 0 {
+		c.RecoveryDoubling = 2 * time.Second
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}

@@ -51,7 +51,8 @@ type eniwireNode struct {
 	run  runner
 
 	mu   sync.Mutex
-	node *controller.Node // replaced on every restart
+	node *controller.Node  // replaced on every restart
+	api  *ec2client.Client // the node's EC2 client, for tracing
 }
 
 func (n *eniwireNode) ctl() *controller.Node {
@@ -91,7 +92,7 @@ func (n *eniwireNode) start(ctx context.Context) error {
 		return fmt.Errorf("starting controller of %s: %w", n.inst.ID, err)
 	}
 	n.mu.Lock()
-	n.node = node
+	n.node, n.api = node, api
 	n.mu.Unlock()
 	n.run.start(ctx, func(ctx context.Context) { _ = node.Run(ctx) })
 	return nil

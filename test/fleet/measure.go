@@ -141,9 +141,11 @@ func (f *fleet) measure(res *Result) {
 			}
 			if b, live := books[a.InstanceID]; live && !b[e.ID] {
 				res.LeakedAttached++
+				f.debugLeak(e)
 			}
 		case !held[e.ID]:
 			res.LeakedAvailable++
+			f.debugLeak(e)
 		}
 	}
 	res.LeakedENIs = res.LeakedAttached + res.LeakedAvailable

@@ -52,6 +52,7 @@ func (f *fleet) rollout(ctx context.Context, chaos bool) (Result, error) {
 	if chaos {
 		stopChaos = f.startChaos(ctx)
 	}
+	f.startTrace(ctx)
 	all := f.waitEverSettled(ctx, until)
 	if stopChaos != nil {
 		stopChaos()
