@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -52,6 +53,11 @@ func NewSDK(ctx context.Context, opts SDKOptions) (*ec2.Client, *imds.Client, er
 	}
 	client := ec2.NewFromConfig(cfg, func(o *ec2.Options) {
 		o.Retryer = NewSDKRetryer(opts.MaxAttempts)
+		next := o.HTTPClient
+		if next == nil {
+			next = awshttp.NewBuildableClient()
+		}
+		o.HTTPClient = OwnBodyHTTPClient(next)
 	})
 	return client, md, nil
 }

@@ -1,11 +1,7 @@
 package ec2sim
 
 import (
-	"bytes"
 	"context"
-	"fmt"
-	"io"
-	"net/http"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -13,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/eniwire/eniwire/controller/ec2client"
 )
 
 // Dummy credentials: the simulator reads only the signing region.
@@ -29,42 +27,8 @@ func (srv *Server) EC2Client(tb testing.TB, optFns ...func(*ec2.Options)) *ec2.C
 		Region:       srv.sim.cfg.Region,
 		Credentials:  credentials.NewStaticCredentialsProvider(TestAccessKey, TestSecretKey, ""),
 		BaseEndpoint: aws.String(srv.EC2URL()),
-		HTTPClient:   NewHTTPClient(awshttp.NewBuildableClient()),
+		HTTPClient:   ec2client.OwnBodyHTTPClient(awshttp.NewBuildableClient()),
 	}, optFns...)
-}
-
-// NewHTTPClient wraps an SDK HTTP client so that it survives the simulator's fast answers: each request
-// goes to the transport with a private in-memory copy of its body.
-//
-// Why: smithy-go closes the request body as soon as Do returns the response headers, while net/http's
-// write loop may not yet have finished writing the request: after sending Content-Length bytes it reads
-// the body once more to check for excess bytes. On the closed body smithy-go's WriteTo answers io.EOF,
-// net/http takes that for a failed write and closes the connection under the caller, who is still
-// reading the response body ("use of closed network connection", aws-sdk-go-v2 issues 1825 and 2737).
-// Against EC2 the answer takes milliseconds and the window is almost never hit; on loopback the
-// simulator answers in microseconds, and under -race or CPU load a response larger than the transport's
-// 4 KiB read buffer (DescribeInstanceTypes) fails this way about once in a few dozen calls.
-func NewHTTPClient(next ec2.HTTPClient) ec2.HTTPClient { return ownBodyClient{next: next} }
-
-type ownBodyClient struct{ next ec2.HTTPClient }
-
-func (c ownBodyClient) Do(req *http.Request) (*http.Response, error) {
-	if req.Body == nil || req.Body == http.NoBody {
-		return c.next.Do(req)
-	}
-	body, err := io.ReadAll(req.Body)
-	_ = req.Body.Close()
-	if err != nil {
-		return nil, fmt.Errorf("buffering the request body: %w", err)
-	}
-	// The caller keeps (and closes) its own request and body; the transport gets a copy that only it
-	// reads. A bytes.Reader behind io.NopCloser is also one net/http knows to be in memory, so it sends
-	// headers and body in one write.
-	own := req.Clone(req.Context())
-	own.ContentLength = int64(len(body))
-	own.Body = io.NopCloser(bytes.NewReader(body))
-	own.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
-	return c.next.Do(own)
 }
 
 // IMDSClient returns an IMDS client for one instance of this server.
@@ -80,7 +44,7 @@ func (srv *Server) IMDSClient(tb testing.TB, instanceID string) *imds.Client {
 	if err != nil {
 		tb.Fatalf("opening IMDS for %s: %v", instanceID, err)
 	}
-	return imds.New(imds.Options{Endpoint: u, HTTPClient: NewHTTPClient(awshttp.NewBuildableClient())})
+	return imds.New(imds.Options{Endpoint: u, HTTPClient: ec2client.OwnBodyHTTPClient(awshttp.NewBuildableClient())})
 }
 
 // StartTest starts a server for a test on loopback and closes it at the end of the test.

@@ -7,7 +7,7 @@ import (
 )
 
 // A response larger than the transport's read buffer is read from the socket after the SDK has closed
-// the request body; the test client must not lose its connection under the reader (see NewHTTPClient).
+// the request body; the test client must not lose its connection under the reader (see ec2client.OwnBodyHTTPClient).
 // With the SDK's bare HTTP client this failed within the first dozen calls under -race.
 func TestEC2ClientReadsLargeAnswersWhole(t *testing.T) {
 	w := newWorld(t, nil)
