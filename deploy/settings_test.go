@@ -111,3 +111,22 @@ func TestTheDeploymentSetsExactlyTheAgentsSettingsWithTheirDefaults(t *testing.T
 		})
 	}
 }
+
+// The settings table in the agent's README names exactly the agent's settings, so the docs cannot drift.
+func TestTheAgentREADMEListsEverySetting(t *testing.T) {
+	want := agentSettings(t)
+	raw, err := os.ReadFile(filepath.Join("..", "cmd", "eniwire-agent", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, m := range readmeSettingRow.FindAllStringSubmatch(string(raw), -1) {
+		got[m[1]] = ""
+	}
+	missing, extra := diffSets(want, got)
+	if len(missing) > 0 || len(extra) > 0 {
+		t.Fatalf("cmd/eniwire-agent/README.md: missing %v, not read by the agent %v", missing, extra)
+	}
+}
+
+var readmeSettingRow = regexp.MustCompile("(?m)^\\| `([A-Z][A-Z0-9_]*)` \\|")
