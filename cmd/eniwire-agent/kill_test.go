@@ -16,6 +16,7 @@ import (
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/test/ec2sim"
+	"github.com/eniwire/eniwire/test/simworld"
 )
 
 // TestKill9MidAllocationLosesNothing runs the real agent binary against the simulator, kills it with SIGKILL
@@ -26,28 +27,13 @@ func TestKill9MidAllocationLosesNothing(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("building agent: %v\n%s", err, out)
 	}
-	sim := ec2sim.New(ec2sim.DefaultConfig())
-	if err := sim.AddVPC("vpc-1", "10.0.0.0/16"); err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.AddSubnet(ec2sim.SubnetSpec{ID: "subnet-1", VPCID: "vpc-1", CIDR: "10.0.0.0/20", AZ: "us-west-2a"}); err != nil {
-		t.Fatal(err)
-	}
-	inst, err := sim.AddInstance(ec2sim.InstanceSpec{Type: "m5.large", SubnetID: "subnet-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := ec2sim.StartTest(t, sim)
+	w := simworld.New(t, simworld.Options{Type: "m5.large"})
+	sim, srv, inst := w.Sim, w.Server, w.Instance
 	imdsURL, err := srv.OpenIMDS(inst.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sockDir, err := os.MkdirTemp("", fmt.Sprintf("eniwire-kill-%d-", os.Getpid()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	sock := filepath.Join(sockDir, "agent.sock")
+	sock := simworld.SocketPath(t)
 	state := filepath.Join(tmp, "state")
 	env := append(os.Environ(),
 		"AWS_ENDPOINT_URL_EC2="+srv.EC2URL(), "AWS_EC2_METADATA_SERVICE_ENDPOINT="+imdsURL,

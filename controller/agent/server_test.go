@@ -7,24 +7,18 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/eniwire/eniwire/controller"
-	"github.com/eniwire/eniwire/controller/agent"
 	"github.com/eniwire/eniwire/controller/api"
-	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/journal"
-	"github.com/eniwire/eniwire/internal/clock"
-	"github.com/eniwire/eniwire/test/ec2sim"
+	"github.com/eniwire/eniwire/test/simworld"
 )
 
 type served struct {
@@ -34,73 +28,20 @@ type served struct {
 	dir    string
 }
 
-// serve starts a node against a fresh simulator and its API on a unix socket in a temp dir.
+// serve starts a node for an m5.4xlarge against a fresh simulator, with its API on a unix socket, and waits
+// for a warm pool.
 func serve(t testing.TB, factor float64, tweak ...func(*controller.Config)) *served {
 	t.Helper()
-	clk := clock.NewScaled(factor)
-	cfg := ec2sim.DefaultConfig()
-	cfg.Clock = clk
-	sim := ec2sim.New(cfg)
-	if err := sim.AddVPC("vpc-1", "10.0.0.0/16"); err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.AddSubnet(ec2sim.SubnetSpec{ID: "subnet-1", VPCID: "vpc-1", CIDR: "10.0.0.0/20", AZ: "us-west-2a"}); err != nil {
-		t.Fatal(err)
-	}
-	inst, err := sim.AddInstance(ec2sim.InstanceSpec{Type: "m5.4xlarge", SubnetID: "subnet-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.EC2Handler())
-	t.Cleanup(srv.Close)
-	sdk := ec2.New(ec2.Options{Region: "us-west-2", BaseEndpoint: aws.String(srv.URL),
-		Credentials: credentials.NewStaticCredentialsProvider("AKID", "secret", ""), Retryer: ec2client.NewSDKRetryer(3)})
-	wrapped, err := ec2client.New(sdk, ec2client.Config{Clock: clk}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	it, _ := ec2sim.LookupInstanceType(inst.Type)
+	w := simworld.New(t, simworld.Options{Type: "m5.4xlarge", Factor: factor})
 	dir := t.TempDir()
 	ccfg := controller.Config{StateDir: dir, PoolInterval: time.Second, WarmIPTarget: 20}
 	for _, f := range tweak {
 		f(&ccfg)
 	}
-	node, err := controller.New(ccfg, controller.Deps{
-		EC2: wrapped, Clock: clk,
-		Node: controller.NodeInfo{InstanceID: inst.ID, InstanceType: inst.Type, SubnetID: inst.SubnetID, SubnetCIDR: inst.SubnetCIDR,
-			SecurityGroups: inst.SecurityGroups, MaxENIs: it.MaxENIs, IPv4PerENI: it.IPv4PerENI},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Unix socket paths are short: keep it under /tmp with a name unique to this run.
-	sockDir, err := os.MkdirTemp("", fmt.Sprintf("eniwire-agent-%d-", os.Getpid()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(sockDir) })
-	sock := filepath.Join(sockDir, "agent.sock")
-	l, err := agent.ListenSocket(sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, 2)
-	go func() { _ = node.Run(ctx); done <- struct{}{} }()
-	go func() { _ = agent.Serve(ctx, l, agent.Handler(node, nil)); done <- struct{}{} }()
-	t.Cleanup(func() { cancel(); <-done; <-done; node.Close() })
-	s := &served{sock: sock, client: api.NewClient(sock), node: node, dir: dir}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		st, err := s.client.Status(context.Background())
-		if err == nil && st.Ready && st.Warm >= 20 {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agent not ready with a warm pool: %+v %v", st, err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	node := w.NewNode(t, ccfg)
+	sock, client := simworld.Serve(t, node)
+	simworld.WaitStatus(t, client, "ready with a warm pool", func(st *api.Status) bool { return st.Warm >= 20 })
+	return &served{sock: sock, client: client, node: node, dir: dir}
 }
 
 func rawPost(t *testing.T, sock, path, body string) (int, string) {

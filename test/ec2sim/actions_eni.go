@@ -180,20 +180,9 @@ func (s *Sim) createNetworkInterface(r *request) (response, *APIError) {
 	if err != nil {
 		return nil, err
 	}
-	// Prefixes by count come last and may still fail on fragmentation: take them before anything else.
-	if hasPrefixCount {
-		if sn.Free()-need < 16*prefixCount {
-			return nil, apiErr(CodeInvalidParameterValue, "There aren't sufficient free Ipv4 addresses or prefixes")
-		}
-		got := sn.allocatePrefixes(prefixCount)
-		if got == nil {
-			return nil, apiErr(CodeInsufficientCidrBlocks, "The specified subnet does not have enough contiguous free address space to satisfy the request.")
-		}
-		prefixes = got
-	} else {
-		for _, p := range prefixes {
-			sn.takePrefix(p)
-		}
+	prefixes, err = takePrefixes(sn, hasPrefixCount, prefixCount, prefixes, need)
+	if err != nil {
+		return nil, err
 	}
 	now := s.clk.Now()
 	e := s.newENILocked(sn, groups, desc, now)
@@ -254,6 +243,27 @@ func checkPrefixes(sn *subnet, ps []netip.Prefix) *APIError {
 		seen[p] = true
 	}
 	return nil
+}
+
+// takePrefixes takes a request's /28s from sn: prefixCount fresh ones when byCount, else the listed ones,
+// which checkPrefixes has found free. Prefixes by count are checked last and may still fail on
+// fragmentation, so callers take them before any address; addrsNeeded is how many addresses the call takes
+// afterwards, which the prefixes must leave free.
+func takePrefixes(sn *subnet, byCount bool, prefixCount int, listed []netip.Prefix, addrsNeeded int) ([]netip.Prefix, *APIError) {
+	if !byCount {
+		for _, p := range listed {
+			sn.takePrefix(p)
+		}
+		return listed, nil
+	}
+	if sn.Free()-addrsNeeded < 16*prefixCount {
+		return nil, apiErr(CodeInvalidParameterValue, "There aren't sufficient free Ipv4 addresses or prefixes")
+	}
+	got := sn.allocatePrefixes(prefixCount)
+	if got == nil {
+		return nil, apiErr(CodeInsufficientCidrBlocks, "The specified subnet does not have enough contiguous free address space to satisfy the request.")
+	}
+	return got, nil
 }
 
 func tagSpecs(r *request) ([]tag, *APIError) {

@@ -88,19 +88,9 @@ func (s *Sim) assignPrivateIPAddresses(r *request) (response, *APIError) {
 	if sn.Free() < count {
 		return nil, apiErr(CodeInsufficientFreeAddresses, "The specified subnet does not have enough free addresses to satisfy the request.")
 	}
-	if hasPrefixCount {
-		if sn.Free()-count < 16*prefixCount {
-			return nil, apiErr(CodeInvalidParameterValue, "There aren't sufficient free Ipv4 addresses or prefixes")
-		}
-		got := sn.allocatePrefixes(prefixCount)
-		if got == nil {
-			return nil, apiErr(CodeInsufficientCidrBlocks, "The specified subnet does not have enough contiguous free address space to satisfy the request.")
-		}
-		prefixes = got
-	} else {
-		for _, p := range prefixes {
-			sn.takePrefix(p)
-		}
+	prefixes, err = takePrefixes(sn, hasPrefixCount, prefixCount, prefixes, count)
+	if err != nil {
+		return nil, err
 	}
 	now := s.clk.Now()
 	for _, a := range fresh {

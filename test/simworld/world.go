@@ -1,0 +1,116 @@
+// Package simworld builds, for tests, one simulated EC2 world in process: an ec2sim with a VPC, a subnet and
+// one instance, served over HTTP so that the controller reaches it through the real SDK, and a node
+// controller for that instance with its agent API on a unix socket. (test/simnode is the binary-level
+// counterpart, for the demo and the end-to-end tests.)
+package simworld
+
+import (
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/controller/ec2client"
+	"github.com/eniwire/eniwire/internal/clock"
+	"github.com/eniwire/eniwire/test/ec2sim"
+)
+
+// The world's fixed names and addresses.
+const (
+	VPCID    = "vpc-1"
+	VPCCIDR  = "10.0.0.0/16"
+	SubnetID = "subnet-1"
+	AZ       = "us-west-2a"
+)
+
+// Options shape the world. The zero value is an m5.large in 10.0.0.0/20, on the wall clock, with AWS's
+// request buckets on.
+type Options struct {
+	// Type is the instance type (default m5.large); its limits come from ec2sim's table.
+	Type string
+	// Factor speeds the simulator's and the controller's shared clock up; 0 is the wall clock.
+	Factor float64
+	// NoThrottling turns AWS's token buckets off. It is a negative so that the zero value keeps them on,
+	// as ec2sim.DefaultConfig does.
+	NoThrottling bool
+	// SubnetCIDR is the instance's subnet (default 10.0.0.0/20); it must lie inside VPCCIDR.
+	SubnetCIDR string
+}
+
+// World is one simulated VPC with one instance, served on loopback until the test ends.
+type World struct {
+	Sim      *ec2sim.Sim
+	Server   *ec2sim.Server
+	Instance ec2sim.Instance
+	// Clock is shared by the simulator and everything the world builds: a *clock.Scaled when
+	// Options.Factor is set, else clock.Real.
+	Clock clock.Clock
+
+	limits ec2sim.InstanceType
+}
+
+// New builds the world and serves it; the server closes when tb ends.
+func New(tb testing.TB, o Options) *World {
+	tb.Helper()
+	if o.Type == "" {
+		o.Type = "m5.large"
+	}
+	if o.SubnetCIDR == "" {
+		o.SubnetCIDR = "10.0.0.0/20"
+	}
+	it, ok := ec2sim.LookupInstanceType(o.Type)
+	if !ok {
+		tb.Fatalf("instance type %s has no limits in ec2sim", o.Type)
+	}
+	cfg := ec2sim.DefaultConfig()
+	if o.Factor != 0 {
+		cfg.Clock = clock.NewScaled(o.Factor)
+	}
+	cfg.Throttling = !o.NoThrottling
+	sim := ec2sim.New(cfg)
+	if err := sim.AddVPC(VPCID, VPCCIDR); err != nil {
+		tb.Fatalf("adding VPC: %v", err)
+	}
+	if err := sim.AddSubnet(ec2sim.SubnetSpec{ID: SubnetID, VPCID: VPCID, CIDR: o.SubnetCIDR, AZ: AZ}); err != nil {
+		tb.Fatalf("adding subnet: %v", err)
+	}
+	inst, err := sim.AddInstance(ec2sim.InstanceSpec{Type: o.Type, SubnetID: SubnetID})
+	if err != nil {
+		tb.Fatalf("adding instance: %v", err)
+	}
+	return &World{Sim: sim, Server: ec2sim.StartTest(tb, sim), Instance: inst, Clock: cfg.Clock, limits: it}
+}
+
+// EC2 returns the controller's view of EC2: the real SDK client against the simulator (three attempts a
+// call, as the agent configures it) behind the rate-limiting wrapper, on the world's clock.
+func (w *World) EC2(tb testing.TB) *ec2client.Client {
+	tb.Helper()
+	sdk := w.Server.EC2Client(tb, func(o *ec2.Options) { o.Retryer = ec2client.NewSDKRetryer(3) })
+	c, err := ec2client.New(sdk, ec2client.Config{Clock: w.Clock}, nil, nil)
+	if err != nil {
+		tb.Fatalf("wrapping the EC2 client: %v", err)
+	}
+	return c
+}
+
+// NodeInfo is what the agent would read from IMDS for the instance, with the limits of its type.
+func (w *World) NodeInfo() controller.NodeInfo {
+	inst, it := w.Instance, w.limits
+	return controller.NodeInfo{InstanceID: inst.ID, InstanceType: inst.Type, AZ: inst.AZ, PrimaryMAC: inst.PrimaryMAC,
+		PrimaryIP: inst.PrimaryIP, VPCCIDRs: []string{inst.VPCCIDR}, SubnetID: inst.SubnetID, SubnetCIDR: inst.SubnetCIDR,
+		SecurityGroups: inst.SecurityGroups, MaxENIs: it.MaxENIs, IPv4PerENI: it.IPv4PerENI}
+}
+
+// NewNode builds a node controller for the instance with cfg, on the world's clock and EC2 client. An
+// empty cfg.StateDir becomes a temp dir of tb. The node is not started (see Serve) and the caller closes it.
+func (w *World) NewNode(tb testing.TB, cfg controller.Config) *controller.Node {
+	tb.Helper()
+	if cfg.StateDir == "" {
+		cfg.StateDir = tb.TempDir()
+	}
+	node, err := controller.New(cfg, controller.Deps{EC2: w.EC2(tb), Clock: w.Clock, Node: w.NodeInfo()})
+	if err != nil {
+		tb.Fatalf("building the node controller: %v", err)
+	}
+	return node
+}
