@@ -27,8 +27,12 @@ type Config struct {
 	MaxPods         int
 	// Cooldown keeps a released IP out of use (default 120 s, the conntrack SYN_SENT timeout).
 	Cooldown time.Duration
-	// ReconcileInterval between reconciles (default 60 s).
+	// ReconcileInterval between reconciles (default 60 s, jittered by 10%).
 	ReconcileInterval time.Duration
+	// MaxReconcileInterval caps the stretch of the periodic reconcile while EC2 throttles the node's
+	// DescribeNetworkInterfaces (default 10 min): the interval doubles after each reconcile that saw a throttle
+	// and halves after each that did not. Reconciles asked for by a surprising EC2 answer are never postponed.
+	MaxReconcileInterval time.Duration
 	// PoolInterval between pool checks when nothing wakes the manager (default 5 s).
 	PoolInterval time.Duration
 	// ReleaseDelay is the hysteresis: surplus must persist this long before it is released (default 60 s).
@@ -109,6 +113,9 @@ func (c *Config) defaults() {
 	}
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = time.Minute
+	}
+	if c.MaxReconcileInterval < c.ReconcileInterval {
+		c.MaxReconcileInterval = max(10*time.Minute, c.ReconcileInterval)
 	}
 	if c.PoolInterval == 0 {
 		c.PoolInterval = 5 * time.Second

@@ -36,6 +36,8 @@ type Node struct {
 	limits  pool.Limits
 	metrics *metrics
 	urgent  func(context.Context) context.Context
+	// throttles tells when EC2 last throttled an action; nil when the EC2 client does not say.
+	throttles throttleReporter
 
 	mu sync.Mutex
 	st *journal.State
@@ -53,9 +55,13 @@ type Node struct {
 	poolUntil    time.Time
 	poolDelay    time.Duration
 	surplusSince time.Time
-	lastRecon    time.Time
-	nextSweep    time.Time
-	enisUp       map[string]ENI
+	// lastRecon and nextRecon bound the periodic reconcile; reconcileEvery is its interval now, stretched
+	// while the account throttles describes (see reconcile.go).
+	lastRecon      time.Time
+	nextRecon      time.Time
+	reconcileEvery time.Duration
+	nextSweep      time.Time
+	enisUp         map[string]ENI
 }
 
 type backoff struct {
@@ -107,6 +113,8 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		enisUp:   map[string]ENI{},
 		urgent:   deps.Urgent,
 	}
+	n.reconcileEvery = cfg.ReconcileInterval
+	n.throttles, _ = deps.EC2.(throttleReporter)
 	n.eni = eni.NewManager(eni.Config{
 		InstanceID: deps.Node.InstanceID, Cluster: cfg.Cluster, SubnetID: deps.Node.SubnetID,
 		SubnetCIDR: deps.Node.SubnetCIDR, SecurityGroups: deps.Node.SecurityGroups, MaxENIs: deps.Node.MaxENIs,
@@ -240,11 +248,15 @@ func (n *Node) Run(ctx context.Context) error {
 // toward its targets.
 func (n *Node) tick(ctx context.Context) {
 	now := n.clock.Now()
-	if n.lastRecon.IsZero() || now.Sub(n.lastRecon) >= n.cfg.ReconcileInterval || n.eni.NeedsReconcile() {
+	if n.nextRecon.IsZero() || !now.Before(n.nextRecon) || n.eni.NeedsReconcile() {
 		n.reconcile(ctx)
-		if !n.answered.Load() {
-			return
-		}
+	}
+	// Nothing moves before EC2 has been read once: the pool's arithmetic counts the primary ENI and whatever a
+	// previous run attached, which only a reconcile puts in the books. (Letting a failed first reconcile fall
+	// through to the pool made nodes plan one ENI too many, create it and delete it unattached: 642 wasted
+	// creates in a 1,000-node rollout.)
+	if !n.answered.Load() {
+		return
 	}
 	n.sweepOrphans(ctx, now)
 	n.expireCooldowns(ctx)
@@ -257,48 +269,6 @@ func (n *Node) tick(ctx context.Context) {
 		n.syncDatapath(ctx)
 	}
 	n.metrics.refresh()
-}
-
-func (n *Node) reconcile(ctx context.Context) {
-	rep, err := n.eni.Reconcile(ctx)
-	n.metrics.observeReconcile(rep, err)
-	if err != nil {
-		n.log.Warn("reconcile failed", "error", err)
-		if errors.Is(err, eni.ErrUnauthorized) {
-			n.setPoolState("EC2 denies the calls (UnauthorizedOperation): check the node's IAM policy")
-		}
-		// A partial failure (e.g. one GC delete) still leaves the books compared with EC2.
-		if rep.Attached == 0 {
-			n.lastRecon = n.clock.Now().Add(-n.cfg.ReconcileInterval + min(n.cfg.ReconcileInterval, 10*time.Second))
-			return
-		}
-	}
-	n.lastRecon = n.clock.Now()
-	if !n.answered.Swap(true) {
-		n.log.Info("pool ready", "attached", rep.Attached)
-	}
-}
-
-// sweepOrphans runs the cluster-wide sweep for orphaned ENIs when it is due (see Config.OrphanSweepInterval).
-func (n *Node) sweepOrphans(ctx context.Context, now time.Time) {
-	every := n.cfg.OrphanSweepInterval
-	if every <= 0 {
-		return
-	}
-	if n.nextSweep.IsZero() {
-		// Not at once: a rollout's nodes would all sweep in its first seconds.
-		n.nextSweep = now.Add(time.Duration(rand.Int64N(int64(every))))
-		return
-	}
-	if now.Before(n.nextSweep) {
-		return
-	}
-	n.nextSweep = now.Add(every/2 + time.Duration(rand.Int64N(int64(every))))
-	collected, err := n.eni.SweepOrphans(ctx)
-	n.metrics.orphans.Add(float64(len(collected)))
-	if err != nil {
-		n.log.Warn("sweeping orphaned ENIs", "error", err)
-	}
 }
 
 func (n *Node) expireCooldowns(ctx context.Context) {

@@ -70,6 +70,10 @@ func New(api EC2API, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*
 // Rate returns the current local rate of action's bucket (calls per second), after any AIMD cut.
 func (c *Client) Rate(action string) float64 { return c.limiter(action).rate() }
 
+// LastThrottle returns when EC2 last throttled action (bucket name as in Config.Buckets), the zero time if
+// never. Housekeeping reads it to yield to calls that unblock pods while the account's bucket runs dry.
+func (c *Client) LastThrottle(action string) time.Time { return c.limiter(action).lastThrottle() }
+
 func (c *Client) limiter(action string) *limiter {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -324,3 +324,30 @@ func TestCutRateGrowsBackOverTimeOnceThrottlesStop(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestLastThrottleTellsWhenEC2LastThrottledAnAction(t *testing.T) {
+	clk := clock.NewScaled(200)
+	fake := newFakeEC2(clk)
+	const action = "DescribeNetworkInterfaces"
+	c, _ := newTestClient(t, fake, Config{Clock: clk, BackoffBase: 10 * time.Millisecond, MaxAttempts: 10})
+	describe := func() {
+		t.Helper()
+		if _, err := c.DescribeNetworkInterfaces(context.Background(), &ec2.DescribeNetworkInterfacesInput{MaxResults: aws.Int32(5)}); err != nil {
+			t.Fatalf("describing: %v", err)
+		}
+	}
+	describe()
+	if got := c.LastThrottle(action); !got.IsZero() {
+		t.Fatalf("LastThrottle before any throttle = %v, want the zero time", got)
+	}
+	before := clk.Now()
+	fake.fail(action, CodeRequestLimitExceeded, 1)
+	describe()
+	after := clk.Now()
+	if got := c.LastThrottle(action); got.Before(before) || got.After(after) {
+		t.Errorf("LastThrottle = %v, want within the throttled call [%v, %v]", got, before, after)
+	}
+	if got := c.LastThrottle("AttachNetworkInterface"); !got.IsZero() {
+		t.Errorf("LastThrottle of an action never throttled = %v, want the zero time", got)
+	}
+}

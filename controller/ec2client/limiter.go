@@ -239,6 +239,13 @@ func (l *limiter) recoverLocked(now time.Time) {
 	}
 }
 
+// lastThrottle returns the time of the last throttle, zero if none.
+func (l *limiter) lastThrottle() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastCut
+}
+
 // rate returns the current local rate in tokens per second.
 func (l *limiter) rate() float64 {
 	l.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/journal"
 )
 
@@ -253,6 +254,16 @@ func (m *Manager) attachAt(ctx context.Context, rec journal.ENI, idx int) error 
 		DeviceIndex: aws.Int32(int32(idx)), NetworkCardIndex: aws.Int32(0),
 	})
 	if err != nil {
+		if ec2client.IsThrottle(err) {
+			// EC2 refused the call without applying it, so the retry needs no Describe first; under account
+			// pressure that Describe is the call that starves. Should an earlier attempt of the same call
+			// have been applied unheard (the SDK retries transport errors), the retry at the same index gets
+			// a definite "in use" refusal, which sends the node to reconcile: nothing is attached twice.
+			// In memory only: after a crash the replay reads EC2 first, as for any tried attach.
+			m.mu.Lock()
+			m.fresh[rec.OpID] = true
+			m.mu.Unlock()
+		}
 		err = classify(fmt.Sprintf("attaching ENI %s at device index %d", rec.ID, idx), err)
 		if code := ErrorCode(err); code == codeAttachLimit || code == codeInvalidParam || code == codeInUse {
 			// Our count is wrong: something is attached that the books do not know. Reconcile; never loop.

@@ -9,7 +9,8 @@ import (
 	"github.com/eniwire/eniwire/test/ec2sim"
 )
 
-// debugLeak prints what is known of a leaked ENI when FLEET_DEBUG_LEAKS is set (temporary instrumentation).
+// debugLeak prints to stderr what is known of a leaked ENI (its owner, whether the owner runs, the owner's
+// record of its operation) when FLEET_DEBUG_LEAKS is set: the first thing to read when a run reports leaks.
 func (f *fleet) debugLeak(e ec2sim.ENIState) {
 	if os.Getenv("FLEET_DEBUG_LEAKS") == "" {
 		return
@@ -35,8 +36,10 @@ func (f *fleet) debugLeak(e ec2sim.ENIState) {
 		owner, live, e.Tags["eniwire.io/created-at"], f.w.clk.Now().UTC().Format("15:04:05"), op, state)
 }
 
-// startTrace prints, every 10 s of virtual time, the successful and throttled calls of the ENI actions and
-// the settled nodes when FLEET_TRACE is set (temporary instrumentation).
+// startTrace prints to stderr, every 3 s of virtual time, the successful and throttled calls of the ENI actions
+// in that interval and the settled nodes, and for the last few unsettled nodes their ENI states and local rates,
+// when FLEET_TRACE is set: it shows which account bucket is saturated and which sits idle (an idle attach bucket
+// while creates saturate theirs, or a describe bucket starved by housekeeping) and what the tail waits on.
 func (f *fleet) startTrace(ctx context.Context) {
 	if os.Getenv("FLEET_TRACE") == "" {
 		return

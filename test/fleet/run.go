@@ -34,7 +34,7 @@ const (
 type Options struct {
 	// Nodes in the fleet (default 300).
 	Nodes int
-	// Speedup is virtual seconds per wall second (default 20).
+	// Speedup is virtual seconds per wall second (default DefaultSpeedup(Nodes)).
 	Speedup float64
 	// Seed makes the simulator and the scenario's choices reproducible (default 1).
 	Seed int64
@@ -57,7 +57,7 @@ func (o *Options) defaults() {
 		o.Nodes = 300
 	}
 	if o.Speedup <= 0 {
-		o.Speedup = 20
+		o.Speedup = DefaultSpeedup(o.Nodes)
 	}
 	if o.Seed == 0 {
 		o.Seed = 1
@@ -68,6 +68,21 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+}
+
+// DefaultSpeedup is the speed-up a fleet of n nodes runs at by default: 20 up to 300 nodes, 10 up to 600, 5
+// beyond. Every node is a real controller with its own goroutines, SDK client and journal; when the machine
+// cannot keep up with virtual time, timers fire late and virtual time jumps, which shows as a slower
+// convergence than the product's. Measured on 2 CPUs: 1,000 nodes at 20 are CPU-starved, at 5 they are not
+// (a 1,000-node rollout then takes about 2.5 min of wall time); 300 nodes at 10 or 20 agree.
+func DefaultSpeedup(n int) float64 {
+	switch {
+	case n <= 300:
+		return 20
+	case n <= 600:
+		return 10
+	}
+	return 5
 }
 
 // slot is one node of the fleet: its instance and the member playing it.

@@ -1,6 +1,11 @@
 // Command fleet runs the fleet simulation: N node controllers against one simulated EC2 account with AWS's
 // throttling, per scenario, for eniwire and the seed's legacy strategy, and prints a table and JSON lines. It
 // exits 1 when eniwire misses a target.
+//
+// Diagnostics, on stderr: FLEET_TRACE=1 prints every 3 virtual seconds the calls that succeeded and were
+// throttled per ENI action and the settled nodes (and the state of the last unsettled ones); FLEET_DEBUG_LEAKS=1
+// prints each leaked ENI with its owner and the owner's record of it. The default -speedup depends on -nodes
+// (fleet.DefaultSpeedup): a machine too slow for the speed-up makes virtual time jump.
 package main
 
 import (
@@ -19,7 +24,8 @@ func main() {
 	nodes := flag.Int("nodes", 300, "nodes in the fleet")
 	scenarios := flag.String("scenarios", "rollout,churn,chaos", "scenarios to run, comma-separated")
 	strategies := flag.String("strategies", "eniwire,legacy", "strategies to run, comma-separated")
-	speedup := flag.Float64("speedup", 20, "virtual seconds per wall second")
+	speedup := flag.Float64("speedup", 0, "virtual seconds per wall second (0: 20 up to 300 nodes, 10 up to 600, 5 beyond; "+
+		"too high for the machine's CPUs makes virtual time jump and the fleet look slower than it is)")
 	seed := flag.Int64("seed", 1, "seed of the simulator and the scenarios")
 	maxAttempts := flag.Int("ec2-max-attempts", 0, "eniwire EC2 client attempts per call under throttling (0: the product default)")
 	jsonOnly := flag.Bool("json", false, "print only the JSON lines")
