@@ -112,7 +112,8 @@ func run() error {
 	node, err := controller.New(controller.Config{
 		StateDir: s.stateDir, Cluster: s.cluster, WarmENITarget: s.warmENI, WarmIPTarget: s.warmIP,
 		MinimumIPTarget: s.minIP, MaxENI: s.maxENI, MaxPods: s.maxPods, Cooldown: s.cooldown,
-		ReconcileInterval: s.reconcile, PoolInterval: s.poolInterval, ReleaseDelay: s.releaseDelay,
+		ReconcileInterval: s.reconcile, MaxReconcileInterval: s.maxReconcile,
+		OrphanSweepInterval: s.orphanSweep, PoolInterval: s.poolInterval, ReleaseDelay: s.releaseDelay,
 		GCGrace: s.gcGrace, StartJitter: s.jitter, JournalSync: s.journalSync,
 	}, controller.Deps{
 		EC2: api, IMDS: imds, Node: info, Clock: clk, Registerer: reg, Logger: log,

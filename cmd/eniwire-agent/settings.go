@@ -16,7 +16,8 @@ import (
 type settings struct {
 	stateDir, socket, metricsAddr, cluster, logLevel, logFormat, region, datapath string
 	warmENI, warmIP, minIP, maxENI, maxPods                                       int
-	cooldown, reconcile, poolInterval, releaseDelay, gcGrace, jitter              time.Duration
+	cooldown, reconcile, maxReconcile, orphanSweep, poolInterval, releaseDelay    time.Duration
+	gcGrace, jitter                                                               time.Duration
 	clockFactor                                                                   float64
 	journalSync                                                                   journal.SyncPolicy
 
@@ -42,6 +43,8 @@ var table = []setting{
 	{"max-pods", "MAX_PODS", "0", "pods the node runs at most; the pool never holds more IPs (0: ENIs x (IPs per ENI - 1) + 2)"},
 	{"ip-cooldown-period", "IP_COOLDOWN_PERIOD", "120s", "time a released IP stays out of use (seconds or a duration)"},
 	{"reconcile-interval", "ENIWIRE_RECONCILE_INTERVAL", "60s", "time between reconciles with EC2"},
+	{"max-reconcile-interval", "ENIWIRE_MAX_RECONCILE_INTERVAL", "10m", "while EC2 throttles this node's describes, the reconcile interval stretches up to this"},
+	{"orphan-sweep-interval", "ENIWIRE_ORPHAN_SWEEP_INTERVAL", "5m", "mean time between this node's sweeps for the cluster's ENIs whose owner instance is gone"},
 	{"pool-interval", "ENIWIRE_POOL_INTERVAL", "5s", "time between pool checks when nothing wakes the pool manager"},
 	{"release-delay", "ENIWIRE_RELEASE_DELAY", "60s", "hysteresis: surplus must last this long before IPs or ENIs are released"},
 	{"gc-grace", "ENIWIRE_GC_GRACE", "5m", "our available ENIs younger than this are not collected"},
@@ -107,7 +110,8 @@ func parseSettings(args []string) (*settings, error) {
 		logLevel: str("log-level"), logFormat: str("log-format"), region: str("region"), datapath: str("datapath"),
 		warmENI: num("warm-eni-target"), warmIP: num("warm-ip-target"), minIP: num("minimum-ip-target"),
 		maxENI: num("max-eni"), maxPods: num("max-pods"),
-		cooldown: dur("ip-cooldown-period"), reconcile: dur("reconcile-interval"), poolInterval: dur("pool-interval"),
+		cooldown: dur("ip-cooldown-period"), reconcile: dur("reconcile-interval"), maxReconcile: dur("max-reconcile-interval"),
+		orphanSweep: dur("orphan-sweep-interval"), poolInterval: dur("pool-interval"),
 		releaseDelay: dur("release-delay"), gcGrace: dur("gc-grace"), jitter: dur("start-jitter"), clockFactor: factor,
 		pinRoot: str("bpf-pin-root"), serviceCIDRs: str("service-cidrs"), externalSNAT: str("external-snat"),
 		excludeSNAT: str("exclude-snat-cidrs"), randomizeSNAT: str("randomize-snat"), eniMTU: num("eni-mtu"),
