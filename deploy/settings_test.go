@@ -112,10 +112,10 @@ func TestTheDeploymentSetsExactlyTheAgentsSettingsWithTheirDefaults(t *testing.T
 	}
 }
 
-// The settings table in the agent's README names exactly the agent's settings, so the docs cannot drift.
-func TestTheAgentREADMEListsEverySetting(t *testing.T) {
+// The settings table in the README names exactly the agent's settings, so the docs cannot drift.
+func TestTheREADMEListsEverySetting(t *testing.T) {
 	want := agentSettings(t)
-	raw, err := os.ReadFile(filepath.Join("..", "cmd", "eniwire-agent", "README.md"))
+	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +125,7 @@ func TestTheAgentREADMEListsEverySetting(t *testing.T) {
 	}
 	missing, extra := diffSets(want, got)
 	if len(missing) > 0 || len(extra) > 0 {
-		t.Fatalf("cmd/eniwire-agent/README.md: missing %v, not read by the agent %v", missing, extra)
+		t.Fatalf("README.md: missing %v, not read by the agent %v", missing, extra)
 	}
 }
 
