@@ -19,8 +19,8 @@ import (
 type Backend int
 
 const (
-	// BackendAuto picks iptables when the node's iptables is the legacy one (the node uses it and nft
-	// tables would be invisible to its tooling), nftables otherwise.
+	// BackendAuto picks iptables when the node's iptables is the legacy one and its binary is on PATH
+	// (the node uses it and nft tables would be invisible to its tooling), nftables otherwise.
 	BackendAuto Backend = iota
 	BackendNFTables
 	BackendIPTables
@@ -93,7 +93,7 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		if !cfg.PrimaryIP.Is4() {
 			return nil, fmt.Errorf("%w: primary IP %q is not IPv4", ErrInvalidConfig, cfg.PrimaryIP)
 		}
-		if cfg.PrimaryInterface == "" || strings.ContainsAny(cfg.PrimaryInterface, "\" \n") {
+		if cfg.PrimaryInterface == "" || len(cfg.PrimaryInterface) >= ifNameSize || strings.ContainsAny(cfg.PrimaryInterface, "\" \n") {
 			return nil, fmt.Errorf("%w: primary interface %q", ErrInvalidConfig, cfg.PrimaryInterface)
 		}
 		for _, p := range cfg.ExcludeCIDRs {
@@ -121,7 +121,7 @@ func (m *Manager) Apply(ctx context.Context) error {
 	var err error
 	switch m.backend {
 	case BackendNFTables:
-		err = applyNFT(ctx, m.cfg)
+		err = applyNFT(m.cfg)
 	case BackendIPTables:
 		err = applyIPTables(ctx, m.cfg)
 	default:
@@ -137,10 +137,9 @@ func (m *Manager) Apply(ctx context.Context) error {
 // Remove deletes everything this package owns, with either backend (a node may have switched). Nothing
 // to remove is not an error.
 func (m *Manager) Remove(ctx context.Context) error {
-	var errs []error
-	if _, err := exec.LookPath("nft"); err == nil {
-		errs = append(errs, removeNFT(ctx))
-	}
+	// The nftables table goes over netlink, with or without an nft binary; the iptables chain needs the
+	// binary, and a node without it has no iptables chain of ours.
+	errs := []error{removeNFT()}
 	if _, err := exec.LookPath("iptables"); err == nil {
 		errs = append(errs, removeIPTables(ctx))
 	}
@@ -156,10 +155,7 @@ func detectBackend(ctx context.Context) Backend {
 	if err == nil && bytes.Contains(out, []byte("legacy")) {
 		return BackendIPTables
 	}
-	if _, err := exec.LookPath("nft"); err == nil {
-		return BackendNFTables
-	}
-	return BackendIPTables
+	return BackendNFTables
 }
 
 // run executes a netfilter tool, feeding stdin, and folds its stderr into the error.
