@@ -151,7 +151,7 @@ func (f *fleet) churn(ctx context.Context) (Result, error) {
 			return res, err
 		}
 	}
-	warmUntil := f.now() + f.deadline(60)
+	warmUntil := f.now() + f.deadline(f.onePerNodeSeconds())
 	f.waitAllSettled(ctx, warmUntil, "warm-up")
 	d := newPodDriver(f)
 	end := f.now() + f.opts.ChurnDuration
@@ -173,7 +173,7 @@ func (f *fleet) churn(ctx context.Context) (Result, error) {
 		sleepCtx(ctx, f.w.clk, podTick)
 	}
 	d.releaseAll(ctx)
-	res.Converged = f.waitAllSettled(ctx, f.now()+f.deadline(60), "settling")
+	res.Converged = f.waitAllSettled(ctx, f.now()+f.deadline(f.onePerNodeSeconds()), "settling")
 	res.ConvergeSeconds = -1
 	if res.Converged {
 		res.ConvergeSeconds = f.now().Seconds()
@@ -182,6 +182,10 @@ func (f *fleet) churn(ctx context.Context) (Result, error) {
 	res.VirtualSeconds = f.now().Seconds()
 	return res, nil
 }
+
+// onePerNodeSeconds is the least time AWS's mutating buckets (5 calls/s) need for one call per node: warming
+// one ENI per node, or releasing one, cannot be faster, so the waits of churn scale with it (at least 60 s).
+func (f *fleet) onePerNodeSeconds() float64 { return max(60, float64(f.opts.Nodes)/5) }
 
 // churnNodeEvery is how often one node leaves and a new one joins during churn.
 const churnNodeEvery = 10 * time.Second
