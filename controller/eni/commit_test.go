@@ -16,6 +16,7 @@ import (
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/internal/clock"
 	"github.com/eniwire/eniwire/test/ec2sim"
+	"github.com/eniwire/eniwire/test/simworld"
 )
 
 // books is the controller's side of the Manager in these tests: the state under a lock, saved to a real
@@ -47,7 +48,7 @@ func (b *books) View(fn func(st *journal.State)) {
 type rig struct {
 	sim   *ec2sim.Sim
 	inst  ec2sim.Instance
-	clk   *clock.Scaled
+	clk   clock.Clock
 	books *books
 	dir   string
 	api   *ec2.Client
@@ -56,22 +57,8 @@ type rig struct {
 
 func newRig(t *testing.T, itype string) *rig {
 	t.Helper()
-	clk := clock.NewScaled(1000)
-	cfg := ec2sim.DefaultConfig()
-	cfg.Clock = clk
-	cfg.Throttling = false
-	sim := ec2sim.New(cfg)
-	if err := sim.AddVPC("vpc-1", "10.0.0.0/16"); err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.AddSubnet(ec2sim.SubnetSpec{ID: "subnet-1", VPCID: "vpc-1", CIDR: "10.0.0.0/20", AZ: "us-west-2a"}); err != nil {
-		t.Fatal(err)
-	}
-	inst, err := sim.AddInstance(ec2sim.InstanceSpec{Type: itype, SubnetID: "subnet-1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := ec2sim.StartTest(t, sim)
+	w := simworld.New(t, simworld.Options{Type: itype, Factor: 1000, NoThrottling: true})
+	sim, inst, clk, srv := w.Sim, w.Instance, w.Clock, w.Server
 	// No SDK retries: each Advance is exactly the calls the commit makes.
 	api := srv.EC2Client(t, func(o *ec2.Options) { o.Retryer = aws.NopRetryer{} })
 	dir := t.TempDir()
