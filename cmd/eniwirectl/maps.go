@@ -69,31 +69,45 @@ func runMaps(o options, out io.Writer) error {
 }
 
 func printMaps(out io.Writer, v *mapsView) error {
-	tw := table(out)
-	fmt.Fprintln(tw, "POD IP\tHOST IFINDEX\tENI IFINDEX\tFLAGS")
+	var pods, enis, routes, counters [][]any
 	for _, p := range v.Pods {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%#x\n", p.IP, p.HostIfindex, p.ENIIfindex, p.Flags)
+		pods = append(pods, []any{p.IP, p.HostIfindex, p.ENIIfindex, fmt.Sprintf("%#x", p.Flags)})
 	}
-	tw.Flush()
-	fmt.Fprintln(out)
-	tw = table(out)
-	fmt.Fprintln(tw, "ENI IFINDEX\tMAC\tGATEWAY\tSUBNET")
 	for _, e := range v.ENIs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", e.Ifindex, e.MAC, e.Gateway, e.Subnet)
+		enis = append(enis, []any{e.Ifindex, e.MAC, e.Gateway, e.Subnet})
 	}
-	tw.Flush()
-	fmt.Fprintln(out)
-	tw = table(out)
-	fmt.Fprintln(tw, "ROUTE\tKIND")
 	for _, r := range v.Routes {
-		fmt.Fprintf(tw, "%s\t%s\n", r.Prefix, r.Kind)
+		routes = append(routes, []any{r.Prefix, r.Kind})
 	}
-	tw.Flush()
-	fmt.Fprintln(out)
-	tw = table(out)
-	fmt.Fprintln(tw, "PROGRAM\tVERDICT\tPACKETS\tBYTES")
 	for _, c := range v.Counters {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\n", c.Program, c.Verdict, c.Packets, c.Bytes)
+		counters = append(counters, []any{c.Program, c.Verdict, c.Packets, c.Bytes})
 	}
-	return tw.Flush()
+	for i, t := range []struct {
+		header string
+		rows   [][]any
+	}{
+		{"POD IP\tHOST IFINDEX\tENI IFINDEX\tFLAGS", pods},
+		{"ENI IFINDEX\tMAC\tGATEWAY\tSUBNET", enis},
+		{"ROUTE\tKIND", routes},
+		{"PROGRAM\tVERDICT\tPACKETS\tBYTES", counters},
+	} {
+		if i > 0 {
+			fmt.Fprintln(out)
+		}
+		tw := table(out)
+		fmt.Fprintln(tw, t.header)
+		for _, row := range t.rows {
+			for j, cell := range row {
+				if j > 0 {
+					fmt.Fprint(tw, "\t")
+				}
+				fmt.Fprint(tw, cell)
+			}
+			fmt.Fprintln(tw)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -41,34 +41,12 @@ func Handler(c Controller, log *slog.Logger) http.Handler {
 		log = slog.New(slog.DiscardHandler)
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+api.PathAssign, func(w http.ResponseWriter, r *http.Request) {
-		var req api.AssignRequest
-		if decode(w, r, &req) {
-			out, err := c.Assign(r.Context(), req)
-			reply(w, log, out, err)
-		}
-	})
-	mux.HandleFunc("POST "+api.PathRelease, func(w http.ResponseWriter, r *http.Request) {
-		var req api.ReleaseRequest
-		if decode(w, r, &req) {
-			out, err := c.Release(r.Context(), req)
-			reply(w, log, out, err)
-		}
-	})
-	mux.HandleFunc("POST "+api.PathCheck, func(w http.ResponseWriter, r *http.Request) {
-		var req api.CheckRequest
-		if decode(w, r, &req) {
-			out, err := c.Check(r.Context(), req)
-			reply(w, log, out, err)
-		}
-	})
-	mux.HandleFunc("POST "+api.PathGC, func(w http.ResponseWriter, r *http.Request) {
-		var req api.GCRequest
-		if decode(w, r, &req) {
-			out, err := c.GC(r.Context(), req.Valid)
-			reply(w, log, out, err)
-		}
-	})
+	mux.HandleFunc("POST "+api.PathAssign, post(log, c.Assign))
+	mux.HandleFunc("POST "+api.PathRelease, post(log, c.Release))
+	mux.HandleFunc("POST "+api.PathCheck, post(log, c.Check))
+	mux.HandleFunc("POST "+api.PathGC, post(log, func(ctx context.Context, req api.GCRequest) (*api.GCResponse, error) {
+		return c.GC(ctx, req.Valid)
+	}))
 	mux.HandleFunc("GET "+api.PathAssignments, func(w http.ResponseWriter, r *http.Request) {
 		reply(w, log, c.Assignments(), nil)
 	})
@@ -79,6 +57,17 @@ func Handler(c Controller, log *slog.Logger) http.Handler {
 		writeError(w, http.StatusNotFound, &api.Error{Code: api.CodeBadRequest, Message: "no endpoint " + r.Method + " " + r.URL.Path})
 	})
 	return mux
+}
+
+// post serves a JSON request with call: a malformed body is a bad request, call's error becomes the API error.
+func post[Req, Resp any](log *slog.Logger, call func(context.Context, Req) (Resp, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req Req
+		if decode(w, r, &req) {
+			out, err := call(r.Context(), req)
+			reply(w, log, out, err)
+		}
+	}
 }
 
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
