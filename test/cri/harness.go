@@ -4,10 +4,7 @@
 package cri
 
 import (
-	"archive/tar"
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -18,6 +15,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/eniwire/eniwire/test/ociimage"
 )
 
 // PauseImage is the name the pause image is imported under and containerd's sandbox_image.
@@ -150,60 +149,16 @@ func (c *Containerd) ImportPause(t testing.TB) {
 		t.Fatalf("building pause: %v\n%s", err, out)
 	}
 	tarball := filepath.Join(dir, "pause.tar")
-	if err := writeImage(bin, tarball); err != nil {
+	pause, err := ociimage.FromBinary(bin, "/pause")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (ociimage.Image{Tags: []string{PauseImage}, Files: []ociimage.File{pause}, Entrypoint: []string{"/pause"}}).WriteArchive(tarball); err != nil {
 		t.Fatalf("packing pause image: %v", err)
 	}
 	if out, err := c.Ctr("images", "import", tarball); err != nil {
 		t.Fatalf("importing pause image: %v\n%s", err, out)
 	}
-}
-
-// writeImage writes a docker-save tarball: the layer tar holding /pause, its config and manifest.json.
-func writeImage(bin, path string) error {
-	exe, err := os.ReadFile(bin)
-	if err != nil {
-		return err
-	}
-	var layer bytes.Buffer
-	lw := tar.NewWriter(&layer)
-	if err := lw.WriteHeader(&tar.Header{Name: "pause", Mode: 0o755, Size: int64(len(exe)), ModTime: time.Unix(0, 0)}); err != nil {
-		return err
-	}
-	if _, err := lw.Write(exe); err != nil {
-		return err
-	}
-	if err := lw.Close(); err != nil {
-		return err
-	}
-	diffID := sha256.Sum256(layer.Bytes())
-	config, _ := json.Marshal(map[string]any{
-		"architecture": "amd64", "os": "linux",
-		"config": map[string]any{"Entrypoint": []string{"/pause"}},
-		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + hex.EncodeToString(diffID[:])}},
-	})
-	configSum := sha256.Sum256(config)
-	configName := hex.EncodeToString(configSum[:]) + ".json"
-	manifest, _ := json.Marshal([]map[string]any{{
-		"Config": configName, "RepoTags": []string{PauseImage}, "Layers": []string{"layer.tar"},
-	}})
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	tw := tar.NewWriter(f)
-	for _, e := range []struct {
-		name string
-		data []byte
-	}{{"layer.tar", layer.Bytes()}, {configName, config}, {"manifest.json", manifest}} {
-		if err := tw.WriteHeader(&tar.Header{Name: e.name, Mode: 0o644, Size: int64(len(e.data)), ModTime: time.Unix(0, 0)}); err != nil {
-			return err
-		}
-		if _, err := tw.Write(e.data); err != nil {
-			return err
-		}
-	}
-	return tw.Close()
 }
 
 // Sandbox is a pod sandbox crictl ran.

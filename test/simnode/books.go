@@ -45,10 +45,11 @@ func (n *Node) CompareBooks(ctx context.Context) (Books, error) {
 	if err != nil {
 		return Books{}, err
 	}
-	return compareBooks(n.Instance.ID, st.ENIs, n.Sim.Snapshot().ENIs), nil
+	return LineUpBooks(n.Instance.ID, st.ENIs, n.Sim.Snapshot().ENIs), nil
 }
 
-func compareBooks(instanceID string, agent []api.ENIStatus, ec2 []ec2sim.ENIState) Books {
+// LineUpBooks lines up the agent's ENIs (its status) with EC2's ENIs of the instance.
+func LineUpBooks(instanceID string, agent []api.ENIStatus, ec2 []ec2sim.ENIState) Books {
 	rows := map[string]*BookRow{}
 	row := func(id string) *BookRow {
 		if rows[id] == nil {

@@ -39,7 +39,7 @@ func TestCompareBooksNamesLeakedAndLostENIs(t *testing.T) {
 			[]ec2sim.ENIState{attached("eni-p", 0, nil), {ID: "eni-x", Status: "available", Tags: map[string]string{eni.TagOwner: "i-2"}}}, nil, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			b := compareBooks(inst, c.agent, c.ec2)
+			b := LineUpBooks(inst, c.agent, c.ec2)
 			if !slices.Equal(b.Leaked, c.leaked) || !slices.Equal(b.Lost, c.lost) {
 				t.Errorf("leaked %v lost %v, want %v and %v", b.Leaked, b.Lost, c.leaked, c.lost)
 			}
