@@ -26,8 +26,33 @@ func loadSpec(cfg Config) (*ebpf.CollectionSpec, error) {
 	if err := spec.Variables[bpf.EniwireVarSnatEnabled].Set(snat); err != nil {
 		return nil, fmt.Errorf("setting snat_enabled: %w", err)
 	}
+	// Per-pod counters: one entry per pod the node can run, allocated as pods appear.
+	spec.Maps[bpf.EniwireMapPodStats].MaxEntries = uint32(cfg.MaxPods)
 	return spec, nil
 }
+
+// retiredMaps are maps earlier versions pinned and this one no longer has: unpinned once the links have
+// moved to the new programs, and by Uninstall.
+var retiredMaps = []string{"host_flows"}
+
+// unpinRetiredMaps removes the pins of retiredMaps; the maps live on while an old program still uses them.
+func unpinRetiredMaps(pinRoot string, log *slog.Logger) error {
+	for _, name := range retiredMaps {
+		pin := filepath.Join(pinRoot, mapsDir, name)
+		err := os.Remove(pin)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("unpinning retired map %s: %w", pin, err)
+		}
+		log.Info("unpinned a map this version no longer uses", "map", name)
+	}
+	return nil
+}
+
+// errNoConntrackKfuncs explains a load that failed for want of the conntrack kfuncs.
+var errNoConntrackKfuncs = errors.New("the kernel lacks the conntrack kfuncs bpf_skb_ct_lookup/bpf_ct_release (Linux 5.18 or later, nf_conntrack built in or loaded)")
 
 // loadObjects loads the programs, reusing the maps pinned under pinRoot/maps and pinning those that are
 // new. A pinned map whose type, sizes or flags changed is reported as a *MapIncompatibleError, or
@@ -49,6 +74,9 @@ func loadObjects(spec *ebpf.CollectionSpec, pinRoot string, migrate bool, log *s
 	var objs bpf.EniwireObjects
 	opts := &ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}}
 	if err := spec.LoadAndAssign(&objs, opts); err != nil {
+		if errors.Is(err, ebpf.ErrNotSupported) && strings.Contains(err.Error(), "kfunc") {
+			return nil, fmt.Errorf("loading programs: %w: %w", errNoConntrackKfuncs, err)
+		}
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("loading programs: %+v", ve)

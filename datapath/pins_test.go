@@ -57,6 +57,7 @@ func TestBpftoolDumpsPinnedMapsReadably(t *testing.T) {
 			addr("10.0.1.21"): {vethPod1, eniA},
 			addr("10.0.2.22"): {vethPod2, eniB},
 			addr("10.0.3.23"): {vethPodNoEN, 99},
+			addr("10.0.1.24"): {vethGone, eniA},
 		}
 		if len(got) != len(want) {
 			t.Fatalf("bpftool shows %d pods, want %d: %v", len(got), len(want), got)
@@ -201,12 +202,12 @@ func TestCollectorExportsCounters(t *testing.T) {
 	putTestState(t, d)
 	spoof := frame(addr("10.0.1.99"), addr("10.0.9.9"), protoUDP, 1, 2)
 	for range 3 {
-		if _, err := d.objs.FromPod.Run(&ebpf.RunOptions{Data: spoof}); err != nil {
+		if _, err := d.objs.EniwFromPod.Run(&ebpf.RunOptions{Data: spoof}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A pod's own packet must arrive on its veth (vethPod1) to get past the anti-spoofing check.
-	if _, err := runOn(runNS(t, vethPod1), d.objs.FromPod, vethPod1, frame(addr("10.0.1.21"), addr("10.0.9.9"), protoUDP, 1, 2)); err != nil {
+	if _, err := runOn(runNS(t, vethPod1), d.objs.EniwFromPod, vethPod1, frame(addr("10.0.1.21"), addr("10.0.9.9"), protoUDP, 1, 2)); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewPedanticRegistry()
