@@ -60,9 +60,11 @@ type Config struct {
 	SNAT bool
 	// Attach chooses tcx or clsact; AttachAuto prefers tcx.
 	Attach AttachMode
-	// MigrateMaps allows Open to replace a pinned map whose layout no longer matches the programs. The
-	// old map's entries are lost; the caller must rewrite them (the agent does, from its persisted state).
-	// Without it, Open returns a *MapIncompatibleError.
+	// MigrateMaps allows Open to replace a pinned map that no longer matches the programs (type, sizes,
+	// flags, or the layout its BTF describes). When only its size or flags changed, its entries are
+	// carried over before any link moves to the new programs; when its layout changed, it starts empty
+	// and the caller must rewrite it (the agent does, from its persisted state); per-CPU statistics
+	// start from zero. Without it, Open returns a *MapIncompatibleError.
 	MigrateMaps bool
 	// Logger receives one line per state change; slog.Default() when nil.
 	Logger *slog.Logger

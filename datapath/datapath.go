@@ -28,10 +28,10 @@ type Datapath struct {
 	mode AttachMode // resolved after the first attach when AttachAuto
 }
 
-// Open loads the programs, reusing the maps and links pinned under cfg.PinRoot by an earlier agent (links
-// move to the new programs in place), writes the route table from cfg, and prunes links of vanished
-// interfaces. It returns a *MapIncompatibleError when a pinned map's layout changed and cfg.MigrateMaps
-// is off.
+// Open loads the programs, reusing the maps and links pinned under cfg.PinRoot by an earlier agent,
+// writes the route table from cfg, then moves the links to the new programs in place and prunes links of
+// vanished interfaces. It returns a *MapIncompatibleError when a pinned map's type, sizes, flags or BTF
+// layout changed and cfg.MigrateMaps is off.
 func Open(cfg Config) (*Datapath, error) {
 	cfg = cfg.withDefaults()
 	spec, err := loadSpec(cfg)
@@ -49,18 +49,20 @@ func Open(cfg Config) (*Datapath, error) {
 		objs:   objs,
 		mode:   cfg.Attach,
 	}
-	if err := d.adopt(); err != nil {
+	// Every map is filled (entries carried over, routes written) before an attachment moves to the new
+	// programs: no packet meets an empty map.
+	if err := d.SetRoutes(cfg.VPCCIDRs, hostRoutes(cfg)); err != nil {
 		d.Close()
 		return nil, err
 	}
-	if err := unpinRetiredMaps(cfg.PinRoot, cfg.Logger); err != nil {
+	if err := d.adopt(); err != nil {
 		d.Close()
 		return nil, err
 	}
 	if cfg.Attach != AttachAuto {
 		d.mode = cfg.Attach
 	}
-	if err := d.SetRoutes(cfg.VPCCIDRs, hostRoutes(cfg)); err != nil {
+	if err := unpinRetiredMaps(cfg.PinRoot, cfg.Logger); err != nil {
 		d.Close()
 		return nil, err
 	}
