@@ -132,25 +132,54 @@ static __always_inline int from_pod_non_ipv4(struct __sk_buff *skb)
 	return TC_ACT_UNSPEC;
 }
 
+/* The verdicts a program counts a fast-path packet under: delivered, or why it detoured to the host. */
+struct fast_verdicts {
+	enum verdict delivered, host_flow, ttl, too_big;
+};
+
+#define FROM_POD_DETOURS .host_flow = VERDICT_FROM_POD_HOST_FLOW, .ttl = VERDICT_FROM_POD_TTL, .too_big = VERDICT_FROM_POD_TOO_BIG
+static const struct fast_verdicts from_pod_to_peer = {.delivered = VERDICT_FROM_POD_TO_PEER, FROM_POD_DETOURS};
+static const struct fast_verdicts from_pod_out_eni = {.delivered = VERDICT_FROM_POD_OUT_ENI, FROM_POD_DETOURS};
+static const struct fast_verdicts to_pod_to_peer = {
+	.delivered = VERDICT_TO_POD_TO_PEER,
+	.host_flow = VERDICT_TO_POD_HOST_FLOW,
+	.ttl = VERDICT_TO_POD_TTL,
+	.too_big = VERDICT_TO_POD_TOO_BIG,
+};
+
 /* take_detour counts a packet that may not take the fast path under its program's verdict for the reason,
  * and passes it to the host, or drops it when its target is gone. */
-static __always_inline int take_detour(enum detour d, enum verdict host_flow, enum verdict ttl, enum verdict too_big,
-				       __u32 len)
+static __always_inline int take_detour(enum detour d, struct fast_verdicts v, __u32 len)
 {
 	switch (d) {
 	case DETOUR_HOST_FLOW:
-		count(host_flow, len);
+		count(v.host_flow, len);
 		return TC_ACT_UNSPEC;
 	case DETOUR_TTL:
-		count(ttl, len);
+		count(v.ttl, len);
 		return TC_ACT_UNSPEC;
 	case DETOUR_TOO_BIG:
-		count(too_big, len);
+		count(v.too_big, len);
 		return TC_ACT_UNSPEC;
 	default:
 		count(VERDICT_REDIRECT_FAILED, len);
 		return TC_ACT_SHOT;
 	}
+}
+
+/* into_pod delivers a packet into the pod dst behind host veth host_ifindex (redirect_peer), as a router
+ * hop, unless it must detour. */
+static __always_inline int into_pod(struct __sk_buff *skb, struct packet *p, struct ip_addr *dst, __u32 host_ifindex,
+				    struct fast_verdicts v)
+{
+	enum detour d = detour_of(skb, p, host_ifindex);
+	if (d != DETOUR_NONE)
+		return take_detour(d, v, p->len);
+	decrement_ttl(skb);
+	long rc = bpf_redirect_peer(host_ifindex, 0);
+	if (rc == TC_ACT_REDIRECT)
+		count_pod(dst, p->len, 1);
+	return finish_redirect(rc, v.delivered, p->len);
 }
 
 /* Attach point: tc ingress (tcx, or clsact + cls_bpf) of each pod's host veth: every packet a pod sends. */
@@ -183,17 +212,8 @@ int eniw_from_pod(struct __sk_buff *skb)
 
 	ip_addr_from_v4(&dst, p.daddr);
 	struct pod_value *peer = bpf_map_lookup_elem(&pods, &dst);
-	if (peer && peer->host_ifindex) {
-		__u32 peer_ifindex = peer->host_ifindex;
-		enum detour d = detour_of(skb, &p, peer_ifindex);
-		if (d != DETOUR_NONE)
-			return take_detour(d, VERDICT_FROM_POD_HOST_FLOW, VERDICT_FROM_POD_TTL, VERDICT_FROM_POD_TOO_BIG, p.len);
-		decrement_ttl(skb);
-		long rc = bpf_redirect_peer(peer_ifindex, 0);
-		if (rc == TC_ACT_REDIRECT)
-			count_pod(&dst, p.len, 1);
-		return finish_redirect(rc, VERDICT_FROM_POD_TO_PEER, p.len);
-	}
+	if (peer && peer->host_ifindex)
+		return into_pod(skb, &p, &dst, peer->host_ifindex, from_pod_to_peer);
 
 	struct route_key rk = {.prefixlen = 128, .dst = dst};
 	struct route_value *route = bpf_map_lookup_elem(&routes, &rk);
@@ -207,7 +227,7 @@ int eniw_from_pod(struct __sk_buff *skb)
 		}
 		enum detour d = detour_of(skb, &p, eni_ifindex);
 		if (d != DETOUR_NONE)
-			return take_detour(d, VERDICT_FROM_POD_HOST_FLOW, VERDICT_FROM_POD_TTL, VERDICT_FROM_POD_TOO_BIG, p.len);
+			return take_detour(d, from_pod_out_eni, p.len);
 		decrement_ttl(skb);
 		return finish_redirect(redirect_neigh_eni(eni_ifindex, eni), VERDICT_FROM_POD_OUT_ENI, p.len);
 	}
@@ -270,17 +290,9 @@ int eniw_to_pod(struct __sk_buff *skb)
 		count(VERDICT_TO_POD_PASS, p.len);
 		return TC_ACT_UNSPEC;
 	}
-	__u32 host_ifindex = pod->host_ifindex;
 	/* A reply to a flow the host translated (Service DNAT to a VPC host), or a packet of one it delivers
-	 * (NodePort, hostPort): the host un-NATs it and keeps conntrack whole. */
-	enum detour d = detour_of(skb, &p, host_ifindex);
-	if (d != DETOUR_NONE)
-		return take_detour(d, VERDICT_TO_POD_HOST_FLOW, VERDICT_TO_POD_TTL, VERDICT_TO_POD_TOO_BIG, p.len);
-	decrement_ttl(skb);
-	long rc = bpf_redirect_peer(host_ifindex, 0);
-	if (rc == TC_ACT_REDIRECT)
-		count_pod(&dst, p.len, 1);
-	return finish_redirect(rc, VERDICT_TO_POD_TO_PEER, p.len);
+	 * (NodePort, hostPort), detours: the host un-NATs it and keeps conntrack whole. */
+	return into_pod(skb, &p, &dst, pod->host_ifindex, to_pod_to_peer);
 }
 
 char __license[] SEC("license") = "GPL";

@@ -48,15 +48,8 @@ func TestKubeProxyNftablesFlowsStayWhole(t *testing.T) {
 }
 
 func testKubeProxyFlows(t *testing.T, rules func(t *testing.T, f *fabric)) {
-	root := testPinRoot(t)
 	f := newFabric(t)
-	cfg := f.config(root, AttachAuto)
-	d := f.open(t, cfg)
-	t.Cleanup(func() {
-		_ = d.Close()
-		_ = f.node.Do(func(ns.NetNS) error { return Uninstall(root) })
-	})
-	f.wire(t, d)
+	d := f.start(t, AttachAuto)
 	serveTCPEcho(t, f.pod2, kpPod2TCP)
 	serveUDPEcho(t, f.pod2, kpPod2UDP)
 	rules(t, f)

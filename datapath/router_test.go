@@ -18,14 +18,8 @@ import (
 // the pod gets that answer.
 func TestTracerouteFromAPodShowsTheNode(t *testing.T) {
 	t.Parallel()
-	root := testPinRoot(t)
 	f := newFabric(t)
-	d := f.open(t, f.config(root, AttachAuto))
-	t.Cleanup(func() {
-		_ = d.Close()
-		_ = f.node.Do(func(ns.NetNS) error { return Uninstall(root) })
-	})
-	f.wire(t, d)
+	d := f.start(t, AttachAuto)
 	// A node routes the VPC (its default route); the fabric's node does not until told.
 	f.nodeDo(t, "routing the VPC host", func() error {
 		return netlink.RouteAdd(&netlink.Route{Dst: hostNet(vpcHost), Gw: gw1.AsSlice(), LinkIndex: f.eni1})
@@ -35,7 +29,7 @@ func TestTracerouteFromAPodShowsTheNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if nodeIPs := f.config(root, AttachAuto).NodeIPs; !slices.Contains(nodeIPs, from) {
+	if nodeIPs := f.config("", AttachAuto).NodeIPs; !slices.Contains(nodeIPs, from) {
 		t.Errorf("time exceeded came from %s, want one of the node's addresses %v", from, nodeIPs)
 	}
 	waitCounter(t, d.Reader, VerdictFromPodTTL, before+1)
