@@ -9,6 +9,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/eniwire/eniwire/bpf"
+	"github.com/eniwire/eniwire/internal/progbench"
 )
 
 // BenchmarkFromPod measures from_pod's per-packet cost (BPF_PROG_TEST_RUN, timed by the kernel) with more
@@ -44,10 +45,11 @@ func BenchmarkFromPod(b *testing.B) {
 			cases := []struct {
 				name string
 				pkt  []byte
+				want uint32
 			}{
-				{"vpc", frame(podAt(pods-1), addr("10.2.3.4"), protoTCP, 40000, 443)},
-				{"peer", frame(podAt(pods-1), podAt(0), protoTCP, 40000, 443)},
-				{"internet", frame(podAt(pods-1), addr("192.0.2.1"), protoTCP, 40000, 443)},
+				{"vpc", frame(podAt(pods-1), addr("10.2.3.4"), protoTCP, 40000, 443), tcActRedirect},
+				{"peer", frame(podAt(pods-1), podAt(0), protoTCP, 40000, 443), tcActRedirect},
+				{"internet", frame(podAt(pods-1), addr("192.0.2.1"), protoTCP, 40000, 443), tcActUnspec},
 			}
 			// The programs check that a redirect's target exists: pod 0's veth is a real one, in a
 			// namespace of the benchmark's own.
@@ -58,13 +60,20 @@ func BenchmarkFromPod(b *testing.B) {
 			n := runNS(b, peers...)
 			for _, c := range cases {
 				b.Run(c.name, func(b *testing.B) {
-					var perPkt time.Duration
+					var (
+						ret    uint32
+						perPkt time.Duration
+					)
+					b.ResetTimer()
 					err := n.Do(func(ns.NetNS) (err error) {
-						_, perPkt, err = d.objs.EniwFromPod.Benchmark(c.pkt, b.N, b.ResetTimer)
+						ret, perPkt, err = progbench.Run(d.objs.EniwFromPod, c.pkt, b.N)
 						return err
 					})
 					if err != nil {
 						b.Fatal(err)
+					}
+					if ret != c.want {
+						b.Fatalf("from_pod returned %d, want %d: the benchmark measured another path", ret, c.want)
 					}
 					b.ReportMetric(float64(perPkt.Nanoseconds()), "ns/pkt")
 				})
