@@ -28,14 +28,6 @@ type EniwireEniValue struct {
 	Mac             [6]uint8
 }
 
-type EniwireFlowKey struct {
-	_        structs.HostLayout
-	Pod      EniwireIpAddr
-	PodPort  uint16
-	Protocol uint8
-	Pad      uint8
-}
-
 type EniwireIpAddr struct {
 	_    structs.HostLayout
 	Addr [16]uint8
@@ -88,26 +80,31 @@ const (
 	EniwireVerdictVERDICT_TO_VPC_REROUTED    EniwireVerdict = 7
 	EniwireVerdictVERDICT_TO_VPC_PASS        EniwireVerdict = 8
 	EniwireVerdictVERDICT_TO_POD_TO_PEER     EniwireVerdict = 9
-	EniwireVerdictVERDICT_TO_POD_NAT_REPLY   EniwireVerdict = 10
+	EniwireVerdictVERDICT_TO_POD_HOST_FLOW   EniwireVerdict = 10
 	EniwireVerdictVERDICT_TO_POD_PASS        EniwireVerdict = 11
 	EniwireVerdictVERDICT_REDIRECT_FAILED    EniwireVerdict = 12
-	EniwireVerdictVERDICT_MAX                EniwireVerdict = 13
+	EniwireVerdictVERDICT_FROM_POD_HOST_FLOW EniwireVerdict = 13
+	EniwireVerdictVERDICT_FROM_POD_TTL       EniwireVerdict = 14
+	EniwireVerdictVERDICT_FROM_POD_TOO_BIG   EniwireVerdict = 15
+	EniwireVerdictVERDICT_FROM_POD_IPV6      EniwireVerdict = 16
+	EniwireVerdictVERDICT_TO_POD_TTL         EniwireVerdict = 17
+	EniwireVerdictVERDICT_TO_POD_TOO_BIG     EniwireVerdict = 18
+	EniwireVerdictVERDICT_MAX                EniwireVerdict = 19
 )
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	EniwireMapCounters    = "counters"
-	EniwireMapEnis        = "enis"
-	EniwireMapHostFlows   = "host_flows"
-	EniwireMapPodStats    = "pod_stats"
-	EniwireMapPods        = "pods"
-	EniwireMapRoutes      = "routes"
-	EniwireProgFromPod    = "from_pod"
-	EniwireProgToPod      = "to_pod"
-	EniwireProgToVpc      = "to_vpc"
-	EniwireVarSnatEnabled = "snat_enabled"
+	EniwireMapCounters     = "counters"
+	EniwireMapEnis         = "enis"
+	EniwireMapPodStats     = "pod_stats"
+	EniwireMapPods         = "pods"
+	EniwireMapRoutes       = "routes"
+	EniwireProgEniwFromPod = "eniw_from_pod"
+	EniwireProgEniwToPod   = "eniw_to_pod"
+	EniwireProgEniwToVpc   = "eniw_to_vpc"
+	EniwireVarSnatEnabled  = "snat_enabled"
 )
 
 // LoadEniwire returns the embedded CollectionSpec for Eniwire.
@@ -152,21 +149,20 @@ type EniwireSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type EniwireProgramSpecs struct {
-	FromPod *ebpf.ProgramSpec `ebpf:"from_pod"`
-	ToPod   *ebpf.ProgramSpec `ebpf:"to_pod"`
-	ToVpc   *ebpf.ProgramSpec `ebpf:"to_vpc"`
+	EniwFromPod *ebpf.ProgramSpec `ebpf:"eniw_from_pod"`
+	EniwToPod   *ebpf.ProgramSpec `ebpf:"eniw_to_pod"`
+	EniwToVpc   *ebpf.ProgramSpec `ebpf:"eniw_to_vpc"`
 }
 
 // EniwireMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type EniwireMapSpecs struct {
-	Counters  *ebpf.MapSpec `ebpf:"counters"`
-	Enis      *ebpf.MapSpec `ebpf:"enis"`
-	HostFlows *ebpf.MapSpec `ebpf:"host_flows"`
-	PodStats  *ebpf.MapSpec `ebpf:"pod_stats"`
-	Pods      *ebpf.MapSpec `ebpf:"pods"`
-	Routes    *ebpf.MapSpec `ebpf:"routes"`
+	Counters *ebpf.MapSpec `ebpf:"counters"`
+	Enis     *ebpf.MapSpec `ebpf:"enis"`
+	PodStats *ebpf.MapSpec `ebpf:"pod_stats"`
+	Pods     *ebpf.MapSpec `ebpf:"pods"`
+	Routes   *ebpf.MapSpec `ebpf:"routes"`
 }
 
 // EniwireVariableSpecs contains global variables before they are loaded into the kernel.
@@ -196,19 +192,17 @@ func (o *EniwireObjects) Close() error {
 //
 // It can be passed to LoadEniwireObjects or ebpf.CollectionSpec.LoadAndAssign.
 type EniwireMaps struct {
-	Counters  *ebpf.Map `ebpf:"counters"`
-	Enis      *ebpf.Map `ebpf:"enis"`
-	HostFlows *ebpf.Map `ebpf:"host_flows"`
-	PodStats  *ebpf.Map `ebpf:"pod_stats"`
-	Pods      *ebpf.Map `ebpf:"pods"`
-	Routes    *ebpf.Map `ebpf:"routes"`
+	Counters *ebpf.Map `ebpf:"counters"`
+	Enis     *ebpf.Map `ebpf:"enis"`
+	PodStats *ebpf.Map `ebpf:"pod_stats"`
+	Pods     *ebpf.Map `ebpf:"pods"`
+	Routes   *ebpf.Map `ebpf:"routes"`
 }
 
 func (m *EniwireMaps) Close() error {
 	return _EniwireClose(
 		m.Counters,
 		m.Enis,
-		m.HostFlows,
 		m.PodStats,
 		m.Pods,
 		m.Routes,
@@ -226,16 +220,16 @@ type EniwireVariables struct {
 //
 // It can be passed to LoadEniwireObjects or ebpf.CollectionSpec.LoadAndAssign.
 type EniwirePrograms struct {
-	FromPod *ebpf.Program `ebpf:"from_pod"`
-	ToPod   *ebpf.Program `ebpf:"to_pod"`
-	ToVpc   *ebpf.Program `ebpf:"to_vpc"`
+	EniwFromPod *ebpf.Program `ebpf:"eniw_from_pod"`
+	EniwToPod   *ebpf.Program `ebpf:"eniw_to_pod"`
+	EniwToVpc   *ebpf.Program `ebpf:"eniw_to_vpc"`
 }
 
 func (p *EniwirePrograms) Close() error {
 	return _EniwireClose(
-		p.FromPod,
-		p.ToPod,
-		p.ToVpc,
+		p.EniwFromPod,
+		p.EniwToPod,
+		p.EniwToVpc,
 	)
 }
 

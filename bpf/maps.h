@@ -3,7 +3,7 @@
  *
  * Every address is 16 bytes: IPv4 is stored IPv4-mapped (::ffff:a.b.c.d), which is what Go's
  * netip.Addr.As16 yields, so IPv6 can follow without a second set of maps or a key change. Every struct
- * here that Go reads is listed with -type in gen.go; changing one is a map migration (see datapath/pin.go). */
+ * here that Go reads is listed with -type in gen.go; changing one is a map migration (see datapath/load.go). */
 #pragma once
 
 #include <linux/types.h>
@@ -12,7 +12,6 @@
 #define ENIWIRE_MAX_PODS 65536
 #define ENIWIRE_MAX_ENIS 256
 #define ENIWIRE_MAX_ROUTES 1024
-#define ENIWIRE_MAX_HOST_FLOWS 262144
 
 /* An address, IPv4-mapped for IPv4. */
 struct ip_addr {
@@ -51,30 +50,28 @@ struct route_value {
 	enum route_kind kind;
 };
 
-/* host_flows: a flow that from_pod handed to the host stack (which may NAT it), by the pod's end. */
-struct flow_key {
-	struct ip_addr pod;
-	__u16 pod_port; /* network order; ICMP echo id for ICMP; 0 for other protocols and fragments */
-	__u8 protocol;
-	__u8 pad;
-};
-
 /* counters: per-CPU packets and bytes by verdict. Values are part of the API (Prometheus labels). */
 enum verdict {
 	VERDICT_FROM_POD_OUT_ENI = 0,    /* from_pod: out of the pod's ENI (redirect_neigh) */
 	VERDICT_FROM_POD_TO_PEER = 1,    /* from_pod: to a pod on this node (redirect_peer) */
-	VERDICT_FROM_POD_TO_HOST = 2,    /* from_pod: handed to the host stack */
+	VERDICT_FROM_POD_TO_HOST = 2,    /* from_pod: handed to the host stack by its destination */
 	VERDICT_FROM_POD_SPOOF = 3,      /* from_pod: dropped, source is not the pod of this veth */
-	VERDICT_FROM_POD_MALFORMED = 4,  /* from_pod: dropped, truncated IPv4 header */
-	VERDICT_FROM_POD_NON_IPV4 = 5,   /* from_pod: not IPv4 (ARP, IPv6), passed to the host */
+	VERDICT_FROM_POD_MALFORMED = 4,  /* from_pod: dropped, truncated or malformed IPv4 header */
+	VERDICT_FROM_POD_NON_IPV4 = 5,   /* from_pod: ARP, IPv6 neighbour discovery, other EtherTypes: passed */
 	VERDICT_FROM_POD_NO_ENI = 6,     /* from_pod: the pod's ENI has no entry, passed to the host */
 	VERDICT_TO_VPC_REROUTED = 7,     /* to_vpc: a pod of another ENI, moved to its own ENI */
 	VERDICT_TO_VPC_PASS = 8,         /* to_vpc: left as routed */
 	VERDICT_TO_POD_TO_PEER = 9,      /* to_pod: into the pod (redirect_peer) */
-	VERDICT_TO_POD_NAT_REPLY = 10,   /* to_pod: reply of a host-handled flow, to the host for un-NAT */
+	VERDICT_TO_POD_HOST_FLOW = 10,   /* to_pod: a packet of a flow the host carries (conntrack), to the host */
 	VERDICT_TO_POD_PASS = 11,        /* to_pod: not for a pod, passed to the host */
-	VERDICT_REDIRECT_FAILED = 12,    /* a redirect helper refused (e.g. ifindex gone); dropped */
-	VERDICT_MAX = 13,
+	VERDICT_REDIRECT_FAILED = 12,    /* the redirect target is gone or the helper refused; dropped */
+	VERDICT_FROM_POD_HOST_FLOW = 13, /* from_pod: a packet of a flow the host carries, to the host */
+	VERDICT_FROM_POD_TTL = 14,       /* from_pod: TTL would expire, to the host (ICMP time exceeded) */
+	VERDICT_FROM_POD_TOO_BIG = 15,   /* from_pod: larger than the next hop's MTU, to the host (ICMP or fragments) */
+	VERDICT_FROM_POD_IPV6 = 16,      /* from_pod: IPv6 other than neighbour discovery, dropped (IPv4 only) */
+	VERDICT_TO_POD_TTL = 17,         /* to_pod: TTL would expire, to the host (ICMP time exceeded) */
+	VERDICT_TO_POD_TOO_BIG = 18,     /* to_pod: larger than the pod veth's MTU, to the host (ICMP or fragments) */
+	VERDICT_MAX = 19,
 };
 
 struct counter {
@@ -82,7 +79,8 @@ struct counter {
 	__u64 bytes;
 };
 
-/* pod_stats: per-CPU traffic of each pod, by its IP. */
+/* pod_stats: per-CPU traffic of each pod, by its IP. The loader sizes it to the node's max pods
+ * (datapath.Config.MaxPods); entries are allocated as pods first send or receive, not up front. */
 struct pod_traffic {
 	__u64 tx_packets; /* sent by the pod (seen by from_pod) */
 	__u64 tx_bytes;
@@ -113,13 +111,6 @@ struct {
 } routes SEC(".maps");
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, ENIWIRE_MAX_HOST_FLOWS);
-	__type(key, struct flow_key);
-	__type(value, __u64); /* bpf_ktime_get_ns of the last packet, for operators */
-} host_flows SEC(".maps");
-
-struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, VERDICT_MAX);
 	__type(key, enum verdict); /* so bpftool prints verdict names */
@@ -129,6 +120,7 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
 	__uint(max_entries, ENIWIRE_MAX_PODS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, struct ip_addr);
 	__type(value, struct pod_traffic);
 } pod_stats SEC(".maps");

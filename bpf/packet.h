@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Bounds-checked packet parsing for eniwire's tc programs. Each helper checks every byte it reads against
- * data_end, because the verifier insists and because pods send whatever they like. */
+/* Packet parsing for eniwire's tc programs. The Ethernet and fixed IPv4 headers are read in place, checked
+ * against data_end (the verifier insists, and pods send whatever they like); everything at an offset that
+ * depends on the header length (options, the L4 header, the header quoted by an ICMP error) is read with
+ * bpf_skb_load_bytes, which bounds-checks against the whole packet, linear or not. */
 #pragma once
 
 #include <linux/bpf.h>
@@ -16,34 +18,44 @@
 
 enum parse_result {
 	PARSE_OK = 0,
-	PARSE_NOT_IPV4 = 1,
-	PARSE_TRUNCATED = 2,
+	PARSE_NOT_IPV4 = 1,  /* another EtherType: ARP, IPv6, ... */
+	PARSE_TRUNCATED = 2, /* shorter than the headers it announces */
+	PARSE_MALFORMED = 3, /* an IPv4 EtherType whose header is not IPv4 (version, ihl < 5) */
 };
 
 /* The fields of an IPv4 packet the programs decide on. */
 struct packet {
 	__be32 saddr;
 	__be32 daddr;
-	__u8 protocol;
-	__u16 sport; /* network order; 0 when unknown (options, fragments, other protocols) */
-	__u16 dport;
 	__u32 len;
+	__u32 l4_off;  /* offset of the L4 header in the frame: after the IPv4 options, if any */
+	__u8 protocol;
+	__u8 ttl;
+	__u8 fragment; /* a fragment (MF set or a non-zero offset): only the first one carries ports */
+	__u8 pad;
 };
 
-/* The first 8 bytes of an ICMP echo; linux/icmp.h drags in libc headers the BPF target cannot use. */
-struct icmp_echo {
+/* The first 8 bytes of an ICMP message; linux/icmp.h drags in libc headers the BPF target cannot use. */
+struct icmp_head {
 	__u8 type;
 	__u8 code;
 	__sum16 checksum;
-	__be16 id;
+	__be16 id; /* echo id; unused by errors */
 	__be16 sequence;
 };
 
 #define ICMP_ECHOREPLY 0
+#define ICMP_DEST_UNREACH 3
+#define ICMP_SOURCE_QUENCH 4
+#define ICMP_REDIRECT 5
 #define ICMP_ECHO 8
+#define ICMP_TIME_EXCEEDED 11
+#define ICMP_PARAMETERPROB 12
 
 #define IP_MF 0x2000
 #define IP_OFFSET 0x1fff
+
+#define ETH_HLEN_ sizeof(struct ethhdr)
 
 static __always_inline void ip_addr_from_v4(struct ip_addr *a, __be32 v4)
 {
@@ -51,38 +63,6 @@ static __always_inline void ip_addr_from_v4(struct ip_addr *a, __be32 v4)
 	a->addr[10] = 0xff;
 	a->addr[11] = 0xff;
 	__builtin_memcpy(&a->addr[12], &v4, sizeof(v4));
-}
-
-/* parse_l4_ports reads the ports (or ICMP echo id) right after an option-less, unfragmented IPv4 header.
- * The verifier rejects offsets computed from ihl, so only ihl == 5 is parsed; anything else keeps port 0. */
-static __always_inline void parse_l4_ports(struct iphdr *ip, void *data_end, struct packet *p)
-{
-	if (ip->ihl != 5 || (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET)))
-		return;
-	void *l4 = (void *)(ip + 1);
-	switch (ip->protocol) {
-	case IPPROTO_TCP:
-	case IPPROTO_UDP: {
-		/* TCP and UDP both start with source and destination ports. */
-		struct udphdr *udp = l4;
-		if ((void *)(udp + 1) > data_end)
-			return;
-		p->sport = udp->source;
-		p->dport = udp->dest;
-		return;
-	}
-	case IPPROTO_ICMP: {
-		struct icmp_echo *icmp = l4;
-		if ((void *)(icmp + 1) > data_end)
-			return;
-		if (icmp->type == ICMP_ECHO || icmp->type == ICMP_ECHOREPLY) {
-			/* The echo id plays the port on both sides of the exchange. */
-			p->sport = icmp->id;
-			p->dport = icmp->id;
-		}
-		return;
-	}
-	}
 }
 
 static __always_inline enum parse_result parse_ipv4(struct __sk_buff *skb, struct packet *p)
@@ -99,13 +79,33 @@ static __always_inline enum parse_result parse_ipv4(struct __sk_buff *skb, struc
 	if ((void *)(ip + 1) > data_end)
 		return PARSE_TRUNCATED;
 	if (ip->version != 4 || ip->ihl < 5)
-		return PARSE_TRUNCATED;
+		return PARSE_MALFORMED;
 
 	__builtin_memset(p, 0, sizeof(*p));
 	p->saddr = ip->saddr;
 	p->daddr = ip->daddr;
 	p->protocol = ip->protocol;
+	p->ttl = ip->ttl;
 	p->len = skb->len;
-	parse_l4_ports(ip, data_end, p);
+	p->l4_off = ETH_HLEN_ + ip->ihl * 4;
+	p->fragment = (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET)) != 0;
+	if (p->l4_off > skb->len)
+		return PARSE_TRUNCATED;
 	return PARSE_OK;
+}
+
+/* decrement_ttl does what a router does to a packet it forwards, checksum included (as the kernel's
+ * ip_decrease_ttl). The caller has made sure the TTL is above 1. */
+static __always_inline void decrement_ttl(struct __sk_buff *skb)
+{
+	void *data = (void *)(long)skb->data;
+	void *data_end = (void *)(long)skb->data_end;
+	struct iphdr *ip = data + ETH_HLEN_;
+
+	if ((void *)(ip + 1) > data_end)
+		return;
+	__u32 check = (__u32)ip->check;
+	check += (__u32)bpf_htons(0x0100);
+	ip->check = (__sum16)(check + (check >= 0xFFFF));
+	ip->ttl--;
 }

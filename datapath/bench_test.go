@@ -4,8 +4,12 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/eniwire/eniwire/bpf"
+	"github.com/eniwire/eniwire/internal/progbench"
 )
 
 // BenchmarkFromPod measures from_pod's per-packet cost (BPF_PROG_TEST_RUN, timed by the kernel) with more
@@ -41,23 +45,44 @@ func BenchmarkFromPod(b *testing.B) {
 			cases := []struct {
 				name string
 				pkt  []byte
+				want uint32
 			}{
-				{"vpc", frame(podAt(pods-1), addr("10.2.3.4"), protoTCP, 40000, 443)},
-				{"peer", frame(podAt(pods-1), podAt(0), protoTCP, 40000, 443)},
-				{"internet", frame(podAt(pods-1), addr("192.0.2.1"), protoTCP, 40000, 443)},
+				{"vpc", frame(podAt(pods-1), addr("10.2.3.4"), protoTCP, 40000, 443), tcActRedirect},
+				{"peer", frame(podAt(pods-1), podAt(0), protoTCP, 40000, 443), tcActRedirect},
+				{"internet", frame(podAt(pods-1), addr("192.0.2.1"), protoTCP, 40000, 443), tcActUnspec},
 			}
+			// The programs check that a redirect's target exists: pod 0's veth is a real one, in a
+			// namespace of the benchmark's own.
+			var peers []int
+			if pods > 1 {
+				peers = append(peers, veth(0))
+			}
+			n := runNS(b, peers...)
 			for _, c := range cases {
 				b.Run(c.name, func(b *testing.B) {
-					_, perPkt, err := d.objs.FromPod.Benchmark(c.pkt, b.N, b.ResetTimer)
+					var (
+						ret    uint32
+						perPkt time.Duration
+					)
+					b.ResetTimer()
+					err := n.Do(func(ns.NetNS) (err error) {
+						ret, perPkt, err = progbench.Run(d.objs.EniwFromPod, c.pkt, b.N)
+						return err
+					})
 					if err != nil {
 						b.Fatal(err)
+					}
+					if ret != c.want {
+						b.Fatalf("from_pod returned %d, want %d: the benchmark measured another path", ret, c.want)
 					}
 					b.ReportMetric(float64(perPkt.Nanoseconds()), "ns/pkt")
 				})
 			}
 			// A benchmark of the drop path would flatter the figures.
-			if c, err := d.Counter(VerdictFromPodSpoof); err != nil || c.Packets != 0 {
-				b.Fatalf("dropped_spoof = %d packets (err %v), want 0: the benchmark measured drops", c.Packets, err)
+			for _, v := range []Verdict{VerdictFromPodSpoof, VerdictRedirectFailed} {
+				if c, err := d.Counter(v); err != nil || c.Packets != 0 {
+					b.Fatalf("%s = %d packets (err %v), want 0: the benchmark measured drops", v, c.Packets, err)
+				}
 			}
 		})
 	}

@@ -1,7 +1,3 @@
-// Package datapath loads eniwire's tc programs, pins their maps and links under a bpffs directory, attaches
-// them to pod veths and ENIs (tcx, or clsact + cls_bpf where tcx is missing), and offers a typed API over
-// the maps. One Datapath owns every loaded object; a restarted agent reopens the same pins, so packets keep
-// flowing while it starts.
 package datapath
 
 import (
@@ -56,14 +52,19 @@ type Config struct {
 	// HostCIDRs are further destinations always handed to the host stack, such as the Service CIDR when it
 	// lies inside the VPC or when SNAT is off (so kube-proxy can DNAT them).
 	HostCIDRs []netip.Prefix
+	// MaxPods is the most pods this node runs (its instance type's limit); it sizes the per-pod traffic
+	// map. DefaultMaxPods when zero.
+	MaxPods int
 	// SNAT is true unless external SNAT is configured. With it on, destinations outside the VPC go to the
 	// host stack (which masquerades them); with it off, they leave by the pod's ENI.
 	SNAT bool
 	// Attach chooses tcx or clsact; AttachAuto prefers tcx.
 	Attach AttachMode
-	// MigrateMaps allows Open to replace a pinned map whose layout no longer matches the programs. The
-	// old map's entries are lost; the caller must rewrite them (the agent does, from its persisted state).
-	// Without it, Open returns a *MapIncompatibleError.
+	// MigrateMaps allows Open to replace a pinned map that no longer matches the programs (type, sizes,
+	// flags, or the layout its BTF describes). When only its size or flags changed, its entries are
+	// carried over before any link moves to the new programs; when its layout changed, it starts empty
+	// and the caller must rewrite it (the agent does, from its persisted state); per-CPU statistics
+	// start from zero. Without it, Open returns a *MapIncompatibleError.
 	MigrateMaps bool
 	// Logger receives one line per state change; slog.Default() when nil.
 	Logger *slog.Logger
@@ -76,8 +77,15 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.MaxPods <= 0 {
+		c.MaxPods = DefaultMaxPods
+	}
 	return c
 }
+
+// DefaultMaxPods sizes the per-pod traffic map when Config.MaxPods is unset: above the secondary IPs of
+// the large common instance types (15 ENIs of 50 IPs); the agent knows its own limit and should pass it.
+const DefaultMaxPods = 1024
 
 // ErrMapIncompatible matches a *MapIncompatibleError.
 var ErrMapIncompatible = errors.New("pinned map is incompatible with the programs")

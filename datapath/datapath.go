@@ -10,13 +10,13 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 
 	"github.com/eniwire/eniwire/bpf"
 )
 
-// Datapath owns every loaded object: programs, maps and links. Close releases the process's handles;
-// the pins keep programs attached and maps populated until Uninstall.
+// Datapath owns every loaded object: programs and maps. Attachments live in their pins (tcx links) or
+// filters (clsact) only. Close releases the process's handles; the pins keep programs attached and maps
+// populated until Uninstall.
 type Datapath struct {
 	*Reader
 
@@ -24,15 +24,14 @@ type Datapath struct {
 	log  *slog.Logger
 	objs *bpf.EniwireObjects
 
-	mu    sync.Mutex
-	mode  AttachMode           // resolved after the first attach when AttachAuto
-	links map[string]link.Link // by pin path
+	mu   sync.Mutex
+	mode AttachMode // resolved after the first attach when AttachAuto
 }
 
-// Open loads the programs, reusing the maps and links pinned under cfg.PinRoot by an earlier agent (links
-// move to the new programs in place), writes the route table from cfg, and prunes links of vanished
-// interfaces. It returns a *MapIncompatibleError when a pinned map's layout changed and cfg.MigrateMaps
-// is off.
+// Open loads the programs, reusing the maps and links pinned under cfg.PinRoot by an earlier agent,
+// writes the route table from cfg, then moves the links to the new programs in place and prunes links of
+// vanished interfaces. It returns a *MapIncompatibleError when a pinned map's type, sizes, flags or BTF
+// layout changed and cfg.MigrateMaps is off.
 func Open(cfg Config) (*Datapath, error) {
 	cfg = cfg.withDefaults()
 	spec, err := loadSpec(cfg)
@@ -49,26 +48,25 @@ func Open(cfg Config) (*Datapath, error) {
 		log:    cfg.Logger,
 		objs:   objs,
 		mode:   cfg.Attach,
-		links:  map[string]link.Link{},
 	}
-	if err := d.adoptLinks(); err != nil {
-		d.Close()
-		return nil, err
-	}
-	if cfg.Attach != AttachTCX {
-		if err := d.adoptFilters(); err != nil {
-			d.Close()
-			return nil, err
-		}
-	}
-	if cfg.Attach != AttachAuto {
-		d.mode = cfg.Attach
-	}
+	// Every map is filled (entries carried over, routes written) before an attachment moves to the new
+	// programs: no packet meets an empty map.
 	if err := d.SetRoutes(cfg.VPCCIDRs, hostRoutes(cfg)); err != nil {
 		d.Close()
 		return nil, err
 	}
-	d.log.Info("datapath loaded", "pin_root", cfg.PinRoot, "snat", cfg.SNAT, "attach", d.mode.String(), "links", len(d.links))
+	if err := d.adopt(); err != nil {
+		d.Close()
+		return nil, err
+	}
+	if cfg.Attach != AttachAuto {
+		d.mode = cfg.Attach
+	}
+	if err := unpinRetiredMaps(cfg.PinRoot, cfg.Logger); err != nil {
+		d.Close()
+		return nil, err
+	}
+	d.log.Info("datapath loaded", "pin_root", cfg.PinRoot, "snat", cfg.SNAT, "attach", d.mode.String(), "links", pinnedLinks(cfg.PinRoot))
 	return d, nil
 }
 
@@ -80,21 +78,17 @@ func hostRoutes(cfg Config) []netip.Prefix {
 	return out
 }
 
-// Close releases programs, maps and link handles held by this process. Attachments and pins stay, so
-// packets keep flowing while the agent restarts.
+// Close releases the programs and maps held by this process. Attachments and pins stay, so packets keep
+// flowing while the agent restarts.
 func (d *Datapath) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var errs []error
-	for pin, l := range d.links {
-		errs = append(errs, l.Close())
-		delete(d.links, pin)
+	if d.objs == nil {
+		return nil
 	}
-	if d.objs != nil {
-		errs = append(errs, d.objs.Close())
-		d.objs = nil
-	}
-	return errors.Join(errs...)
+	err := d.objs.Close()
+	d.objs = nil
+	return err
 }
 
 // Mode reports the attach mechanism in use (AttachAuto until the first attach decides it).
@@ -119,7 +113,8 @@ func (d *Datapath) PutPod(ip netip.Addr, hostIfindex, eniIfindex int) error {
 	return nil
 }
 
-// DeletePod removes a pod's entry and its traffic counters. A missing entry is not an error.
+// DeletePod removes a pod's entry, its traffic counters and the conntrack entries of its address. A
+// missing entry is not an error.
 func (d *Datapath) DeletePod(ip netip.Addr) error {
 	k, err := addrKey(ip)
 	if err != nil {
@@ -131,7 +126,11 @@ func (d *Datapath) DeletePod(ip netip.Addr) error {
 	if err := d.objs.PodStats.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 		return fmt.Errorf("deleting traffic of pod %s: %w", ip, err)
 	}
-	d.log.Info("pod entry deleted", "ip", ip)
+	flows, err := forgetFlows(ip)
+	if err != nil {
+		return fmt.Errorf("deleting pod %s: %w", ip, err)
+	}
+	d.log.Info("pod entry deleted", "ip", ip, "conntrack_entries", flows)
 	return nil
 }
 

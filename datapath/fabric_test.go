@@ -249,6 +249,20 @@ func (f *fabric) open(t *testing.T, cfg Config) *Datapath {
 	return d
 }
 
+// start opens a datapath on the node with a fresh pin root, wires the fabric into it, and uninstalls it
+// when the test ends.
+func (f *fabric) start(t *testing.T, mode AttachMode) *Datapath {
+	t.Helper()
+	root := testPinRoot(t)
+	d := f.open(t, f.config(root, mode))
+	t.Cleanup(func() {
+		_ = d.Close()
+		_ = f.node.Do(func(ns.NetNS) error { return Uninstall(root) })
+	})
+	f.wire(t, d)
+	return d
+}
+
 // serveUDPEcho answers every datagram to addr:port in netns n with the same bytes.
 func serveUDPEcho(t *testing.T, n ns.NetNS, at netip.AddrPort) {
 	t.Helper()

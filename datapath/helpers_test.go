@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"crypto/rand"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
@@ -79,69 +78,6 @@ func runNS(t testing.TB, ifindexes ...int) ns.NetNS {
 		t.Fatal(err)
 	}
 	return n
-}
-
-const (
-	protoICMP = 1
-	protoTCP  = 6
-	protoUDP  = 17
-)
-
-// frame builds an Ethernet + IPv4 + UDP/TCP/ICMP-echo packet. The programs ignore checksums.
-func frame(src, dst netip.Addr, proto uint8, sport, dport uint16) []byte {
-	var l4 []byte
-	switch proto {
-	case protoUDP:
-		l4 = make([]byte, 8+16)
-		binary.BigEndian.PutUint16(l4[0:], sport)
-		binary.BigEndian.PutUint16(l4[2:], dport)
-		binary.BigEndian.PutUint16(l4[4:], uint16(len(l4)))
-	case protoTCP:
-		l4 = make([]byte, 20)
-		binary.BigEndian.PutUint16(l4[0:], sport)
-		binary.BigEndian.PutUint16(l4[2:], dport)
-		l4[12] = 5 << 4
-	case protoICMP:
-		l4 = make([]byte, 8)
-		l4[0] = 8 // echo request
-		binary.BigEndian.PutUint16(l4[4:], sport)
-	}
-	pkt := make([]byte, 14+20+len(l4))
-	copy(pkt[0:6], []byte{0x02, 0, 0, 0, 0, 0x01})
-	copy(pkt[6:12], []byte{0x02, 0, 0, 0, 0, 0x02})
-	binary.BigEndian.PutUint16(pkt[12:], 0x0800)
-	ip := pkt[14:]
-	ip[0] = 0x45
-	binary.BigEndian.PutUint16(ip[2:], uint16(20+len(l4)))
-	ip[8] = 64
-	ip[9] = proto
-	s4, d4 := src.As4(), dst.As4()
-	copy(ip[12:16], s4[:])
-	copy(ip[16:20], d4[:])
-	copy(ip[20:], l4)
-	return pkt
-}
-
-// arpFrame is a minimal ARP request: not IPv4.
-func arpFrame() []byte {
-	pkt := make([]byte, 14+28)
-	copy(pkt[0:6], []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
-	binary.BigEndian.PutUint16(pkt[12:], 0x0806)
-	return pkt
-}
-
-// badHeaderFrame is an IPv4 packet whose header length field (ihl 4) is shorter than any IPv4 header.
-// (BPF_PROG_TEST_RUN refuses frames shorter than a 20-byte IPv4 header, so this is how a truncated header
-// reaches the program under test.)
-func badHeaderFrame(src, dst netip.Addr) []byte {
-	pkt := frame(src, dst, protoUDP, 1, 2)
-	pkt[14] = 0x44
-	return pkt
-}
-
-// cutFrame is a packet cut short inside its L4 header: two bytes of TCP.
-func cutFrame(src, dst netip.Addr) []byte {
-	return frame(src, dst, protoTCP, 1, 2)[:14+20+2]
 }
 
 func addr(s string) netip.Addr     { return netip.MustParseAddr(s) }

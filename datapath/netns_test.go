@@ -63,7 +63,7 @@ func testPacketsFlow(t *testing.T, mode AttachMode) {
 	})
 	t.Run("a Service reply comes back through the host to be un-NATed, the request left by the pod's ENI", func(t *testing.T) {
 		reroutedBefore := counterNow(t, d.Reader, VerdictToVPCRerouted)
-		natBefore := counterNow(t, d.Reader, VerdictToPodNATReply)
+		natBefore := counterNow(t, d.Reader, VerdictToPodHostFlow)
 		// pod2 is on eni2; the host routes the DNAT'ed packet out of eni1, where the VPC's
 		// source/destination check would drop it. to_vpc moves it to eni2. The connected socket only
 		// accepts the echo from the Service IP, so un-NAT must have happened.
@@ -71,7 +71,7 @@ func testPacketsFlow(t *testing.T, mode AttachMode) {
 			t.Fatal(err)
 		}
 		waitCounter(t, d.Reader, VerdictToVPCRerouted, reroutedBefore+1)
-		waitCounter(t, d.Reader, VerdictToPodNATReply, natBefore+1)
+		waitCounter(t, d.Reader, VerdictToPodHostFlow, natBefore+1)
 	})
 	t.Run("a spoofed source is dropped", func(t *testing.T) {
 		if err := f.pod1.Do(func(ns.NetNS) error {
@@ -179,8 +179,8 @@ func testPacketsFlow(t *testing.T, mode AttachMode) {
 		if err != nil || len(pods) != 2 {
 			t.Fatalf("pods after restart = %v, %v; want 2", pods, err)
 		}
-		if mode == AttachTCX && len(d.links) != 6 {
-			t.Errorf("adopted %d links, want 6 (from_pod on 2 veths, to_pod and to_vpc on 2 ENIs)", len(d.links))
+		if n := pinnedLinks(root); mode == AttachTCX && n != 6 {
+			t.Errorf("%d links pinned, want 6 (from_pod on 2 veths, to_pod and to_vpc on 2 ENIs)", n)
 		}
 		if err := udpExchange(f.pod1, netip.Addr{}, netip.AddrPortFrom(vpcHost, 7000), 5*time.Second); err != nil {
 			t.Fatalf("after restart: %v", err)
@@ -197,10 +197,10 @@ func testPacketsFlow(t *testing.T, mode AttachMode) {
 				tcx := tcxCount(t, c.ifindex, c.h)
 				cls := hasFilter(c.ifindex, c.h)
 				if mode == AttachTCX && (tcx != 1 || cls) {
-					t.Errorf("%s on %d: %d tcx programs, cls_bpf filter %v; want tcx only", c.h.prog, c.ifindex, tcx, cls)
+					t.Errorf("%s on %d: %d tcx programs, cls_bpf filter %v; want tcx only", c.h.name, c.ifindex, tcx, cls)
 				}
 				if mode == AttachClsact && (tcx != 0 || !cls) {
-					t.Errorf("%s on %d: %d tcx programs, cls_bpf filter %v; want cls_bpf only", c.h.prog, c.ifindex, tcx, cls)
+					t.Errorf("%s on %d: %d tcx programs, cls_bpf filter %v; want cls_bpf only", c.h.name, c.ifindex, tcx, cls)
 				}
 			}
 			return nil
@@ -251,7 +251,7 @@ func testPacketsFlow(t *testing.T, mode AttachMode) {
 				h       hook
 			}{{f.host1, hookFromPod}, {f.eni1, hookToPod}, {f.eni1, hookToVPC}} {
 				if tcxCount(t, c.ifindex, c.h) != 0 || hasFilter(c.ifindex, c.h) {
-					t.Errorf("%s still attached to %d", c.h.prog, c.ifindex)
+					t.Errorf("%s still attached to %d", c.h.name, c.ifindex)
 				}
 			}
 			if qs, err := netlink.QdiscList(mustLink(t, f.eni1)); err == nil {
@@ -284,7 +284,7 @@ func tcxCount(t *testing.T, ifindex int, h hook) int {
 		}
 		info, err := prog.Info()
 		prog.Close()
-		if err == nil && info.Name == h.prog {
+		if err == nil && info.Name == h.progName() {
 			n++
 		}
 	}

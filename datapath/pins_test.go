@@ -11,8 +11,10 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/eniwire/eniwire/bpf"
 	"github.com/eniwire/eniwire/internal/testenv"
 )
 
@@ -57,6 +59,7 @@ func TestBpftoolDumpsPinnedMapsReadably(t *testing.T) {
 			addr("10.0.1.21"): {vethPod1, eniA},
 			addr("10.0.2.22"): {vethPod2, eniB},
 			addr("10.0.3.23"): {vethPodNoEN, 99},
+			addr("10.0.1.24"): {vethGone, eniA},
 		}
 		if len(got) != len(want) {
 			t.Fatalf("bpftool shows %d pods, want %d: %v", len(got), len(want), got)
@@ -196,17 +199,83 @@ func TestIncompatiblePinnedMapNeedsExplicitMigration(t *testing.T) {
 	})
 }
 
+// pinOldMap pins, under root, the pods map an older agent might have left: the current spec changed by
+// change.
+func pinOldMap(t *testing.T, root string, change func(*ebpf.MapSpec)) *ebpf.Map {
+	t.Helper()
+	spec, err := bpf.LoadEniwire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := spec.Maps[bpf.EniwireMapPods].Copy()
+	ms.Pinning = ebpf.PinByName
+	change(ms)
+	if err := os.MkdirAll(filepath.Join(root, mapsDir), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ebpf.NewMapWithOptions(ms, ebpf.MapOptions{PinPath: filepath.Join(root, mapsDir)})
+	if err != nil {
+		t.Fatalf("pinning an older pods map: %v", err)
+	}
+	t.Cleanup(func() { m.Close(); _ = Uninstall(root) })
+	return m
+}
+
+func TestPinnedMapLayoutIsJudgedByBTF(t *testing.T) {
+	root := testPinRoot(t)
+	// Same sizes, same type, same flags: only the BTF says the two ifindexes swapped places.
+	pinOldMap(t, root, func(ms *ebpf.MapSpec) {
+		u32 := &btf.Int{Name: "__u32", Size: 4}
+		ms.Value = &btf.Struct{Name: "pod_value", Size: 16, Members: []btf.Member{
+			{Name: "eni_ifindex", Type: u32, Offset: 0},
+			{Name: "host_ifindex", Type: u32, Offset: 32},
+			{Name: "flags", Type: u32, Offset: 64},
+			{Name: "pad", Type: u32, Offset: 96},
+		}}
+	})
+	cfg := testConfig(true)
+	cfg.PinRoot = root
+	_, err := Open(cfg)
+	var mie *MapIncompatibleError
+	if !errors.As(err, &mie) || mie.Map != "pods" || !errors.Is(err, errLayoutChanged) {
+		t.Fatalf("Open error = %v, want a *MapIncompatibleError for pods saying its layout changed", err)
+	}
+}
+
+func TestResizedPinnedMapKeepsItsEntries(t *testing.T) {
+	root := testPinRoot(t)
+	old := pinOldMap(t, root, func(ms *ebpf.MapSpec) { ms.MaxEntries = 1024 })
+	k, _ := addrKey(addr("10.0.1.21"))
+	if err := old.Put(k, bpf.EniwirePodValue{HostIfindex: 51, EniIfindex: 1}); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(true)
+	cfg.PinRoot = root
+	cfg.MigrateMaps = true
+	d := openTest(t, cfg)
+	pods, err := d.Pods()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods) != 1 || pods[0] != (Pod{IP: addr("10.0.1.21"), HostIfindex: 51, ENIIfindex: 1}) {
+		t.Errorf("pods after the resize = %+v, want the entry the old map held", pods)
+	}
+	if info, err := d.objs.Pods.Info(); err != nil || info.MaxEntries == 1024 {
+		t.Errorf("pods map max entries = %d (err %v), want the new size", info.MaxEntries, err)
+	}
+}
+
 func TestCollectorExportsCounters(t *testing.T) {
 	d := openTest(t, testConfig(true))
 	putTestState(t, d)
 	spoof := frame(addr("10.0.1.99"), addr("10.0.9.9"), protoUDP, 1, 2)
 	for range 3 {
-		if _, err := d.objs.FromPod.Run(&ebpf.RunOptions{Data: spoof}); err != nil {
+		if _, err := d.objs.EniwFromPod.Run(&ebpf.RunOptions{Data: spoof}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// A pod's own packet must arrive on its veth (vethPod1) to get past the anti-spoofing check.
-	if _, err := runOn(runNS(t, vethPod1), d.objs.FromPod, vethPod1, frame(addr("10.0.1.21"), addr("10.0.9.9"), protoUDP, 1, 2)); err != nil {
+	if _, err := runOn(runNS(t, vethPod1), d.objs.EniwFromPod, vethPod1, frame(addr("10.0.1.21"), addr("10.0.9.9"), protoUDP, 1, 2)); err != nil {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewPedanticRegistry()

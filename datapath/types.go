@@ -70,9 +70,15 @@ var verdictNames = [...]struct{ program, verdict string }{
 	bpf.EniwireVerdictVERDICT_TO_VPC_REROUTED:    {"to_vpc", "rerouted"},
 	bpf.EniwireVerdictVERDICT_TO_VPC_PASS:        {"to_vpc", "pass"},
 	bpf.EniwireVerdictVERDICT_TO_POD_TO_PEER:     {"to_pod", "to_peer"},
-	bpf.EniwireVerdictVERDICT_TO_POD_NAT_REPLY:   {"to_pod", "to_host_nat_reply"},
+	bpf.EniwireVerdictVERDICT_TO_POD_HOST_FLOW:   {"to_pod", "to_host_flow"},
 	bpf.EniwireVerdictVERDICT_TO_POD_PASS:        {"to_pod", "pass"},
 	bpf.EniwireVerdictVERDICT_REDIRECT_FAILED:    {"any", "dropped_redirect_failed"},
+	bpf.EniwireVerdictVERDICT_FROM_POD_HOST_FLOW: {"from_pod", "to_host_flow"},
+	bpf.EniwireVerdictVERDICT_FROM_POD_TTL:       {"from_pod", "to_host_ttl"},
+	bpf.EniwireVerdictVERDICT_FROM_POD_TOO_BIG:   {"from_pod", "to_host_too_big"},
+	bpf.EniwireVerdictVERDICT_FROM_POD_IPV6:      {"from_pod", "dropped_ipv6"},
+	bpf.EniwireVerdictVERDICT_TO_POD_TTL:         {"to_pod", "to_host_ttl"},
+	bpf.EniwireVerdictVERDICT_TO_POD_TOO_BIG:     {"to_pod", "to_host_too_big"},
 }
 
 // Verdicts, as the programs count them.
@@ -87,9 +93,15 @@ const (
 	VerdictToVPCRerouted    = Verdict(bpf.EniwireVerdictVERDICT_TO_VPC_REROUTED)
 	VerdictToVPCPass        = Verdict(bpf.EniwireVerdictVERDICT_TO_VPC_PASS)
 	VerdictToPodToPeer      = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_TO_PEER)
-	VerdictToPodNATReply    = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_NAT_REPLY)
+	VerdictToPodHostFlow    = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_HOST_FLOW)
 	VerdictToPodPass        = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_PASS)
 	VerdictRedirectFailed   = Verdict(bpf.EniwireVerdictVERDICT_REDIRECT_FAILED)
+	VerdictFromPodHostFlow  = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_HOST_FLOW)
+	VerdictFromPodTTL       = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_TTL)
+	VerdictFromPodTooBig    = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_TOO_BIG)
+	VerdictFromPodIPv6      = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_IPV6)
+	VerdictToPodTTL         = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_TTL)
+	VerdictToPodTooBig      = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_TOO_BIG)
 	numVerdicts             = int(bpf.EniwireVerdictVERDICT_MAX)
 )
 

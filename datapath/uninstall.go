@@ -51,8 +51,8 @@ func Uninstall(pinRoot string) error {
 	}
 
 	mapDir := filepath.Join(pinRoot, mapsDir)
-	for _, name := range []string{bpf.EniwireMapPods, bpf.EniwireMapEnis, bpf.EniwireMapRoutes,
-		bpf.EniwireMapHostFlows, bpf.EniwireMapCounters, bpf.EniwireMapPodStats} {
+	for _, name := range append([]string{bpf.EniwireMapPods, bpf.EniwireMapEnis, bpf.EniwireMapRoutes,
+		bpf.EniwireMapCounters, bpf.EniwireMapPodStats}, retiredMaps...) {
 		if err := os.Remove(filepath.Join(mapDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("unpinning map %s: %w", name, err))
 		}

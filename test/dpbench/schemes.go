@@ -17,6 +17,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/eniwire/eniwire/datapath"
+	"github.com/eniwire/eniwire/internal/progbench"
 )
 
 // Scheme is one way of getting the pod's packets out of its own ENI.
@@ -146,7 +147,7 @@ func (e *Eniwire) FromPodCost(repeat int) (time.Duration, error) {
 	err := ns.WithNetNSPath(filepath.Join("/run/netns", e.nsName), func(ns.NetNS) error {
 		// A test run arrives on loopback, and from_pod accepts a pod's packet only from the pod's own
 		// veth, so the timed sender is a pod entry behind loopback taking the measured pod's path.
-		ret, d, err := e.fromPod.Benchmark(tcpFrame(benchPodIP, VPCHostIP), repeat, nil)
+		ret, d, err := progbench.Run(e.fromPod, tcpFrame(benchPodIP, VPCHostIP), repeat)
 		if err != nil {
 			return fmt.Errorf("running from_pod: %w", err)
 		}

@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* One flow, one path. A flow (5-tuple, both directions) is either wholly on the fast path or wholly
+ * through the host stack, and the host carries exactly the flows the kernel's conntrack has an entry for:
+ * a flow gets one when the host translates or delivers a packet of it, and never while its packets take
+ * the fast path, since conntrack sits in the host stack's netfilter hooks, which redirected packets skip.
+ * So before a packet takes a fast path, the programs ask conntrack (bpf_skb_ct_lookup) about its flow:
+ * known, the packet goes to the host like the rest of its flow. See datapath/doc.go for why this and not a
+ * flow table of our own.
+ *
+ * flow_of is the one place that says which flow a packet belongs to; from_pod and to_pod both use it. */
+#pragma once
+
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <bpf/bpf_helpers.h>
+
+#include "packet.h"
+
+/* The kernel's struct nf_conn, used only as the handle bpf_ct_release takes back. Defined (not just
+ * declared) so that its BTF is a struct, as the kernel's is: the loader checks kfunc signatures by kind. */
+struct nf_conn {
+	int opaque;
+};
+
+/* The kernel's struct bpf_ct_opts as of Linux 5.18 (12 bytes, the size every kernel since accepts). */
+struct ct_opts {
+	__s32 netns_id;
+	__s32 error; /* out: why the lookup failed, -ENOENT when there is no entry */
+	__u8 l4proto;
+	__u8 dir; /* out: the direction of the tuple in the entry */
+	__u8 reserved[2];
+};
+
+/* The conntrack kfuncs (net/netfilter/nf_conntrack_bpf.c, Linux 5.18 and later, tc and XDP). */
+extern struct nf_conn *bpf_skb_ct_lookup(struct __sk_buff *skb, struct bpf_sock_tuple *tuple, __u32 tuple__sz,
+					 struct ct_opts *opts, __u32 opts__sz) __ksym;
+extern void bpf_ct_release(struct nf_conn *ct) __ksym;
+
+enum flow_path {
+	/* The packet's route decides: ICMP echo and other ICMP queries, which conntrack keys by id, not
+	 * ports, and the kfuncs cannot look up. kube-proxy translates no ICMP, so such flows never have a
+	 * translated direction; the route alone gives both directions one path. */
+	FLOW_ROUTED = 0,
+	/* TCP or UDP: conntrack knows whether the host carries the flow. */
+	FLOW_LOOKUP = 1,
+	/* Always the host: fragments (only the first carries ports, and the host reassembles when it
+	 * tracks), and protocols the kfuncs cannot look up (SCTP, GRE, ...). Both directions of such a flow
+	 * go to the host, so the host sees it whole. */
+	FLOW_HOST = 2,
+};
+
+/* A flow as conntrack keys it: the tuple of one direction. */
+struct flow {
+	struct bpf_sock_tuple tuple; /* tuple.ipv4; ports in network order */
+	__u8 protocol;
+	enum flow_path path;
+};
+
+/* ports_at reads the source and destination ports at off; TCP and UDP both start with them. */
+static __always_inline int ports_at(struct __sk_buff *skb, __u32 off, __be16 ports[2])
+{
+	return bpf_skb_load_bytes(skb, off, ports, 2 * sizeof(__be16));
+}
+
+/* flow_of_icmp_error: an ICMP error belongs to the flow of the packet it quotes, and travels against it:
+ * the quoted packet went from B to A, the error goes from A's side back to B. Its flow is the quoted tuple
+ * reversed, which is also what conntrack does with errors (RELATED to that entry). */
+static __always_inline void flow_of_icmp_error(struct __sk_buff *skb, struct packet *p, struct flow *f)
+{
+	struct iphdr inner;
+	__u32 off = p->l4_off + sizeof(struct icmp_head);
+
+	f->path = FLOW_HOST;
+	if (bpf_skb_load_bytes(skb, off, &inner, sizeof(inner)) < 0 || inner.version != 4 || inner.ihl < 5)
+		return;
+	if (inner.frag_off & bpf_htons(IP_OFFSET))
+		return;
+	off += inner.ihl * 4;
+	switch (inner.protocol) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP: {
+		__be16 ports[2];
+		if (ports_at(skb, off, ports) < 0)
+			return;
+		f->protocol = inner.protocol;
+		f->tuple.ipv4.saddr = inner.daddr;
+		f->tuple.ipv4.daddr = inner.saddr;
+		f->tuple.ipv4.sport = ports[1];
+		f->tuple.ipv4.dport = ports[0];
+		f->path = FLOW_LOOKUP;
+		return;
+	}
+	case IPPROTO_ICMP:
+		f->path = FLOW_ROUTED;
+		return;
+	}
+}
+
+/* flow_of says which flow a packet belongs to and how its path is decided. */
+static __always_inline void flow_of(struct __sk_buff *skb, struct packet *p, struct flow *f)
+{
+	__builtin_memset(f, 0, sizeof(*f));
+	if (p->fragment) {
+		f->path = FLOW_HOST;
+		return;
+	}
+	switch (p->protocol) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP: {
+		__be16 ports[2];
+		if (ports_at(skb, p->l4_off, ports) < 0) {
+			/* Cut inside its L4 header: no flow any host could track; routed by address. */
+			f->path = FLOW_ROUTED;
+			return;
+		}
+		f->protocol = p->protocol;
+		f->tuple.ipv4.saddr = p->saddr;
+		f->tuple.ipv4.daddr = p->daddr;
+		f->tuple.ipv4.sport = ports[0];
+		f->tuple.ipv4.dport = ports[1];
+		f->path = FLOW_LOOKUP;
+		return;
+	}
+	case IPPROTO_ICMP: {
+		struct icmp_head icmp;
+		if (bpf_skb_load_bytes(skb, p->l4_off, &icmp, sizeof(icmp)) < 0) {
+			f->path = FLOW_ROUTED;
+			return;
+		}
+		switch (icmp.type) {
+		case ICMP_DEST_UNREACH:
+		case ICMP_SOURCE_QUENCH:
+		case ICMP_REDIRECT:
+		case ICMP_TIME_EXCEEDED:
+		case ICMP_PARAMETERPROB:
+			flow_of_icmp_error(skb, p, f);
+			return;
+		}
+		f->path = FLOW_ROUTED;
+		return;
+	}
+	}
+	f->path = FLOW_HOST;
+}
+
+/* host_carries reports whether the host stack carries the packet's flow. */
+static __always_inline int host_carries(struct __sk_buff *skb, struct packet *p)
+{
+	struct flow f;
+
+	flow_of(skb, p, &f);
+	if (f.path != FLOW_LOOKUP)
+		return f.path == FLOW_HOST;
+	struct ct_opts opts = {.netns_id = BPF_F_CURRENT_NETNS, .l4proto = f.protocol};
+	struct nf_conn *ct = bpf_skb_ct_lookup(skb, &f.tuple, sizeof(f.tuple.ipv4), &opts, sizeof(opts));
+	if (!ct)
+		return 0;
+	bpf_ct_release(ct);
+	return 1;
+}

@@ -1,0 +1,27 @@
+package datapath
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+)
+
+// forgetFlows removes the conntrack entries of a pod's address, in either direction and translated or
+// not, so that an address handed to a new pod inherits no flow the host carried for the old one (the
+// programs would send its packets to the host). Run in the node's network namespace.
+func forgetFlows(ip netip.Addr) (uint, error) {
+	var filters []netlink.CustomConntrackFilter
+	for _, by := range []netlink.ConntrackFilterType{netlink.ConntrackOrigSrcIP, netlink.ConntrackOrigDstIP, netlink.ConntrackReplyAnyIP} {
+		f := &netlink.ConntrackFilter{}
+		if err := f.AddIP(by, ip.AsSlice()); err != nil {
+			return 0, fmt.Errorf("filtering conntrack entries of %s: %w", ip, err)
+		}
+		filters = append(filters, f)
+	}
+	n, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, netlink.FAMILY_V4, filters...)
+	if err != nil {
+		return n, fmt.Errorf("deleting conntrack entries of %s: %w", ip, err)
+	}
+	return n, nil
+}

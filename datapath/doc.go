@@ -1,0 +1,48 @@
+// Package datapath loads eniwire's tc programs, pins their maps and links under a bpffs directory, attaches
+// them to pod veths and ENIs (tcx, or clsact + cls_bpf where tcx is missing), and offers a typed API over
+// the maps. One Datapath owns every loaded object; a restarted agent reopens the same pins, so packets keep
+// flowing while it starts.
+//
+// # One flow, one path
+//
+// A flow (5-tuple, both directions) is either wholly on the BPF fast path or wholly through the host
+// stack: the host must never see one direction only, or conntrack marks the next packet INVALID (and
+// kube-proxy drops INVALID packets) and a reply skips its un-NAT. The host carries a flow when it
+// translated or delivered it: Service DNAT (whatever the backend), NodePort, hostPort, SNAT, and anything
+// to or from the node's own addresses.
+//
+// The programs ask the kernel's own conntrack, read from tc with the bpf_skb_ct_lookup kfunc, instead of
+// keeping a flow table of their own. A flow has a conntrack entry exactly when the host has seen a packet
+// of it, because conntrack runs in the host stack's netfilter hooks and redirected packets skip them. So
+// before a packet takes a fast path (a pod's packet to a pod of this node or out of its ENI, a VPC packet
+// into a pod), its flow is looked up; when conntrack knows it, the packet goes to the host like the rest
+// of the flow. ICMP errors are looked up by the flow they quote (the quoted tuple reversed, as conntrack
+// relates them); ICMP echo, which kube-proxy never translates, follows its route; fragments and other
+// protocols always go to the host, in both directions (bpf/flow.h).
+//
+// Why conntrack and not a table of our own:
+//   - It is the truth the issue is about. An own table would be filled by guessing which packets the host
+//     translates (tc egress of the host veth, from_pod's hand-offs) and expired by timers meant to match
+//     conntrack's; whenever the two disagree, a flow is split again. The kernel's entry is created by the
+//     translation itself and dies with it.
+//   - Bounded memory, and no pod can evict another's state: eniwire keeps no per-flow state at all. The
+//     entries are the host's own, bounded by nf_conntrack_max as on any kube-proxy node, and flows on the
+//     fast path never enter that table.
+//   - Entries go with the pod: DeletePod removes the conntrack entries of the pod's address, so an address
+//     handed to a new pod inherits no flow.
+//   - An agent restart or upgrade loses no live flow: the state lives in the kernel, not in the agent or
+//     in a pinned map whose layout an upgrade could change.
+//
+// Kernels: the conntrack kfuncs exist from Linux 5.18 (lookup from tc and XDP), and need nf_conntrack
+// built in or loaded. Where they are missing, loading fails with an error saying so: there is no safe
+// fallback, since without a look at conntrack the fast paths would split translated flows again. tcx needs
+// 6.6 (clsact is used below), bpf_check_mtu 5.12, bpf_redirect_peer and bpf_redirect_neigh 5.10.
+//
+// # A router's manners
+//
+// On the fast paths the programs decrement the TTL and hand a packet that would expire to the host (which
+// answers ICMP time exceeded), hand a packet too big for the next hop to the host (which fragments it or
+// answers fragmentation needed), and drop, counted as redirect_failed, a packet whose target interface is
+// gone. Every packet they pass on returns TC_ACT_UNSPEC (tcx next), so programs attached after eniwire's
+// still see it (tcx.go says where eniwire's programs sit in the chain).
+package datapath
