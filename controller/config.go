@@ -10,6 +10,7 @@ import (
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/internal/clock"
 )
 
@@ -97,7 +98,7 @@ type Deps struct {
 	// Registerer receives the metrics (default: a private registry).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
-	Datapath   Datapath
+	Datapath   dptypes.Driver
 	// Urgent marks a context for calls that unblock pods (ec2client.WithPriority with Urgent); may be nil.
 	Urgent func(context.Context) context.Context
 	// WrapJournal, if set, wraps the opened journal (tests inject crashes with it).

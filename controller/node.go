@@ -19,6 +19,7 @@ import (
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/controller/pool"
+	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/internal/clock"
 )
 
@@ -28,7 +29,7 @@ type Node struct {
 	info    NodeInfo
 	clock   clock.Clock
 	log     *slog.Logger
-	dp      Datapath
+	dp      dptypes.Driver
 	store   *journal.Store
 	journal Journal
 	eni     *eni.Manager
@@ -61,7 +62,9 @@ type Node struct {
 	nextRecon      time.Time
 	reconcileEvery time.Duration
 	nextSweep      time.Time
-	enisUp         map[string]ENI
+	enisUp         map[string]dptypes.ENI
+	// agentRemovesVeth: the datapath removes released pods' host veths, so the plugin's DEL need not.
+	agentRemovesVeth bool
 }
 
 type backoff struct {
@@ -84,7 +87,7 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		deps.Logger = slog.New(slog.DiscardHandler)
 	}
 	if deps.Datapath == nil {
-		deps.Datapath = NoDatapath{}
+		deps.Datapath = dptypes.NoDriver{}
 	}
 	if deps.Registerer == nil {
 		deps.Registerer = prometheus.NewRegistry()
@@ -110,10 +113,13 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		limits:   pool.Limits{MaxENIs: deps.Node.MaxENIs, IPsPerENI: max(deps.Node.IPv4PerENI-1, 0)},
 		wake:     make(chan struct{}, 1),
 		backoffs: map[string]backoff{},
-		enisUp:   map[string]ENI{},
+		enisUp:   map[string]dptypes.ENI{},
 		urgent:   deps.Urgent,
 	}
 	n.reconcileEvery = cfg.ReconcileInterval
+	if r, ok := deps.Datapath.(interface{ RemovesHostVeth() bool }); ok {
+		n.agentRemovesVeth = r.RemovesHostVeth()
+	}
 	n.throttles, _ = deps.EC2.(throttleReporter)
 	n.eni = eni.NewManager(eni.Config{
 		InstanceID: deps.Node.InstanceID, Cluster: cfg.Cluster, SubnetID: deps.Node.SubnetID,

@@ -9,6 +9,7 @@ import (
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/controller/pool"
+	"github.com/eniwire/eniwire/datapath/dptypes"
 )
 
 // Errors Assign, Release and Check return; the agent maps them to API error codes.
@@ -139,7 +140,13 @@ func (n *Node) Release(ctx context.Context, req api.ReleaseRequest) (*api.Releas
 	}
 	n.metrics.releases.WithLabelValues("ok").Inc()
 	n.log.Info("IP released", "container", rel.ContainerID, "ifname", rel.IfName, "ip", rel.IP, "cooldown", n.cfg.Cooldown)
-	return &api.ReleaseResponse{Released: true, Assignment: out}, nil
+	resp := &api.ReleaseResponse{Released: true, Assignment: out}
+	if n.agentRemovesVeth {
+		// The plugin's DEL skips its own (slow) deletion of the veth. A Release that found no record leaves the
+		// answer as it is, so the plugin deletes what its prevResult names.
+		resp.HostVethRemoval = api.HostVethRemovalAgent
+	}
+	return resp, nil
 }
 
 // Check returns the attachment's assignment, or ErrNotFound.
@@ -205,9 +212,9 @@ func (n *Node) toAPI(a journal.Assignment) *api.Assignment {
 	return out
 }
 
-func (n *Node) podOf(a api.Assignment) Pod {
-	return Pod{ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, IP: a.IP, HostVeth: a.HostVeth,
-		HostIfindex: a.HostIfindex, ENI: ENI{ID: a.ENI, MAC: a.ENIMAC, DeviceIndex: a.DeviceIndex,
+func (n *Node) podOf(a api.Assignment) dptypes.Pod {
+	return dptypes.Pod{ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, IP: a.IP, HostVeth: a.HostVeth,
+		HostIfindex: a.HostIfindex, ENI: dptypes.ENI{ID: a.ENI, MAC: a.ENIMAC, DeviceIndex: a.DeviceIndex,
 			SubnetCIDR: a.SubnetCIDR, Gateway: a.Gateway}}
 }
 
@@ -227,11 +234,11 @@ func (n *Node) restoreDatapath(ctx context.Context) {
 
 // syncDatapath brings ENIs that became usable up and the ones that stopped being usable down.
 func (n *Node) syncDatapath(ctx context.Context) {
-	usable := map[string]ENI{}
+	usable := map[string]dptypes.ENI{}
 	n.View(func(st *journal.State) {
 		for _, e := range st.ENIs {
 			if e.Usable() && e.ID != "" {
-				usable[e.ID] = ENI{ID: e.ID, MAC: e.MAC, DeviceIndex: e.DeviceIndex, Primary: e.Primary,
+				usable[e.ID] = dptypes.ENI{ID: e.ID, MAC: e.MAC, DeviceIndex: e.DeviceIndex, Primary: e.Primary,
 					SubnetCIDR: e.SubnetCIDR, Gateway: Gateway(e.SubnetCIDR)}
 			}
 		}

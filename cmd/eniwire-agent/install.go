@@ -9,8 +9,7 @@ import (
 	"time"
 
 	"github.com/eniwire/eniwire/controller/cniinstall"
-	"github.com/eniwire/eniwire/datapath"
-	"github.com/eniwire/eniwire/datapath/snat"
+	"github.com/eniwire/eniwire/datapath/nodenet"
 )
 
 // installOptions are the CNI install's options from the settings; the conflist is read when installing.
@@ -80,16 +79,6 @@ func uninstall(ctx context.Context, s *settings, log *slog.Logger) error {
 	if s.cniBinDir != "" {
 		errs = append(errs, cniinstall.Uninstall(ctx, s.installOptions(log)))
 	}
-	// External marks the configuration as needing no primary IP: Remove deletes ours whatever it was.
-	if nat, err := snat.New(ctx, snat.Config{External: true, Logger: log}); err != nil {
-		errs = append(errs, err)
-	} else {
-		errs = append(errs, nat.Remove(ctx))
-	}
-	if err := datapath.Uninstall(s.pinRoot); err != nil {
-		errs = append(errs, fmt.Errorf("removing the BPF datapath: %w", err))
-	} else {
-		log.Info("BPF datapath removed", "pin_root", s.pinRoot)
-	}
+	errs = append(errs, nodenet.Uninstall(ctx, s.pinRoot, log))
 	return errors.Join(errs...)
 }
