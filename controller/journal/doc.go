@@ -3,7 +3,7 @@
 //
 // # Format
 //
-// One append-only file. Its first line names the format and version ("ENIWIRE-JOURNAL v2"); every further line
+// One append-only file (encoded and decoded in format.go). Its first line names the format and version ("ENIWIRE-JOURNAL v2"); every further line
 // is a record "<crc32c hex> <length> <json>". The first record is a snapshot of the whole state; each later one
 // is the change one save made (ENIs, IP operations, assignments and cooldowns put or dropped by key) and
 // carries the next sequence number. So a pod assignment writes a few hundred bytes whatever the node holds.
