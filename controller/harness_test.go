@@ -259,31 +259,18 @@ func (c *crash) hit(point string) bool {
 	return false
 }
 
+// crashJournal is the node's journal with a crash point at each write. The write takes effect (as with
+// kill -9, the kernel has the bytes); from the crash on, every call fails.
 type crashJournal struct {
 	inner controller.Journal
 	c     *crash
 }
 
-func (j crashJournal) Save(st *journal.State) error {
-	if j.c.dead.Load() {
-		return errCrashed
-	}
-	if err := j.inner.Save(st); err != nil {
-		return err
-	}
-	if j.c.hit("journal") {
-		return errCrashed
-	}
-	return nil
-}
-
-// Append and Commit make crashJournal a controller.Committer, so the crash tests run the path the agent
-// runs: the crash point is the write, which takes effect (as with kill -9, the kernel has the bytes).
 func (j crashJournal) Append(st *journal.State) (uint64, error) {
 	if j.c.dead.Load() {
 		return 0, errCrashed
 	}
-	seq, err := j.inner.(controller.Committer).Append(st)
+	seq, err := j.inner.Append(st)
 	if err != nil {
 		return 0, err
 	}
@@ -297,7 +284,7 @@ func (j crashJournal) Commit(seq uint64, d journal.Durability) error {
 	if j.c.dead.Load() {
 		return errCrashed
 	}
-	return j.inner.(controller.Committer).Commit(seq, d)
+	return j.inner.Commit(seq, d)
 }
 
 type crashEC2 struct {
