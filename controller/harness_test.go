@@ -109,10 +109,26 @@ type running struct {
 
 func (w *world) start(cfg controller.Config, api ec2client.EC2API, wrap func(controller.Journal) controller.Journal) *running {
 	w.t.Helper()
-	if api == nil {
-		api = w.ec2(nil)
+	return w.startWith(cfg, controller.Deps{EC2: api, WrapJournal: wrap})
+}
+
+// startWith starts a controller built from deps, whose EC2 client, instance, clock and logger default to the
+// world's.
+func (w *world) startWith(cfg controller.Config, deps controller.Deps) *running {
+	w.t.Helper()
+	if deps.EC2 == nil {
+		deps.EC2 = w.ec2(nil)
 	}
-	node, err := controller.New(cfg, controller.Deps{EC2: api, Node: w.nodeInfo(), Clock: w.clk, Logger: w.log, WrapJournal: wrap})
+	if deps.Node.InstanceID == "" {
+		deps.Node = w.nodeInfo()
+	}
+	if deps.Clock == nil {
+		deps.Clock = w.clk
+	}
+	if deps.Logger == nil {
+		deps.Logger = w.log
+	}
+	node, err := controller.New(cfg, deps)
 	if err != nil {
 		w.t.Fatalf("starting controller: %v", err)
 	}

@@ -29,15 +29,7 @@ func TestReleaseSaysWhoRemovesTheHostVeth(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t, "m5.large", 500)
-			node, err := controller.New(fastConfig(w.dir), controller.Deps{EC2: w.ec2(nil), Node: w.nodeInfo(),
-				Clock: w.clk, Logger: w.log, Datapath: tc.dp})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); _ = node.Run(ctx) }()
-			t.Cleanup(func() { cancel(); <-done; node.Close() })
+			node := w.startWith(fastConfig(w.dir), controller.Deps{Datapath: tc.dp}).node
 			waitReady(t, node)
 			assignRetrying(t, node, "pod-0")
 			att := api.Attachment{ContainerID: "pod-0", IfName: "eth0"}
