@@ -18,6 +18,7 @@ import (
 
 	"github.com/eniwire/eniwire/controller"
 	"github.com/eniwire/eniwire/controller/agent"
+	"github.com/eniwire/eniwire/controller/cniinstall"
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/metadata"
 	"github.com/eniwire/eniwire/datapath/dptypes"
@@ -151,7 +152,7 @@ func run() error {
 	go func() { errc <- node.Run(ctx) }()
 	go func() { errc <- agent.Serve(ctx, sock, agent.Handler(node, log)) }()
 	go func() { errc <- agent.Serve(ctx, ops, agent.OpsHandler(node, reg)) }()
-	go func() { errc <- installWhenReady(ctx, s, node, log) }()
+	go func() { errc <- cniinstall.WhenReady(ctx, s.installOptions(log), s.cniConflist, node.Ready) }()
 	var first error
 	for range 4 {
 		if err := <-errc; err != nil && first == nil {
