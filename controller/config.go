@@ -82,7 +82,9 @@ type Deps struct {
 	// Registerer receives the metrics (default: a private registry).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
-	Datapath   dptypes.Driver
+	// Datapath moves the pods' packets (default: dptypes.NoDriver). When it has a method RemovesHostVeth() that
+	// says true, asked once here, Release tells the plugin's DEL that the agent removes the host veth.
+	Datapath dptypes.Driver
 	// Urgent marks a context for calls that unblock pods (ec2client.WithPriority with Urgent); may be nil.
 	Urgent func(context.Context) context.Context
 	// WrapJournal, if set, wraps the opened journal (tests inject crashes with it).

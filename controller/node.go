@@ -27,7 +27,6 @@ type Node struct {
 	info    NodeInfo
 	cfg     Config
 	clock   clock.Clock
-	log     *slog.Logger
 	store   *journal.Store
 	eni     *eni.Manager // the ENI commit and the reconciler; safe for concurrent use
 	metrics *metrics
@@ -75,7 +74,7 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	if deps.WrapJournal != nil {
 		j = deps.WrapJournal(store)
 	}
-	n := &Node{cfg: cfg, info: deps.Node, clock: deps.Clock, log: log, store: store, wake: make(chan struct{}, 1),
+	n := &Node{cfg: cfg, info: deps.Node, clock: deps.Clock, store: store, wake: make(chan struct{}, 1),
 		books: &books{journal: j, st: st}, status: &poolStatus{log: log}}
 	m, err := newMetrics(deps.Registerer, n.Status)
 	if err != nil {
