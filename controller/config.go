@@ -10,6 +10,7 @@ import (
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/internal/clock"
 )
 
@@ -71,22 +72,6 @@ type NodeInfo struct {
 	IPv4PerENI int
 }
 
-// Journal is where the node's state is made durable; *journal.Store implements it.
-type Journal interface {
-	Save(st *journal.State) error
-}
-
-// Committer is a Journal that can write a change and make it durable in two steps, so the books' lock is
-// not held across an fsync and concurrent changes share one (group commit). *journal.Store implements it; a
-// Journal that does not is saved durably under the lock.
-type Committer interface {
-	Journal
-	// Append writes the change to st and returns its sequence number.
-	Append(st *journal.State) (uint64, error)
-	// Commit returns when record seq is as durable as d asks under the journal's policy.
-	Commit(seq uint64, d journal.Durability) error
-}
-
 // Deps are what a node controller is built from. Only EC2 and Node are required.
 type Deps struct {
 	EC2  ec2client.EC2API
@@ -97,7 +82,9 @@ type Deps struct {
 	// Registerer receives the metrics (default: a private registry).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
-	Datapath   Datapath
+	// Datapath moves the pods' packets (default: dptypes.NoDriver). When it has a method RemovesHostVeth() that
+	// says true, asked once here, Release tells the plugin's DEL that the agent removes the host veth.
+	Datapath dptypes.Driver
 	// Urgent marks a context for calls that unblock pods (ec2client.WithPriority with Urgent); may be nil.
 	Urgent func(context.Context) context.Context
 	// WrapJournal, if set, wraps the opened journal (tests inject crashes with it).

@@ -43,15 +43,7 @@ func TestFaultsEndWithCleanBooks(t *testing.T) {
 			tc.inject(w)
 			cfg := churnConfig(w.dir)
 			md := imds.New(imds.Options{Endpoint: w.imds.URL, HTTPClient: &http.Client{Timeout: 5 * time.Second}})
-			node, err := controller.New(cfg, controller.Deps{EC2: w.ec2(nil), IMDS: controller.MetadataIMDS{API: md},
-				Node: w.nodeInfo(), Clock: w.clk, Logger: w.log})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); _ = node.Run(ctx) }()
-			t.Cleanup(func() { cancel(); <-done; node.Close() })
+			node := w.startWith(cfg, controller.Deps{IMDS: controller.MetadataIMDS{API: md}}).node
 			waitReady(t, node)
 			answered := map[string]string{}
 			for i := range churnPods {
@@ -62,7 +54,7 @@ func TestFaultsEndWithCleanBooks(t *testing.T) {
 				return w.checkBooks(node.Snapshot(), answered)
 			})
 			for i := range churnPods {
-				if _, err := node.Release(ctx, api.ReleaseRequest{Attachment: api.Attachment{ContainerID: fmt.Sprintf("pod-%d", i), IfName: "eth0"}}); err != nil {
+				if _, err := node.Release(context.Background(), api.ReleaseRequest{Attachment: api.Attachment{ContainerID: fmt.Sprintf("pod-%d", i), IfName: "eth0"}}); err != nil {
 					t.Fatal(err)
 				}
 			}

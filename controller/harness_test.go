@@ -109,10 +109,26 @@ type running struct {
 
 func (w *world) start(cfg controller.Config, api ec2client.EC2API, wrap func(controller.Journal) controller.Journal) *running {
 	w.t.Helper()
-	if api == nil {
-		api = w.ec2(nil)
+	return w.startWith(cfg, controller.Deps{EC2: api, WrapJournal: wrap})
+}
+
+// startWith starts a controller built from deps, whose EC2 client, instance, clock and logger default to the
+// world's.
+func (w *world) startWith(cfg controller.Config, deps controller.Deps) *running {
+	w.t.Helper()
+	if deps.EC2 == nil {
+		deps.EC2 = w.ec2(nil)
 	}
-	node, err := controller.New(cfg, controller.Deps{EC2: api, Node: w.nodeInfo(), Clock: w.clk, Logger: w.log, WrapJournal: wrap})
+	if deps.Node.InstanceID == "" {
+		deps.Node = w.nodeInfo()
+	}
+	if deps.Clock == nil {
+		deps.Clock = w.clk
+	}
+	if deps.Logger == nil {
+		deps.Logger = w.log
+	}
+	node, err := controller.New(cfg, deps)
 	if err != nil {
 		w.t.Fatalf("starting controller: %v", err)
 	}
@@ -259,31 +275,18 @@ func (c *crash) hit(point string) bool {
 	return false
 }
 
+// crashJournal is the node's journal with a crash point at each write. The write takes effect (as with
+// kill -9, the kernel has the bytes); from the crash on, every call fails.
 type crashJournal struct {
 	inner controller.Journal
 	c     *crash
 }
 
-func (j crashJournal) Save(st *journal.State) error {
-	if j.c.dead.Load() {
-		return errCrashed
-	}
-	if err := j.inner.Save(st); err != nil {
-		return err
-	}
-	if j.c.hit("journal") {
-		return errCrashed
-	}
-	return nil
-}
-
-// Append and Commit make crashJournal a controller.Committer, so the crash tests run the path the agent
-// runs: the crash point is the write, which takes effect (as with kill -9, the kernel has the bytes).
 func (j crashJournal) Append(st *journal.State) (uint64, error) {
 	if j.c.dead.Load() {
 		return 0, errCrashed
 	}
-	seq, err := j.inner.(controller.Committer).Append(st)
+	seq, err := j.inner.Append(st)
 	if err != nil {
 		return 0, err
 	}
@@ -297,7 +300,7 @@ func (j crashJournal) Commit(seq uint64, d journal.Durability) error {
 	if j.c.dead.Load() {
 		return errCrashed
 	}
-	return j.inner.(controller.Committer).Commit(seq, d)
+	return j.inner.Commit(seq, d)
 }
 
 type crashEC2 struct {

@@ -2,11 +2,14 @@ package controller
 
 import (
 	"context"
+	"net/netip"
+	"strings"
 
 	"github.com/eniwire/eniwire/controller/metadata"
 )
 
-// MetadataIMDS lists the ENIs IMDS shows, for the reconciler's comparison (eni.IMDS).
+// MetadataIMDS reads the ENIs IMDS shows: their MACs for the reconciler's comparison (eni.IMDS), and an ENI's
+// primary IP for the datapath that puts it on the ENI's link (nodenet.IMDS).
 type MetadataIMDS struct{ API metadata.IMDSAPI }
 
 // ENIMACs returns the MACs of the ENIs IMDS lists.
@@ -20,6 +23,22 @@ func (m MetadataIMDS) ENIMACs(ctx context.Context) ([]string, error) {
 		out = append(out, e.MAC)
 	}
 	return out, nil
+}
+
+// PrimaryIP returns the first address IMDS lists for the ENI with mac (its primary IP), or the zero Addr when
+// IMDS does not list the ENI or no address of it yet.
+func (m MetadataIMDS) PrimaryIP(ctx context.Context, mac string) (netip.Addr, error) {
+	enis, err := metadata.ENIs(ctx, m.API)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	var ip netip.Addr
+	for _, e := range enis {
+		if strings.EqualFold(e.MAC, mac) && len(e.IPs) > 0 {
+			ip = e.IPs[0]
+		}
+	}
+	return ip, nil
 }
 
 // NodeInfoFrom converts what metadata.Load read.

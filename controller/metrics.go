@@ -5,11 +5,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/eni"
 )
 
 type metrics struct {
-	n            *Node
+	status       func() *api.Status
 	ips          *prometheus.GaugeVec
 	enis         *prometheus.GaugeVec
 	foreign      prometheus.Gauge
@@ -25,9 +26,9 @@ type metrics struct {
 	ready        prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer, n *Node) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, status func() *api.Status) (*metrics, error) {
 	m := &metrics{
-		n:           n,
+		status:      status,
 		ips:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eniwire_ips", Help: "Secondary IPs in the books by state (assigned, warm, cooldown)."}, []string{"state"}),
 		enis:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eniwire_enis", Help: "ENIs in the books by commit state."}, []string{"state"}),
 		foreign:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_foreign_enis", Help: "ENIs attached to the instance by someone else, left alone."}),
@@ -67,7 +68,7 @@ func (m *metrics) observeReconcile(rep eni.Report, err error) {
 
 // refresh sets the gauges from the books; called once per pool round, not per request.
 func (m *metrics) refresh() {
-	s := m.n.Status()
+	s := m.status()
 	m.ips.WithLabelValues("assigned").Set(float64(s.Assigned))
 	m.ips.WithLabelValues("warm").Set(float64(s.Warm))
 	m.ips.WithLabelValues("cooldown").Set(float64(s.Cooldown))

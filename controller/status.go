@@ -2,7 +2,9 @@ package controller
 
 import (
 	"cmp"
+	"log/slog"
 	"slices"
+	"sync"
 
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/journal"
@@ -12,12 +14,10 @@ import (
 // Status is the node's view for `eniwirectl status` and the status endpoint.
 func (n *Node) Status() *api.Status {
 	ready, why := n.Ready()
-	n.poolMu.Lock()
-	ps := n.poolState
-	n.poolMu.Unlock()
+	ps := n.status.get()
 	out := &api.Status{Ready: ready, Reason: why, InstanceID: n.info.InstanceID, InstanceType: n.info.InstanceType,
-		MaxENIs: n.eni.MaxENIs(), IPsPerENI: n.limits.IPsPerENI, PoolStatus: ps, ENIs: []api.ENIStatus{}, Pending: []api.PendingOp{}}
-	n.View(func(st *journal.State) {
+		MaxENIs: n.eni.MaxENIs(), IPsPerENI: n.pool.limits.IPsPerENI, PoolStatus: ps, ENIs: []api.ENIStatus{}, Pending: []api.PendingOp{}}
+	n.books.View(func(st *journal.State) {
 		v := pool.NewView(st, n.clock.Now())
 		for _, e := range st.ENIs {
 			es := api.ENIStatus{ID: e.ID, MAC: e.MAC, DeviceIndex: e.DeviceIndex, State: string(e.State), Primary: e.Primary,
@@ -55,4 +55,40 @@ func (n *Node) Status() *api.Status {
 	})
 	slices.SortFunc(out.ENIs, func(a, b api.ENIStatus) int { return cmp.Compare(a.DeviceIndex, b.DeviceIndex) })
 	return out
+}
+
+// poolStatus is the pool's status line: why the pool cannot reach its targets, or "". Who may touch it: any
+// goroutine; the pool manager and housekeeping set it, Status reads it, under its own lock.
+type poolStatus struct {
+	log *slog.Logger
+
+	mu sync.Mutex
+	s  string
+}
+
+// set replaces the status line, logging a new non-empty one.
+func (p *poolStatus) set(s string) {
+	p.mu.Lock()
+	changed := p.s != s
+	p.s = s
+	p.mu.Unlock()
+	if changed && s != "" {
+		p.log.Warn("pool status", "status", s)
+	}
+}
+
+// setIfEmpty sets s unless a status is set already (a more telling one, such as a backoff's).
+func (p *poolStatus) setIfEmpty(s string) {
+	p.mu.Lock()
+	empty := p.s == ""
+	p.mu.Unlock()
+	if empty {
+		p.set(s)
+	}
+}
+
+func (p *poolStatus) get() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.s
 }

@@ -18,9 +18,12 @@ import (
 
 	"github.com/eniwire/eniwire/controller"
 	"github.com/eniwire/eniwire/controller/agent"
+	"github.com/eniwire/eniwire/controller/cniinstall"
 	"github.com/eniwire/eniwire/controller/ec2client"
-	"github.com/eniwire/eniwire/controller/hostroute"
 	"github.com/eniwire/eniwire/controller/metadata"
+	"github.com/eniwire/eniwire/datapath/dptypes"
+	"github.com/eniwire/eniwire/datapath/hostroute"
+	"github.com/eniwire/eniwire/datapath/nodenet"
 	"github.com/eniwire/eniwire/internal/clock"
 	"github.com/eniwire/eniwire/internal/version"
 )
@@ -89,23 +92,30 @@ func run() error {
 	log.Info("instance", "id", info.InstanceID, "type", info.InstanceType, "subnet", info.SubnetID,
 		"maxENIs", info.MaxENIs, "ipv4PerENI", info.IPv4PerENI)
 
-	var dp controller.Datapath
+	var dp dptypes.Driver
 	// The agent removes released pods' host veths in the background (see hostroute.Reaper).
 	var veths *hostroute.Reaper
 	switch s.datapath {
 	case "bpf":
-		bpf, closeBPF, err := openBPF(ctx, s, meta, md, reg, log)
+		services, err := parsePrefixes("--service-cidrs", s.serviceCIDRs)
 		if err != nil {
 			return err
 		}
-		defer closeBPF()
-		veths = bpf.removeVethsInBackground(log)
+		bpf, err := nodenet.Open(ctx, nodenet.Config{
+			PinRoot: s.pinRoot, PrimaryMAC: meta.PrimaryMAC, PrimaryIP: meta.PrimaryIP, VPCCIDRs: meta.VPCCIDRs,
+			ServiceCIDRs: services, SNATEnv: s.snatEnv, MTU: s.eniMTU, IMDS: imds, Registerer: reg, Logger: log,
+		})
+		if err != nil {
+			return err
+		}
+		defer bpf.Close()
+		veths = bpf.RemoveVethsInBackground(log)
 		dp = bpf
 	case "hostroute":
 		veths = hostroute.NewReaper(hostroute.ReaperConfig{Logger: log})
 		dp = &hostroute.Routes{Veths: veths}
 	case "none":
-		dp = controller.NoDatapath{}
+		dp = dptypes.NoDriver{}
 	default:
 		return fmt.Errorf("unknown datapath %q (bpf, hostroute or none)", s.datapath)
 	}
@@ -135,16 +145,14 @@ func run() error {
 	}
 	log.Info("serving", "socket", s.socket, "metrics", ops.Addr().String())
 
-	var served agent.Controller = node
 	if veths != nil {
-		served = vethOwner{node}
 		go func() { _ = veths.Run(ctx) }()
 	}
 	errc := make(chan error, 4)
 	go func() { errc <- node.Run(ctx) }()
-	go func() { errc <- agent.Serve(ctx, sock, agent.Handler(served, log)) }()
+	go func() { errc <- agent.Serve(ctx, sock, agent.Handler(node, log)) }()
 	go func() { errc <- agent.Serve(ctx, ops, agent.OpsHandler(node, reg)) }()
-	go func() { errc <- installWhenReady(ctx, s, node, log) }()
+	go func() { errc <- cniinstall.WhenReady(ctx, s.installOptions(log), s.cniConflist, node.Ready) }()
 	var first error
 	for range 4 {
 		if err := <-errc; err != nil && first == nil {

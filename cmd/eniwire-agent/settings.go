@@ -4,11 +4,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/datapath/snat"
 )
 
 // settings are the agent's configuration: every one is an environment variable (the AWS VPC CNI's name where
@@ -21,7 +24,7 @@ type settings struct {
 	clockFactor                                                                   float64
 	journalSync                                                                   journal.SyncPolicy
 
-	// BPF datapath, SNAT and CNI install (bpfdatapath.go, install.go).
+	// BPF datapath (datapath/nodenet), SNAT and CNI install (install.go).
 	pinRoot, serviceCIDRs, externalSNAT, excludeSNAT, randomizeSNAT string
 	eniMTU                                                          int
 	cniBinDir, cniConfDir, cniConflist, cniPlugin                   string
@@ -134,4 +137,34 @@ func printUsage(w io.Writer) {
 	for _, s := range table {
 		fmt.Fprintf(w, "  -%s string\n    \t%s (env %s, default %q)\n", s.flag, s.usage, s.env, s.def)
 	}
+}
+
+// parsePrefixes reads a comma-separated CIDR list; empty items are skipped.
+func parsePrefixes(name, list string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range strings.Split(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("parsing %s: %w", name, err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// snatEnv answers snat.FromEnv with the settings' values, so that a flag given on the command line wins
+// over the variable, as for every other setting.
+func (s *settings) snatEnv(name string) string {
+	switch name {
+	case snat.EnvExternalSNAT:
+		return s.externalSNAT
+	case snat.EnvExcludeSNATCIDRs:
+		return s.excludeSNAT
+	case snat.EnvRandomizeSNAT:
+		return s.randomizeSNAT
+	}
+	return os.Getenv(name)
 }

@@ -22,12 +22,14 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/eniwire/eniwire/controller/api"
-	"github.com/eniwire/eniwire/controller/hostroute"
+	"github.com/eniwire/eniwire/datapath/dptypes"
+	"github.com/eniwire/eniwire/datapath/hostroute"
 )
 
 // AgentDouble answers the agent API from a fixed list of IPs, stateful like the real agent: an assignment is
 // kept per attachment, a repeated Assign returns it, and an empty pool answers CodeNoIPAvailable. Like the
-// agent it adds the host route podIP/32 dev <host veth> in the node's namespace.
+// agent's hostroute datapath (it runs the same datapath/hostroute code) it adds the host route podIP/32 dev
+// <host veth> in the node's namespace.
 //
 // Like the agent, it owns the host veths when it has a node: its Release answers HostVethRemovalAgent and a
 // hostroute.Reaper removes the veth in the background.
@@ -45,7 +47,7 @@ type AgentDouble struct {
 	reason   string
 	badIP    bool
 	calls    map[string]int
-	routes   *netlink.Handle
+	routes   *hostroute.Routes
 	veths    *hostroute.Reaper
 
 	vethMu    sync.Mutex
@@ -98,7 +100,6 @@ func StartAgentDouble(t testing.TB, node ns.NetNS, ips []string) *AgentDouble {
 		if err != nil {
 			t.Fatalf("opening netlink in the node namespace: %v", err)
 		}
-		d.routes = h
 		// A handle of its own: a handle's socket serves one request at a time, and a veth's deletion takes
 		// tens of milliseconds that the double's route requests must not wait behind.
 		rh, err := netlink.NewHandleAt(netns.NsHandle(node.Fd()))
@@ -106,6 +107,7 @@ func StartAgentDouble(t testing.TB, node ns.NetNS, ips []string) *AgentDouble {
 			t.Fatalf("opening netlink in the node namespace: %v", err)
 		}
 		d.veths = hostroute.NewReaper(hostroute.ReaperConfig{Handle: rh})
+		d.routes = &hostroute.Routes{Handle: h, Veths: d.veths}
 		d.runVethRemoval()
 		t.Cleanup(func() {
 			d.vethMu.Lock()
@@ -196,14 +198,10 @@ func (d *AgentDouble) assign(req api.AssignRequest) (any, error) {
 		d.badIP = false
 		a.IP = "not-an-ip"
 	} else if d.routes != nil {
-		if err := d.veths.Keep(hostroute.Veth{Name: req.HostVeth, Index: req.HostIfindex}); err != nil {
+		if err := d.routes.PodUp(context.Background(), podOf(a)); err != nil {
 			d.free = append(d.free, ip)
-			return nil, &api.Error{Code: api.CodeInternal, Message: err.Error(), Retryable: true}
-		}
-		r := &netlink.Route{LinkIndex: req.HostIfindex, Dst: &net.IPNet{IP: net.ParseIP(ip).To4(), Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK}
-		if err := d.routes.RouteReplace(r); err != nil {
-			d.free = append(d.free, ip)
-			return nil, &api.Error{Code: api.CodeInternal, Message: fmt.Sprintf("adding host route: %v", err)}
+			// A veth already being removed: the plugin retries with a new pair.
+			return nil, &api.Error{Code: api.CodeInternal, Message: err.Error(), Retryable: errors.Is(err, hostroute.ErrVethRemoving)}
 		}
 	}
 	d.assigned[req.Attachment] = a
@@ -229,10 +227,15 @@ func (d *AgentDouble) drop(a *api.Assignment) {
 		d.free = append(d.free, a.IP)
 		if d.routes != nil {
 			// The route usually went with the veth already.
-			_ = d.routes.RouteDel(&netlink.Route{LinkIndex: a.HostIfindex, Dst: &net.IPNet{IP: ip.To4(), Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK})
-			d.veths.Release(hostroute.Veth{Name: a.HostVeth, Index: a.HostIfindex})
+			_ = d.routes.PodDown(context.Background(), podOf(a))
 		}
 	}
+}
+
+// podOf is the assignment as the datapath sees it.
+func podOf(a *api.Assignment) dptypes.Pod {
+	return dptypes.Pod{ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, IP: a.IP, HostVeth: a.HostVeth,
+		HostIfindex: a.HostIfindex}
 }
 
 func (d *AgentDouble) check(req api.CheckRequest) (any, error) {

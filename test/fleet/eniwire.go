@@ -13,6 +13,7 @@ import (
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/test/ec2sim"
 )
 
@@ -87,7 +88,7 @@ func (n *eniwireNode) start(ctx context.Context) error {
 	}
 	node, err := controller.New(controller.Config{StateDir: n.dir, Cluster: "fleet", WarmENITarget: warm, StartJitter: startJitter},
 		controller.Deps{EC2: api, Node: n.nodeInfo(), Clock: n.w.clk, Registerer: nopRegisterer{}, Logger: n.set.log,
-			Datapath: controller.NoDatapath{}})
+			Datapath: dptypes.NoDriver{}})
 	if err != nil {
 		return fmt.Errorf("starting controller of %s: %w", n.inst.ID, err)
 	}

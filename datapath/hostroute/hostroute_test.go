@@ -11,7 +11,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
-	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/internal/testenv"
 )
 
@@ -55,7 +55,7 @@ func TestPodRoutesComeAndGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Routes{Handle: h}
-	pod := controller.Pod{IP: "10.9.0.7", HostVeth: name}
+	pod := dptypes.Pod{IP: "10.9.0.7", HostVeth: name}
 	routes := func() []netlink.Route {
 		rs, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: &net.IPNet{IP: net.ParseIP("10.9.0.7").To4(), Mask: net.CIDRMask(32, 32)}}, netlink.RT_FILTER_DST)
 		if err != nil {
@@ -87,7 +87,7 @@ func TestPodRoutesComeAndGo(t *testing.T) {
 			}
 		})
 	}
-	if err := r.PodUp(context.Background(), controller.Pod{IP: "10.9.0.8", HostVeth: "missing0"}); err == nil {
+	if err := r.PodUp(context.Background(), dptypes.Pod{IP: "10.9.0.8", HostVeth: "missing0"}); err == nil {
 		t.Fatal("PodUp on a missing veth succeeded")
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package nodenet
 
 import (
 	"context"
@@ -10,20 +10,14 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/vishvananda/netlink"
-
-	"github.com/eniwire/eniwire/controller"
-	"github.com/eniwire/eniwire/controller/hostroute"
-	"github.com/eniwire/eniwire/controller/metadata"
 	"github.com/eniwire/eniwire/datapath"
+	"github.com/eniwire/eniwire/datapath/dptypes"
+	"github.com/eniwire/eniwire/datapath/hostroute"
+	"github.com/vishvananda/netlink"
 )
 
-// errNoLink means the ENI's interface has not appeared on the node (yet): the controller retries ENIUp on
-// its next round, by which time the kernel has usually created it.
-var errNoLink = errors.New("no interface with this MAC")
-
-// bpfDatapath is the production controller.Datapath: the tc programs steer pod packets by the pods and
-// ENIs maps, and a /32 host route per pod lets the host stack (kube-proxy, SNAT replies) reach the pod.
+// BPF is the production dptypes.Driver: the tc programs steer pod packets by the pods and ENIs maps, and a
+// /32 host route per pod lets the host stack (kube-proxy, SNAT replies) reach the pod.
 //
 // A secondary ENI gets its own primary IP as a /32 and no ip rule. The programs would not need it:
 // bpf_redirect_neigh resolves the gateway on a bare link and to_pod runs before the IP stack. The host stack
@@ -32,10 +26,10 @@ var errNoLink = errors.New("no interface with this MAC")
 // on an interface without an IPv4 address unless its source routes back through it. A /32 adds no
 // connected route (the main table is unchanged, so no rule is needed), only the local address, and with
 // rp_filter loose on the ENI that reply is accepted.
-type bpfDatapath struct {
+type BPF struct {
 	dp     *datapath.Datapath
 	routes *hostroute.Routes
-	imds   metadata.IMDSAPI
+	imds   IMDS
 	mtu    int
 	log    *slog.Logger
 
@@ -43,71 +37,18 @@ type bpfDatapath struct {
 	enis map[string]int // ENI id -> ifindex, for ENIDown after the interface vanished
 }
 
-var _ controller.Datapath = (*bpfDatapath)(nil)
+var _ dptypes.Driver = (*BPF)(nil)
 
-func newBPFDatapath(dp *datapath.Datapath, md metadata.IMDSAPI, mtu int, log *slog.Logger) *bpfDatapath {
-	return &bpfDatapath{dp: dp, routes: &hostroute.Routes{}, imds: md, mtu: mtu, log: log, enis: map[string]int{}}
+func newBPF(dp *datapath.Datapath, md IMDS, mtu int, log *slog.Logger) *BPF {
+	return &BPF{dp: dp, routes: &hostroute.Routes{}, imds: md, mtu: mtu, log: log, enis: map[string]int{}}
 }
 
-// errNotInIMDS means IMDS does not list the ENI yet (it lags after attach); the controller retries.
-var errNotInIMDS = errors.New("ENI not listed by IMDS yet")
-
-// addPrimaryIP puts the ENI's primary IP (from IMDS, which lists it first) on its link as a /32.
-func (b *bpfDatapath) addPrimaryIP(ctx context.Context, e controller.ENI, l netlink.Link) error {
-	enis, err := metadata.ENIs(ctx, b.imds)
-	if err != nil {
-		return err
-	}
-	var ip netip.Addr
-	for _, m := range enis {
-		if strings.EqualFold(m.MAC, e.MAC) && len(m.IPs) > 0 {
-			ip = m.IPs[0]
-		}
-	}
-	if !ip.Is4() {
-		return fmt.Errorf("reading the primary IP of ENI %s: %w", e.ID, errNotInIMDS)
-	}
-	addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
-	if err != nil {
-		return fmt.Errorf("listing addresses of %s: %w", l.Attrs().Name, err)
-	}
-	for _, a := range addrs {
-		if ones, _ := a.Mask.Size(); a.IP.Equal(ip.AsSlice()) && ones == 32 {
-			return nil
-		}
-	}
-	a := &netlink.Addr{IPNet: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(32, 32)}}
-	if err := netlink.AddrReplace(l, a); err != nil {
-		return fmt.Errorf("adding %s/32 to %s: %w", ip, l.Attrs().Name, err)
-	}
-	b.log.Info("ENI address added", "eni", e.ID, "link", l.Attrs().Name, "ip", ip)
-	return nil
-}
-
-// linkByMAC finds the interface carrying an ENI's MAC.
-func linkByMAC(mac string) (netlink.Link, error) {
-	hw, err := net.ParseMAC(mac)
-	if err != nil {
-		return nil, fmt.Errorf("parsing MAC %q: %w", mac, err)
-	}
-	links, err := netlink.LinkList()
-	if err != nil {
-		return nil, fmt.Errorf("listing interfaces: %w", err)
-	}
-	for _, l := range links {
-		// A bridge, VLAN or macvlan may copy the ENI's MAC but is not the ENI: only a NIC (or, in the
-		// simulated VPC, the veth standing for one) that is no bridge port counts.
-		if l.Attrs().MasterIndex == 0 && strings.EqualFold(l.Attrs().HardwareAddr.String(), hw.String()) &&
-			(l.Type() == "device" || l.Type() == "veth") {
-			return l, nil
-		}
-	}
-	return nil, fmt.Errorf("finding ENI %s: %w", mac, errNoLink)
-}
+// Close releases this process's handles only: programs, links and maps stay pinned for the next agent.
+func (b *BPF) Close() error { return b.dp.Close() }
 
 // ENIUp brings the ENI's interface up (a secondary one at the VPC's MTU), loosens its reverse-path check,
 // writes its map entry and attaches to_pod and to_vpc.
-func (b *bpfDatapath) ENIUp(ctx context.Context, e controller.ENI) error {
+func (b *BPF) ENIUp(ctx context.Context, e dptypes.ENI) error {
 	l, err := linkByMAC(e.MAC)
 	if err != nil {
 		return fmt.Errorf("bringing ENI %s up: %w", e.ID, err)
@@ -128,7 +69,7 @@ func (b *bpfDatapath) ENIUp(ctx context.Context, e controller.ENI) error {
 		b.log.Info("ENI link up", "eni", e.ID, "link", a.Name)
 	}
 	if !e.Primary {
-		if err := b.addPrimaryIP(ctx, e, l); err != nil {
+		if err := addPrimaryIP(ctx, b.imds, e, l, b.log); err != nil {
 			return fmt.Errorf("bringing ENI %s up: %w", e.ID, err)
 		}
 	}
@@ -156,7 +97,7 @@ func (b *bpfDatapath) ENIUp(ctx context.Context, e controller.ENI) error {
 
 // ENIDown detaches the ENI's programs and removes its entry. The interface may be gone already (the ENI
 // was detached): its entry is then found by MAC in the map.
-func (b *bpfDatapath) ENIDown(_ context.Context, e controller.ENI) error {
+func (b *BPF) ENIDown(_ context.Context, e dptypes.ENI) error {
 	idx := 0
 	if l, err := linkByMAC(e.MAC); err == nil {
 		idx = l.Attrs().Index
@@ -189,25 +130,8 @@ func (b *bpfDatapath) ENIDown(_ context.Context, e controller.ENI) error {
 	return nil
 }
 
-// hostIfindex is the pod's host veth as it is now: found by name, since an ifindex alone may already
-// belong to another pod's veth. ok is false when the veth is gone.
-func hostIfindex(pod controller.Pod) (int, bool, error) {
-	if pod.HostVeth == "" {
-		return pod.HostIfindex, pod.HostIfindex != 0, nil
-	}
-	l, err := netlink.LinkByName(pod.HostVeth)
-	var nf netlink.LinkNotFoundError
-	if errors.As(err, &nf) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("finding host veth %s: %w", pod.HostVeth, err)
-	}
-	return l.Attrs().Index, true, nil
-}
-
 // PodUp routes the pod's /32 to its veth, writes its map entry (its ENI by ifindex) and attaches from_pod.
-func (b *bpfDatapath) PodUp(ctx context.Context, pod controller.Pod) error {
+func (b *BPF) PodUp(ctx context.Context, pod dptypes.Pod) error {
 	ip, err := netip.ParseAddr(pod.IP)
 	if err != nil {
 		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
@@ -236,28 +160,28 @@ func (b *bpfDatapath) PodUp(ctx context.Context, pod controller.Pod) error {
 	return nil
 }
 
-// removeVethsInBackground makes the agent own the pods' host veths: PodDown then removes the pod's map entry and
-// route at once and leaves the veth, with the from_pod link on it, to the returned Reaper, whose Run the caller
-// starts.
-func (b *bpfDatapath) removeVethsInBackground(log *slog.Logger) *hostroute.Reaper {
+// RemoveVethsInBackground makes the agent own the pods' host veths: PodDown then removes the pod's map entry
+// and route at once and leaves the veth, with the from_pod link on it, to the returned Reaper, whose Run the
+// caller starts. Call it before the controller is built: the controller asks RemovesHostVeth once.
+func (b *BPF) RemoveVethsInBackground(log *slog.Logger) *hostroute.Reaper {
 	b.routes.Veths = hostroute.NewReaper(hostroute.ReaperConfig{Logger: log, Removed: b.podVethGone})
 	return b.routes.Veths
 }
 
 // podVethGone unpins the from_pod link of a removed veth; the kernel detached the program with the device.
-func (b *bpfDatapath) podVethGone(ifindex int) {
+func (b *BPF) podVethGone(ifindex int) {
 	if err := b.dp.DetachPodVeth(ifindex); err != nil {
 		b.log.Warn("unpinning the program link of a removed host veth", "ifindex", ifindex, "error", err)
 	}
 }
 
 // RemovesHostVeth reports whether PodDown removes the pod's host veth.
-func (b *bpfDatapath) RemovesHostVeth() bool { return b.routes.RemovesHostVeth() }
+func (b *BPF) RemovesHostVeth() bool { return b.routes.RemovesHostVeth() }
 
 // PodDown reverses PodUp; a veth, entry or route already gone is not an error. When the agent owns the host
 // veth, the entry and route go now (the IP may serve another pod as soon as its cooldown ends) and the veth,
 // whose deletion also detaches from_pod, goes in the background.
-func (b *bpfDatapath) PodDown(ctx context.Context, pod controller.Pod) error {
+func (b *BPF) PodDown(ctx context.Context, pod dptypes.Pod) error {
 	ip, err := netip.ParseAddr(pod.IP)
 	if err != nil {
 		return nil

@@ -1,5 +1,6 @@
-// Package hostroute is the interim datapath: it routes each pod's /32 to its host veth in the main table
-// (a route, not a rule), so the host reaches the pod. The BPF datapath replaces it.
+// Package hostroute routes each pod's /32 to its host veth in the main table (a route, not a rule), so the
+// host stack reaches the pod, and removes released pods' host veths in the background (Reaper). Routes alone
+// is the agent's `hostroute` datapath; datapath/nodenet's BPF driver uses it for the routes beside its maps.
 package hostroute
 
 import (
@@ -11,10 +12,10 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/datapath/dptypes"
 )
 
-// Routes implements controller.Datapath with host routes only.
+// Routes implements dptypes.Driver with host routes only.
 type Routes struct {
 	// Handle is the netlink handle to use (nil: the current network namespace).
 	Handle *netlink.Handle
@@ -23,7 +24,7 @@ type Routes struct {
 	Veths *Reaper
 }
 
-var _ controller.Datapath = (*Routes)(nil)
+var _ dptypes.Driver = (*Routes)(nil)
 
 func (r *Routes) h() *netlink.Handle {
 	if r.Handle != nil {
@@ -32,7 +33,7 @@ func (r *Routes) h() *netlink.Handle {
 	return &netlink.Handle{}
 }
 
-func (r *Routes) route(pod controller.Pod) (*netlink.Route, error) {
+func (r *Routes) route(pod dptypes.Pod) (*netlink.Route, error) {
 	ip := net.ParseIP(pod.IP).To4()
 	if ip == nil {
 		return nil, fmt.Errorf("routing pod %s: not an IPv4 address", pod.IP)
@@ -56,7 +57,7 @@ func (r *Routes) RemovesHostVeth() bool { return r.Veths != nil }
 
 // PodUp adds (or replaces) podIP/32 dev <hostVeth>, and claims the veth when Veths is set. It fails wrapping
 // ErrVethRemoving when the veth is already being removed.
-func (r *Routes) PodUp(_ context.Context, pod controller.Pod) error {
+func (r *Routes) PodUp(_ context.Context, pod dptypes.Pod) error {
 	rt, err := r.route(pod)
 	if err != nil {
 		return err
@@ -74,7 +75,7 @@ func (r *Routes) PodUp(_ context.Context, pod controller.Pod) error {
 
 // PodDown removes the pod's /32 route and, when Veths is set, queues the veth the assignment recorded for
 // removal; a missing route or veth is not an error.
-func (r *Routes) PodDown(_ context.Context, pod controller.Pod) error {
+func (r *Routes) PodDown(_ context.Context, pod dptypes.Pod) error {
 	if r.Veths != nil {
 		// After the route: the route goes now, so the IP can serve another pod whenever the veth goes.
 		defer r.Veths.Release(Veth{Name: pod.HostVeth, Index: pod.HostIfindex})
@@ -94,7 +95,7 @@ func (r *Routes) PodDown(_ context.Context, pod controller.Pod) error {
 }
 
 // ENIUp does nothing: host routes need no per-ENI state.
-func (r *Routes) ENIUp(context.Context, controller.ENI) error { return nil }
+func (r *Routes) ENIUp(context.Context, dptypes.ENI) error { return nil }
 
 // ENIDown does nothing.
-func (r *Routes) ENIDown(context.Context, controller.ENI) error { return nil }
+func (r *Routes) ENIDown(context.Context, dptypes.ENI) error { return nil }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/datapath/dptypes"
 )
 
 // addVeth makes a veth pair name <-> "p"+name (outside the prefix, as a pod end would be) in h's namespace and returns the first end.
@@ -87,7 +87,7 @@ func TestReleasedVethIsRemovedInTheBackground(t *testing.T) {
 
 	t.Run("PodDown removes the route at once and the veth soon after", func(t *testing.T) {
 		v := addVeth(t, h, "eniwtest0")
-		pod := controller.Pod{IP: "10.9.1.7", HostVeth: v.Name, HostIfindex: v.Index}
+		pod := dptypes.Pod{IP: "10.9.1.7", HostVeth: v.Name, HostIfindex: v.Index}
 		if err := routes.PodUp(context.Background(), pod); err != nil {
 			t.Fatal(err)
 		}

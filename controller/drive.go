@@ -1,0 +1,150 @@
+package controller
+
+// The pool manager drives each unfinished ENI operation step by step, and backs off per operation and for the
+// pool as a whole after failures (see poolManager for who may touch the backoffs).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/eniwire/eniwire/controller/ec2client"
+	"github.com/eniwire/eniwire/controller/eni"
+	"github.com/eniwire/eniwire/controller/journal"
+)
+
+// backoff is when one ENI operation may be tried again, and the delay that got it there.
+type backoff struct {
+	until time.Time
+	delay time.Duration
+}
+
+// advancePending moves every unfinished ENI operation on, step after step, until it rests or fails.
+func (m *poolManager) advancePending(ctx context.Context) {
+	var ops []string
+	m.books.View(func(st *journal.State) {
+		for _, e := range st.ENIs {
+			if e.State != journal.Ready && !(e.State == journal.Attached && e.Primary) {
+				ops = append(ops, e.OpID)
+			}
+		}
+	})
+	// Each operation is its own commit: drive them side by side, as the warm-up that started them did, so one
+	// waiting for an attach token does not hold back another that could create or modify.
+	var wg sync.WaitGroup
+	for _, op := range ops {
+		wg.Go(func() { m.drive(ctx, op) })
+	}
+	wg.Wait()
+	var pendingIPs bool
+	m.books.View(func(st *journal.State) { pendingIPs = len(st.IPOps) > 0 })
+	if pendingIPs {
+		if err := m.eni.ResumeIPOps(ctx); err != nil {
+			m.log.Debug("resuming IP operations", "error", err)
+		}
+	}
+}
+
+// drive advances one operation until it rests, fails, or waits on its backoff.
+func (m *poolManager) drive(ctx context.Context, opID string) {
+	for range 8 {
+		m.mu.Lock()
+		b, ok := m.backoffs[opID]
+		m.mu.Unlock()
+		if ok && m.clock.Now().Before(b.until) {
+			return
+		}
+		rec, ok := m.eni.Record(opID)
+		if !ok || rec.State == journal.Ready {
+			m.clearBackoff(opID)
+			return
+		}
+		err := m.eni.Advance(ctx, opID)
+		if err == nil {
+			m.clearBackoff(opID)
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		m.metrics.stepErrors.WithLabelValues(string(rec.State), eni.ErrorCode(err)).Inc()
+		m.mu.Lock()
+		b = m.backoffs[opID]
+		var wait time.Duration
+		if ec2client.IsThrottle(err) {
+			b.delay, wait = throttleDelay(b.delay)
+		} else {
+			b.delay = nextDelay(b.delay, err)
+			wait = b.delay
+		}
+		b.until = m.clock.Now().Add(wait)
+		m.backoffs[opID] = b
+		m.mu.Unlock()
+		m.log.Warn("ENI step failed; will retry", "op", opID, "eni", rec.ID, "state", rec.State, "retryIn", wait, "error", err)
+		// Look again when the wait is over rather than at the next pool interval, which may be seconds later.
+		go func() {
+			if m.clock.Sleep(ctx, wait) == nil {
+				m.wake()
+			}
+		}()
+		m.poolBackoff(err)
+		if errors.Is(err, eni.ErrBooksWrong) {
+			m.eni.RequestReconcile()
+		}
+		return
+	}
+}
+
+func (m *poolManager) clearBackoff(opID string) {
+	m.mu.Lock()
+	delete(m.backoffs, opID)
+	m.mu.Unlock()
+}
+
+// nextDelay grows a retry delay: exponential from 1 s to 5 min; IAM and capacity refusals start higher.
+func nextDelay(prev time.Duration, err error) time.Duration {
+	floor := time.Second
+	if errors.Is(err, eni.ErrUnauthorized) || errors.Is(err, eni.ErrSubnetFull) {
+		floor = time.Minute
+	}
+	d := max(prev*2, floor)
+	d = min(d, 5*time.Minute)
+	return d + time.Duration(rand.Int64N(int64(d)/5+1))
+}
+
+// maxThrottleDelay caps the node's wait before retrying a step that EC2 kept throttling. A throttle is not a
+// failure of the step: the account's bucket refills every second, and the EC2 client's limiter already paces
+// the node (its rate is cut, its own retries are spent). Growing this wait to minutes, as for real failures,
+// left the last ENIs of a 1,000-node rollout idle while the account's bucket sat full.
+const maxThrottleDelay = 15 * time.Second
+
+// throttleDelay returns the next backoff window after a throttled step (doubling from 1 s up to
+// maxThrottleDelay) and the wait drawn from it with full jitter, so that nodes throttled together come back
+// spread over the whole window.
+func throttleDelay(prev time.Duration) (window, wait time.Duration) {
+	window = min(max(prev*2, time.Second), maxThrottleDelay)
+	return window, time.Duration(rand.Int64N(int64(window)))
+}
+
+// poolBackoff stops pool growth for a while after errors a storm would not fix.
+func (m *poolManager) poolBackoff(err error) {
+	var why string
+	switch {
+	case errors.Is(err, eni.ErrSubnetFull):
+		why = "subnet " + m.subnetID + " has no free addresses (InsufficientFreeAddressesInSubnet)"
+	case errors.Is(err, eni.ErrUnauthorized):
+		why = "EC2 denies the calls (UnauthorizedOperation): check the node's IAM policy"
+	default:
+		return
+	}
+	m.mu.Lock()
+	m.delay = nextDelay(m.delay, err)
+	m.until = m.clock.Now().Add(m.delay)
+	until := m.until
+	m.mu.Unlock()
+	m.status.set(fmt.Sprintf("%s; backing off until %s", why, until.UTC().Format(time.RFC3339)))
+	m.metrics.poolBackoffs.Inc()
+}

@@ -1,0 +1,153 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	"github.com/eniwire/eniwire/controller/ec2client"
+	"github.com/eniwire/eniwire/controller/eni"
+	"github.com/eniwire/eniwire/internal/clock"
+)
+
+// throttleReporter is what the node asks its EC2 client (*ec2client.Client) to pace its housekeeping.
+type throttleReporter interface {
+	// LastThrottle returns when EC2 last throttled action, zero if never.
+	LastThrottle(action string) time.Time
+}
+
+// describeAction is the bucket the reconcile and the orphan sweep draw from.
+const describeAction = "DescribeNetworkInterfaces"
+
+// housekeeping paces the work that keeps the books honest but unblocks no pod: the reconcile with EC2 and the
+// cluster-wide sweep for orphaned ENIs. Who may touch it: only the Run loop, except answered, which any
+// goroutine reads (Ready).
+type housekeeping struct {
+	eni *eni.Manager
+	// throttles tells when EC2 last throttled an action; nil when the EC2 client does not say.
+	throttles            throttleReporter
+	reconcileInterval    time.Duration
+	maxReconcileInterval time.Duration
+	orphanSweepInterval  time.Duration
+	clock                clock.Clock
+	log                  *slog.Logger
+	metrics              *metrics
+	status               *poolStatus
+
+	// answered is set once EC2 has answered a reconcile: the node is ready.
+	answered atomic.Bool
+
+	// lastRecon and nextRecon bound the periodic reconcile; reconcileEvery is its interval now, stretched
+	// while the account throttles describes.
+	lastRecon      time.Time
+	nextRecon      time.Time
+	reconcileEvery time.Duration
+	nextSweep      time.Time
+}
+
+// reconcileDue reports whether the reconcile is due: periodically, and at once when the ENI manager asks.
+func (h *housekeeping) reconcileDue(now time.Time) bool {
+	return h.nextRecon.IsZero() || !now.Before(h.nextRecon) || h.eni.NeedsReconcile()
+}
+
+// reconcile compares the books with EC2 and schedules the next periodic reconcile.
+//
+// The periodic reconcile is housekeeping, and "calls that unblock pods go before housekeeping": at 1,000 nodes,
+// two filtered DescribeNetworkInterfaces per node every minute are 33 calls/s against the account's 20/s
+// refill, so the reconciles alone keep the describe bucket dry and the describes a commit needs (a resumed
+// attach reads EC2 first) starve. So while this node's describes are being throttled the interval doubles,
+// up to Config.MaxReconcileInterval, and it halves back toward ReconcileInterval once they are not. A
+// reconcile that a surprising answer asked for (eni.Manager.NeedsReconcile) is never postponed.
+func (h *housekeeping) reconcile(ctx context.Context) {
+	started := h.clock.Now()
+	rep, err := h.eni.Reconcile(ctx)
+	h.metrics.observeReconcile(rep, err)
+	now := h.clock.Now()
+	if err != nil {
+		h.log.Warn("reconcile failed", "error", err)
+		if errors.Is(err, eni.ErrUnauthorized) {
+			h.status.set("EC2 denies the calls (UnauthorizedOperation): check the node's IAM policy")
+		}
+	}
+	pressed := ec2client.IsThrottle(err) || h.describeThrottledSince(h.lastRecon) ||
+		h.describeThrottledSince(started)
+	h.paceReconcile(pressed)
+	// A partial failure (e.g. one GC delete) still leaves the books compared with EC2; a failure to list does
+	// not. Until the first list succeeds the node can do nothing else, so it tries again soon.
+	if err != nil && rep.Attached == 0 {
+		retry := min(h.reconcileInterval, 10*time.Second)
+		if h.answered.Load() {
+			retry = h.reconcileEvery
+		}
+		h.nextRecon = now.Add(jitter(retry))
+		return
+	}
+	h.lastRecon = now
+	h.nextRecon = now.Add(jitter(h.reconcileEvery))
+	if !h.answered.Swap(true) {
+		h.log.Info("pool ready", "attached", rep.Attached)
+	}
+}
+
+// paceReconcile stretches the periodic reconcile interval under describe throttling and shrinks it back when
+// calm, logging only when it changes between normal and stretched.
+func (h *housekeeping) paceReconcile(pressed bool) {
+	prev := h.reconcileEvery
+	if pressed {
+		h.reconcileEvery = min(max(prev*2, h.reconcileInterval), h.maxReconcileInterval)
+	} else {
+		h.reconcileEvery = max(prev/2, h.reconcileInterval)
+	}
+	switch {
+	case prev == h.reconcileInterval && h.reconcileEvery > prev:
+		h.log.Info("EC2 throttles describes; stretching the periodic reconcile", "interval", h.reconcileEvery)
+	case prev > h.reconcileInterval && h.reconcileEvery == h.reconcileInterval:
+		h.log.Info("describes no longer throttled; periodic reconcile back to normal", "interval", h.reconcileEvery)
+	}
+}
+
+// describeThrottledSince reports whether EC2 throttled this node's describes after t.
+func (h *housekeeping) describeThrottledSince(t time.Time) bool {
+	if h.throttles == nil {
+		return false
+	}
+	last := h.throttles.LastThrottle(describeAction)
+	return !last.IsZero() && last.After(t)
+}
+
+// jitter spreads d by ±10%, so that nodes started together do not reconcile in the same second forever.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return d
+	}
+	return d - d/10 + time.Duration(rand.Int64N(int64(d)/5+1))
+}
+
+// sweepOrphans runs the cluster-wide sweep for orphaned ENIs when it is due (see Config.OrphanSweepInterval).
+// It is housekeeping too: while the node's describes are throttled it waits another interval.
+func (h *housekeeping) sweepOrphans(ctx context.Context, now time.Time) {
+	every := h.orphanSweepInterval
+	if every <= 0 {
+		return
+	}
+	if h.nextSweep.IsZero() {
+		// Not at once: a rollout's nodes would all sweep in its first seconds.
+		h.nextSweep = now.Add(time.Duration(rand.Int64N(int64(every))))
+		return
+	}
+	if now.Before(h.nextSweep) {
+		return
+	}
+	h.nextSweep = now.Add(every/2 + time.Duration(rand.Int64N(int64(every))))
+	if h.describeThrottledSince(now.Add(-h.reconcileInterval)) {
+		return
+	}
+	collected, err := h.eni.SweepOrphans(ctx)
+	h.metrics.orphans.Add(float64(len(collected)))
+	if err != nil {
+		h.log.Warn("sweeping orphaned ENIs", "error", err)
+	}
+}

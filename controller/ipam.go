@@ -1,0 +1,256 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/eniwire/eniwire/controller/api"
+	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/controller/pool"
+	"github.com/eniwire/eniwire/datapath/dptypes"
+	"github.com/eniwire/eniwire/internal/clock"
+)
+
+// Errors Assign, Release and Check return; the agent maps them to API error codes.
+var (
+	// ErrNoIP: the warm pool is empty; the pool manager has been woken. Retryable.
+	ErrNoIP = errors.New("no free IP in the warm pool")
+	// ErrNotReady: the first answer from EC2 has not come yet. Retryable.
+	ErrNotReady = errors.New("controller not ready")
+	// ErrNotFound: no assignment for the attachment.
+	ErrNotFound = errors.New("no assignment for the attachment")
+	// ErrBadRequest: a required field is missing.
+	ErrBadRequest = errors.New("bad request")
+)
+
+// ipam hands pod IPs out of the warm pool and takes them back, over the books and the datapath. Who may touch
+// it: any goroutine (the agent API's handlers call it concurrently). It keeps no state of its own beyond its
+// settings; every change goes through the books' lock and journal.
+type ipam struct {
+	books *books
+	dp    dptypes.Driver
+	// removesVeth: the datapath removes released pods' host veths (asked once, when the node was built), so
+	// a Release tells the plugin's DEL to skip its own deletion.
+	removesVeth bool
+	cooldown    time.Duration
+	targets     pool.Targets
+	limits      pool.Limits
+	clock       clock.Clock
+	log         *slog.Logger
+	metrics     *metrics
+	// ready says whether the node may hand out IPs; wake asks the pool manager to look at the pool.
+	ready func() (bool, string)
+	wake  func()
+}
+
+func validAttachment(a api.Attachment) error {
+	if a.ContainerID == "" || a.IfName == "" {
+		return fmt.Errorf("%w: containerID and ifName are required", ErrBadRequest)
+	}
+	return nil
+}
+
+// Assign gives the attachment an IP from the warm pool, journals it, sets up the datapath and returns it. It
+// never waits on EC2. A repeated request for the same attachment returns the same assignment.
+func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignment, error) {
+	if err := validAttachment(req.Attachment); err != nil {
+		return nil, err
+	}
+	if ok, why := p.ready(); !ok {
+		return nil, fmt.Errorf("%w: %s", ErrNotReady, why)
+	}
+	p.books.mu.Lock()
+	if a := p.books.st.Assignment(req.ContainerID, req.IfName); a != nil {
+		out := p.toAPI(*a)
+		seq := p.books.seq
+		p.books.mu.Unlock()
+		// The first request may still be waiting for its commit: this answer waits for it too.
+		if err := p.books.commit(seq, journal.Pod); err != nil {
+			return nil, fmt.Errorf("journaling assignment of %s: %w", out.IP, err)
+		}
+		p.metrics.assigns.WithLabelValues("repeat").Inc()
+		return out, p.podUp(ctx, *out)
+	}
+	now := p.clock.Now()
+	ip, e, ok := pool.NewView(p.books.st, now).Pick()
+	if !ok {
+		p.books.mu.Unlock()
+		p.wake()
+		p.metrics.assigns.WithLabelValues("no_ip").Inc()
+		return nil, ErrNoIP
+	}
+	a := journal.Assignment{
+		ContainerID: req.ContainerID, IfName: req.IfName, Netns: req.Netns, PodNamespace: req.Pod.Namespace,
+		PodName: req.Pod.Name, PodUID: req.Pod.UID, HostVeth: req.HostVeth, HostIfindex: req.HostIfindex,
+		IP: ip, ENI: e.ID, AssignedAt: now,
+	}
+	eniID := e.ID
+	// The assignment is in the journal before anyone hears of it: written at once (it survives a crash of the
+	// agent), fsync'd per the sync policy by the commit below, outside the lock, so concurrent ADDs share one.
+	seq, err := p.books.appendLocked(func(st *journal.State) error {
+		st.Assignments = append(st.Assignments, a)
+		st.Cooldowns = slices.DeleteFunc(st.Cooldowns, func(c journal.Cooldown) bool { return c.IP == ip })
+		return nil
+	})
+	if err != nil {
+		p.books.mu.Unlock()
+		p.metrics.assigns.WithLabelValues("error").Inc()
+		return nil, fmt.Errorf("journaling assignment of %s: %w", ip, err)
+	}
+	out := p.toAPI(a)
+	// Wake the pool manager only when this assignment left the pool short; a wake per request would put
+	// housekeeping in the way of the next request.
+	short := p.targets.Short(p.limits, pool.NewView(p.books.st, now).Counts()) > 0
+	p.books.mu.Unlock()
+	if short {
+		p.wake()
+	}
+	if err := p.books.commit(seq, journal.Pod); err != nil {
+		// The journal is broken (ErrBroken): the IP stays out of the pool until a restart replays what the
+		// disk holds.
+		p.metrics.assigns.WithLabelValues("error").Inc()
+		return nil, fmt.Errorf("journaling assignment of %s: %w", ip, err)
+	}
+	if err := p.podUp(ctx, *out); err != nil {
+		if _, rerr := p.Release(context.WithoutCancel(ctx), api.ReleaseRequest{Attachment: req.Attachment}); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		p.metrics.assigns.WithLabelValues("error").Inc()
+		return nil, fmt.Errorf("setting up datapath for %s: %w", ip, err)
+	}
+	p.metrics.assigns.WithLabelValues("ok").Inc()
+	p.log.Info("IP assigned", "container", req.ContainerID, "ifname", req.IfName, "ip", ip, "eni", eniID,
+		"pod", req.Pod.Namespace+"/"+req.Pod.Name)
+	return out, nil
+}
+
+// Release puts the attachment's IP into cooldown and tears its datapath down. Releasing an unknown attachment
+// succeeds with Released false.
+func (p *ipam) Release(ctx context.Context, req api.ReleaseRequest) (*api.ReleaseResponse, error) {
+	if err := validAttachment(req.Attachment); err != nil {
+		return nil, err
+	}
+	p.books.mu.Lock()
+	a := p.books.st.Assignment(req.ContainerID, req.IfName)
+	if a == nil {
+		p.books.mu.Unlock()
+		p.metrics.releases.WithLabelValues("unknown").Inc()
+		return &api.ReleaseResponse{}, nil
+	}
+	rel := *a
+	out := p.toAPI(rel)
+	seq, err := p.books.appendLocked(func(st *journal.State) error {
+		st.Assignments = slices.DeleteFunc(st.Assignments, func(x journal.Assignment) bool {
+			return x.ContainerID == rel.ContainerID && x.IfName == rel.IfName
+		})
+		st.Cooldowns = append(st.Cooldowns, journal.Cooldown{IP: rel.IP, ENI: rel.ENI, Until: p.clock.Now().Add(p.cooldown)})
+		return nil
+	})
+	p.books.mu.Unlock()
+	if err == nil {
+		err = p.books.commit(seq, journal.Pod)
+	}
+	if err != nil {
+		p.metrics.releases.WithLabelValues("error").Inc()
+		return nil, fmt.Errorf("journaling release of %s: %w", rel.IP, err)
+	}
+	if err := p.dp.PodDown(ctx, podOf(*out)); err != nil {
+		p.log.Warn("tearing down pod datapath", "ip", rel.IP, "error", err)
+	}
+	p.metrics.releases.WithLabelValues("ok").Inc()
+	p.log.Info("IP released", "container", rel.ContainerID, "ifname", rel.IfName, "ip", rel.IP, "cooldown", p.cooldown)
+	resp := &api.ReleaseResponse{Released: true, Assignment: out}
+	if p.removesVeth {
+		// The plugin's DEL skips its own (slow) deletion of the veth. A Release that found no record leaves the
+		// answer as it is, so the plugin deletes what its prevResult names.
+		resp.HostVethRemoval = api.HostVethRemovalAgent
+	}
+	return resp, nil
+}
+
+// Check returns the attachment's assignment, or ErrNotFound.
+func (p *ipam) Check(_ context.Context, req api.CheckRequest) (*api.Assignment, error) {
+	if err := validAttachment(req.Attachment); err != nil {
+		return nil, err
+	}
+	p.books.mu.Lock()
+	defer p.books.mu.Unlock()
+	a := p.books.st.Assignment(req.ContainerID, req.IfName)
+	if a == nil {
+		return nil, ErrNotFound
+	}
+	return p.toAPI(*a), nil
+}
+
+// Assignments lists every assignment.
+func (p *ipam) Assignments() []api.Assignment {
+	p.books.mu.Lock()
+	defer p.books.mu.Unlock()
+	out := make([]api.Assignment, 0, len(p.books.st.Assignments))
+	for _, a := range p.books.st.Assignments {
+		out = append(out, *p.toAPI(a))
+	}
+	return out
+}
+
+// GC releases every assignment whose attachment is not in valid.
+func (p *ipam) GC(ctx context.Context, valid []api.Attachment) (*api.GCResponse, error) {
+	keep := map[api.Attachment]bool{}
+	for _, v := range valid {
+		keep[v] = true
+	}
+	out := &api.GCResponse{Released: []api.Assignment{}}
+	var errs []error
+	for _, a := range p.Assignments() {
+		if keep[a.Attachment] {
+			continue
+		}
+		r, err := p.Release(ctx, api.ReleaseRequest{Attachment: a.Attachment})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if r.Released {
+			out.Released = append(out.Released, *r.Assignment)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// toAPI needs p.books.mu held (it reads the ENI record).
+func (p *ipam) toAPI(a journal.Assignment) *api.Assignment {
+	out := &api.Assignment{
+		Attachment: api.Attachment{ContainerID: a.ContainerID, IfName: a.IfName}, Netns: a.Netns,
+		Pod:      api.PodIdentity{Namespace: a.PodNamespace, Name: a.PodName, UID: a.PodUID},
+		HostVeth: a.HostVeth, HostIfindex: a.HostIfindex, IP: a.IP, ENI: a.ENI, AssignedAt: a.AssignedAt,
+	}
+	if e := p.books.st.ENIByID(a.ENI); e != nil {
+		out.ENIMAC, out.DeviceIndex, out.SubnetCIDR = e.MAC, e.DeviceIndex, e.SubnetCIDR
+		out.Gateway = Gateway(e.SubnetCIDR)
+	}
+	return out
+}
+
+// podOf is an assignment as the datapath sees it.
+func podOf(a api.Assignment) dptypes.Pod {
+	return dptypes.Pod{ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, IP: a.IP, HostVeth: a.HostVeth,
+		HostIfindex: a.HostIfindex, ENI: dptypes.ENI{ID: a.ENI, MAC: a.ENIMAC, DeviceIndex: a.DeviceIndex,
+			SubnetCIDR: a.SubnetCIDR, Gateway: a.Gateway}}
+}
+
+func (p *ipam) podUp(ctx context.Context, a api.Assignment) error {
+	return p.dp.PodUp(ctx, podOf(a))
+}
+
+// restorePods replays the books' assignments into the datapath after a restart.
+func (p *ipam) restorePods(ctx context.Context) {
+	for _, a := range p.Assignments() {
+		if err := p.podUp(ctx, a); err != nil {
+			p.log.Warn("restoring pod datapath", "ip", a.IP, "container", a.ContainerID, "error", err)
+		}
+	}
+}

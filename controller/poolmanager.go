@@ -1,0 +1,232 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/eniwire/eniwire/controller/eni"
+	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/controller/pool"
+	"github.com/eniwire/eniwire/internal/clock"
+)
+
+// poolManager moves the pool toward its warm targets: it grows it (IPs on ENIs with room, new ENIs through the
+// commit), drives unfinished ENI operations on (drive.go), expires cooldowns, and releases surplus after the
+// hysteresis. Who may touch it: only the Run loop, except the backoffs, which the ENI commits of one round
+// share side by side under mu.
+type poolManager struct {
+	books        *books
+	eni          *eni.Manager
+	targets      pool.Targets
+	limits       pool.Limits
+	releaseDelay time.Duration
+	poolInterval time.Duration
+	subnetID     string
+	// urgent marks a context for calls that unblock pods; may be nil.
+	urgent  func(context.Context) context.Context
+	clock   clock.Clock
+	log     *slog.Logger
+	metrics *metrics
+	status  *poolStatus
+	// wake asks the Run loop for another round.
+	wake func()
+
+	surplusSince time.Time
+
+	mu sync.Mutex
+	// backoffs is when each ENI operation may be tried again; until and delay are the pool-wide backoff.
+	backoffs map[string]backoff
+	until    time.Time
+	delay    time.Duration
+}
+
+// step makes one change toward the warm targets and reports whether it did something (and may do more).
+func (m *poolManager) step(ctx context.Context) bool {
+	now := m.clock.Now()
+	m.mu.Lock()
+	until := m.until
+	m.mu.Unlock()
+	if now.Before(until) {
+		return false
+	}
+	var d pool.Decision
+	var free int
+	var releasable map[string][]string
+	limits := m.limits
+	limits.MaxENIs = m.eni.MaxENIs()
+	m.books.View(func(st *journal.State) {
+		v := pool.NewView(st, now)
+		c := v.Counts()
+		d = m.targets.Decide(limits, c)
+		free = c.Free()
+		if d.ReleaseIPs > 0 {
+			releasable = v.Releasable(d.ReleaseIPs)
+		}
+	})
+	if d.AddIPs == 0 && !d.NewENI && d.ReleaseIPs == 0 && d.ReleaseENI == "" {
+		m.surplusSince = time.Time{}
+		if d.AtLimit {
+			m.status.set("short of IPs but at the ENI limit")
+		} else {
+			m.mu.Lock()
+			m.delay = 0
+			m.mu.Unlock()
+			m.status.set("")
+		}
+		return false
+	}
+	// Calls that unblock pods go first in the EC2 client's queue.
+	if free == 0 && m.urgent != nil {
+		ctx = m.urgent(ctx)
+	}
+	if d.AddIPs > 0 || d.NewENI {
+		m.surplusSince = time.Time{}
+		return m.grow(ctx, limits, now)
+	}
+	// Surplus: release only after it has lasted the hysteresis delay.
+	if m.surplusSince.IsZero() {
+		m.surplusSince = now
+		return false
+	}
+	if now.Sub(m.surplusSince) < m.releaseDelay {
+		return false
+	}
+	if d.ReleaseIPs > 0 {
+		var errs []error
+		for id, ips := range releasable {
+			errs = append(errs, m.eni.UnassignIPs(ctx, id, ips))
+		}
+		return m.result(errors.Join(errs...), "releasing surplus IPs")
+	}
+	op, err := m.eni.StartRelease(ctx, d.ReleaseENI)
+	if err != nil {
+		return m.result(err, "releasing ENI")
+	}
+	m.surplusSince = time.Time{}
+	m.drive(ctx, op)
+	return true
+}
+
+func (m *poolManager) result(err error, what string) bool {
+	if err == nil {
+		return true
+	}
+	m.log.Warn("pool step failed", "step", what, "error", err)
+	m.poolBackoff(err)
+	m.mu.Lock()
+	if !m.clock.Now().Before(m.until) {
+		// Not a capacity or IAM refusal: pause this round only.
+		m.delay = nextDelay(m.delay/2, err)
+		m.until = m.clock.Now().Add(min(m.delay, m.poolInterval))
+	}
+	m.mu.Unlock()
+	m.status.setIfEmpty(fmt.Sprintf("%s failed: %v", what, err))
+	return false
+}
+
+// grow closes the whole deficit in one round: it asks the arithmetic again and again, counting each answer as
+// in flight (IPs on ENIs with room, with the full count per ENI in one call; new ENIs with their IPs in the
+// create), then runs all of it at once. Each new ENI is its own journaled commit with its own ClientToken;
+// their device indexes are reserved in the books. It reports whether anything succeeded, so the pool
+// manager looks again at once.
+func (m *poolManager) grow(ctx context.Context, limits pool.Limits, now time.Time) bool {
+	type addIPs struct {
+		eni string
+		n   int
+	}
+	var adds []addIPs
+	var plans []int
+	m.books.View(func(st *journal.State) {
+		c := pool.NewView(st, now).Counts()
+		for range 4 * (limits.MaxENIs + 1) {
+			d := m.targets.Decide(limits, c)
+			if d.AddIPs > 0 {
+				i := slices.IndexFunc(c.ENIs, func(e pool.ENICount) bool { return e.IPs < limits.IPsPerENI })
+				if i < 0 {
+					break
+				}
+				k := min(d.AddIPs, limits.IPsPerENI-c.ENIs[i].IPs)
+				adds = append(adds, addIPs{c.ENIs[i].ID, k})
+				c.ENIs[i].IPs += k
+				continue
+			}
+			if d.NewENI {
+				plans = append(plans, d.NewENIIPs)
+				c.PendingENIs++
+				c.PendingIPs += d.NewENIIPs
+				continue
+			}
+			break
+		}
+	})
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		progress bool
+		failures []func() bool
+	)
+	done := func(ok bool, fail func() bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		progress = progress || ok
+		if fail != nil {
+			failures = append(failures, fail)
+		}
+	}
+	for _, a := range adds {
+		wg.Go(func() {
+			if err := m.eni.AssignIPs(ctx, a.eni, a.n); err != nil {
+				done(false, func() bool { return m.result(err, "assigning IPs") })
+				return
+			}
+			done(true, nil)
+		})
+	}
+	for _, want := range plans {
+		wg.Go(func() {
+			op, err := m.eni.Plan(ctx, want)
+			if err != nil {
+				done(false, func() bool { return m.result(err, "planning ENI") })
+				return
+			}
+			m.drive(ctx, op)
+			rec, ok := m.eni.Record(op)
+			done(ok && rec.Usable(), nil)
+		})
+	}
+	wg.Wait()
+	for _, f := range failures {
+		f()
+	}
+	return progress
+}
+
+func (m *poolManager) expireCooldowns(ctx context.Context) {
+	now := m.clock.Now()
+	var expired bool
+	m.books.View(func(st *journal.State) {
+		for _, c := range st.Cooldowns {
+			if !now.Before(c.Until) {
+				expired = true
+			}
+		}
+	})
+	if !expired {
+		return
+	}
+	_ = m.books.Update(ctx, func(st *journal.State) error {
+		out := st.Cooldowns[:0]
+		for _, c := range st.Cooldowns {
+			if now.Before(c.Until) {
+				out = append(out, c)
+			}
+		}
+		st.Cooldowns = out
+		return nil
+	})
+}

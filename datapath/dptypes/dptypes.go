@@ -1,0 +1,51 @@
+// Package dptypes is what the controller and the datapath share: the Driver interface through which the
+// controller moves packets for pods and ENIs, and the ENI and Pod it describes them with. It is a leaf: it
+// imports nothing of eniwire, so the controller can drive a datapath without importing one, and a datapath
+// can be built and tested without the controller. The agent wires an implementation (datapath/nodenet's BPF,
+// datapath/hostroute's Routes) into the controller.
+package dptypes
+
+import "context"
+
+// ENI is what the datapath needs to know about a usable ENI.
+type ENI struct {
+	ID          string
+	MAC         string
+	DeviceIndex int
+	Primary     bool
+	SubnetCIDR  string
+	// Gateway is the subnet's router: its first host address.
+	Gateway string
+}
+
+// Pod is what the datapath needs to know about one assignment.
+type Pod struct {
+	ContainerID string
+	IfName      string
+	Netns       string
+	IP          string
+	HostVeth    string
+	HostIfindex int
+	ENI         ENI
+}
+
+// Driver is how the controller moves packets for pods and ENIs; the agent wires an implementation. Every
+// method must be idempotent: the controller calls them again after a restart and on repeated requests.
+//
+// A Driver that removes the pods' host veths itself (off the CNI DEL's critical path) says so with a method
+// RemovesHostVeth() bool; the controller asks once, when it is built, and tells the plugin's DEL that the
+// agent removes the veth.
+type Driver interface {
+	ENIUp(ctx context.Context, eni ENI) error
+	ENIDown(ctx context.Context, eni ENI) error
+	PodUp(ctx context.Context, pod Pod) error
+	PodDown(ctx context.Context, pod Pod) error
+}
+
+// NoDriver does nothing: for tests of the IPAM alone and for fleet simulations.
+type NoDriver struct{}
+
+func (NoDriver) ENIUp(context.Context, ENI) error   { return nil }
+func (NoDriver) ENIDown(context.Context, ENI) error { return nil }
+func (NoDriver) PodUp(context.Context, Pod) error   { return nil }
+func (NoDriver) PodDown(context.Context, Pod) error { return nil }

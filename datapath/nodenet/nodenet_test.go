@@ -1,0 +1,197 @@
+package nodenet
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cilium/ebpf/rlimit"
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
+	"github.com/vishvananda/netlink"
+
+	"github.com/eniwire/eniwire/datapath/dptypes"
+	"github.com/eniwire/eniwire/internal/testenv"
+)
+
+// primaryIPs is IMDS as the driver reads it: an ENI's primary IP by MAC.
+type primaryIPs map[string]netip.Addr
+
+func (p primaryIPs) PrimaryIP(_ context.Context, mac string) (netip.Addr, error) {
+	return p[strings.ToLower(mac)], nil
+}
+
+// nodeNS returns a fresh network namespace and a bpffs pin root of the test's own, both removed at its end.
+func nodeNS(t *testing.T) (ns.NetNS, string) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	if err := rlimit.RemoveMemlock(); err != nil {
+		t.Fatalf("removing memlock limit: %v", err)
+	}
+	if _, err := os.Stat("/sys/fs/bpf"); err != nil {
+		testenv.Unavailable(t, "bpffs is not mounted at /sys/fs/bpf")
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	base := fmt.Sprintf("/sys/fs/bpf/eniwire-nodenet-test-%d-%s", os.Getpid(), hex.EncodeToString(b))
+	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	n, err := testutils.NewNS()
+	if err != nil {
+		testenv.Unavailable(t, "cannot create a network namespace: "+err.Error())
+	}
+	t.Cleanup(func() { _ = n.Close(); _ = testutils.UnmountNS(n) })
+	return n, filepath.Join(base, "v1")
+}
+
+// addVeth adds a veth name <-> name+"p" with the given MAC on name (nil: the kernel's) and returns name's link.
+func addVeth(name string, mac net.HardwareAddr) (netlink.Link, error) {
+	if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name, HardwareAddr: mac, MTU: 1500}, PeerName: name + "p"}); err != nil {
+		return nil, fmt.Errorf("adding veth %s: %w", name, err)
+	}
+	return netlink.LinkByName(name)
+}
+
+func readSysctl(key string) string {
+	b, _ := os.ReadFile(filepath.Join("/proc/sys", key))
+	return strings.TrimSpace(string(b))
+}
+
+// TestBPFDriverWiresENIsAndPods runs the agent's production datapath in a node namespace: Open prepares the
+// node and loads the programs, ENIUp configures a secondary ENI's link, PodUp routes a pod and writes its entry,
+// and the Down calls undo them.
+func TestBPFDriverWiresENIsAndPods(t *testing.T) {
+	node, pinRoot := nodeNS(t)
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(t.Output(), nil))
+	primaryMAC, _ := net.ParseMAC("02:00:00:00:10:01")
+	eniMAC, _ := net.ParseMAC("02:00:00:00:10:02")
+	eni := dptypes.ENI{ID: "eni-2", MAC: eniMAC.String(), DeviceIndex: 1, SubnetCIDR: "10.0.1.0/24", Gateway: "10.0.1.1"}
+	pod := dptypes.Pod{ContainerID: "c1", IfName: "eth0", IP: "10.0.1.20", HostVeth: "eniwpod0", ENI: eni}
+
+	// in runs f in the node's namespace: netlink, sysctls and the driver act on the namespace of the calling
+	// thread, and every subtest runs on a goroutine of its own.
+	in := func(t *testing.T, f func() error) {
+		t.Helper()
+		if err := node.Do(func(ns.NetNS) error { return f() }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var (
+		b                *BPF
+		eniLink, podLink netlink.Link
+		ipForward        string
+	)
+	in(t, func() (err error) {
+		if _, err := addVeth("eth0", primaryMAC); err != nil {
+			return err
+		}
+		if eniLink, err = addVeth("ens6", eniMAC); err != nil {
+			return err
+		}
+		if podLink, err = addVeth(pod.HostVeth, nil); err != nil {
+			return err
+		}
+		if err := netlink.LinkSetUp(podLink); err != nil {
+			return err
+		}
+		b, err = Open(ctx, Config{
+			PinRoot: pinRoot, PrimaryMAC: primaryMAC.String(), PrimaryIP: netip.MustParseAddr("10.0.0.10"),
+			VPCCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/16")}, MTU: 9001,
+			IMDS: primaryIPs{eniMAC.String(): netip.MustParseAddr("10.0.1.5")}, Logger: log,
+		})
+		if err != nil {
+			return fmt.Errorf("Open: %w", err)
+		}
+		ipForward = readSysctl("net/ipv4/ip_forward")
+		return nil
+	})
+	t.Cleanup(func() {
+		in(t, func() error {
+			_ = b.Close()
+			return Uninstall(ctx, pinRoot, log)
+		})
+	})
+	if ipForward != "1" {
+		t.Errorf("ip_forward = %q after Open, want 1", ipForward)
+	}
+
+	t.Run("ENIUp brings a secondary ENI up at the MTU with its primary IP as a /32", func(t *testing.T) {
+		var (
+			l        netlink.Link
+			addrs    []netlink.Addr
+			rpFilter string
+		)
+		in(t, func() (err error) {
+			if err := b.ENIUp(ctx, eni); err != nil {
+				return err
+			}
+			if l, err = netlink.LinkByIndex(eniLink.Attrs().Index); err != nil {
+				return err
+			}
+			rpFilter = readSysctl("net/ipv4/conf/ens6/rp_filter")
+			addrs, err = netlink.AddrList(l, netlink.FAMILY_V4)
+			return err
+		})
+		if l.Attrs().MTU != 9001 || l.Attrs().Flags&net.FlagUp == 0 {
+			t.Errorf("ENI link MTU %d, up %v; want 9001, up", l.Attrs().MTU, l.Attrs().Flags&net.FlagUp != 0)
+		}
+		if len(addrs) != 1 || addrs[0].IPNet.String() != "10.0.1.5/32" {
+			t.Errorf("ENI addresses %v, want 10.0.1.5/32 alone", addrs)
+		}
+		if rpFilter != "2" {
+			t.Errorf("rp_filter on the ENI = %q, want 2", rpFilter)
+		}
+		entries, err := b.dp.ENIs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != 1 || entries[0].Ifindex != l.Attrs().Index || entries[0].Gateway.String() != eni.Gateway {
+			t.Errorf("ENI map %+v, want one entry for ifindex %d via %s", entries, l.Attrs().Index, eni.Gateway)
+		}
+	})
+
+	t.Run("PodUp routes the pod's /32 to its veth and writes its entry; PodDown undoes both", func(t *testing.T) {
+		dst := &net.IPNet{IP: net.ParseIP(pod.IP).To4(), Mask: net.CIDRMask(32, 32)}
+		routes := func() (rs []netlink.Route) {
+			in(t, func() (err error) {
+				rs, err = netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: dst}, netlink.RT_FILTER_DST)
+				return err
+			})
+			return rs
+		}
+		in(t, func() error { return b.PodUp(ctx, pod) })
+		if rs := routes(); len(rs) != 1 || rs[0].LinkIndex != podLink.Attrs().Index {
+			t.Errorf("routes to the pod %+v, want one on its veth (ifindex %d)", rs, podLink.Attrs().Index)
+		}
+		pods, err := b.dp.Pods()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods) != 1 || pods[0].IP.String() != pod.IP || pods[0].HostIfindex != podLink.Attrs().Index ||
+			pods[0].ENIIfindex != eniLink.Attrs().Index {
+			t.Errorf("pod map %+v, want %s on veth %d and ENI %d", pods, pod.IP, podLink.Attrs().Index, eniLink.Attrs().Index)
+		}
+		in(t, func() error { return b.PodDown(ctx, pod) })
+		if rs := routes(); len(rs) != 0 {
+			t.Errorf("routes to the pod after PodDown: %+v", rs)
+		}
+		if pods, err := b.dp.Pods(); err != nil || len(pods) != 0 {
+			t.Errorf("pod map after PodDown: %+v, %v", pods, err)
+		}
+	})
+
+	t.Run("ENIDown removes the ENI's entry", func(t *testing.T) {
+		in(t, func() error { return b.ENIDown(ctx, eni) })
+		if entries, err := b.dp.ENIs(); err != nil || len(entries) != 0 {
+			t.Errorf("ENI map after ENIDown: %+v, %v", entries, err)
+		}
+	})
+}

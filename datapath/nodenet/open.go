@@ -1,0 +1,120 @@
+// Package nodenet is the agent's production datapath: it prepares the node for the pod path (forwarding, the
+// SNAT rule, each ENI's link), loads the tc programs (package datapath) and drives them for the controller as a
+// dptypes.Driver, with a /32 host route per pod (package hostroute) beside the maps. It is a library, so
+// network-namespace tests run it in-process; the agent only wires it.
+package nodenet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eniwire/eniwire/datapath"
+	"github.com/eniwire/eniwire/datapath/snat"
+)
+
+// IMDS is where the driver reads a secondary ENI's primary IP: the instance metadata, which lists it first.
+type IMDS interface {
+	// PrimaryIP returns the first IPv4 address IMDS lists for the ENI with mac, or the zero Addr while IMDS
+	// does not list the ENI yet (it lags after attach).
+	PrimaryIP(ctx context.Context, mac string) (netip.Addr, error)
+}
+
+// Config is what Open needs to know about the node and its settings.
+type Config struct {
+	// PinRoot is the bpffs directory of the pinned maps and links (datapath.DefaultPinRoot in the agent).
+	PinRoot string
+	// PrimaryMAC and PrimaryIP are the primary ENI's: the SNAT rule's interface and address, a node address
+	// for the programs.
+	PrimaryMAC string
+	PrimaryIP  netip.Addr
+	VPCCIDRs   []netip.Prefix
+	// ServiceCIDRs are handed to the host stack for kube-proxy.
+	ServiceCIDRs []netip.Prefix
+	// SNATEnv reads the SNAT settings by the AWS VPC CNI's variable names (snat.FromEnv); nil is os.Getenv.
+	SNATEnv func(string) string
+	// MTU is set on secondary ENIs (0: left as it is).
+	MTU  int
+	IMDS IMDS
+	// Registerer receives the programs' counters (nil: not registered).
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+}
+
+// Open prepares the node for the pod path (forwarding, the SNAT rule), loads and attaches the tc programs
+// (reusing the pins of an earlier agent, so established flows keep flowing), and registers their counters.
+// The caller has removed the memlock limit. Close the returned driver when done.
+func Open(ctx context.Context, cfg Config) (*BPF, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	getenv := cfg.SNATEnv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	// Pod packets that take the host stack (Services, the internet) are forwarded from the pod's veth.
+	if err := setSysctl(log, "net/ipv4/ip_forward", "1"); err != nil {
+		return nil, err
+	}
+	primary, err := linkByMAC(cfg.PrimaryMAC)
+	if err != nil {
+		return nil, fmt.Errorf("finding the primary ENI: %w", err)
+	}
+	scfg, err := snat.FromEnv(getenv, snat.Config{
+		PrimaryIP: cfg.PrimaryIP, PrimaryInterface: primary.Attrs().Name, ExcludeCIDRs: cfg.VPCCIDRs, Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading SNAT settings: %w", err)
+	}
+	nat, err := snat.New(ctx, scfg)
+	if err != nil {
+		return nil, fmt.Errorf("preparing SNAT: %w", err)
+	}
+	if err := nat.Apply(ctx); err != nil {
+		return nil, err
+	}
+	dp, err := datapath.Open(datapath.Config{
+		PinRoot: cfg.PinRoot, VPCCIDRs: cfg.VPCCIDRs, NodeIPs: []netip.Addr{cfg.PrimaryIP}, HostCIDRs: cfg.ServiceCIDRs,
+		SNAT: !scfg.External,
+		// The controller rewrites every pod and ENI entry from its journal at start, so a map whose layout
+		// changed with an upgrade can be replaced.
+		MigrateMaps: true, Logger: log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("loading the BPF datapath: %w", err)
+	}
+	if cfg.Registerer != nil {
+		if err := cfg.Registerer.Register(datapath.NewCollector(dp)); err != nil {
+			dp.Close()
+			return nil, fmt.Errorf("registering datapath metrics: %w", err)
+		}
+	}
+	return newBPF(dp, cfg.IMDS, cfg.MTU, log), nil
+}
+
+// Uninstall removes what Open installed on the node: the SNAT rule, then the programs and the pinned maps
+// under pinRoot. Run it only when eniwire leaves the node for good: pods still running lose their network.
+func Uninstall(ctx context.Context, pinRoot string, log *slog.Logger) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var errs []error
+	// External marks the configuration as needing no primary IP: Remove deletes ours whatever it was.
+	if nat, err := snat.New(ctx, snat.Config{External: true, Logger: log}); err != nil {
+		errs = append(errs, err)
+	} else {
+		errs = append(errs, nat.Remove(ctx))
+	}
+	if err := datapath.Uninstall(pinRoot); err != nil {
+		errs = append(errs, fmt.Errorf("removing the BPF datapath: %w", err))
+	} else {
+		log.Info("BPF datapath removed", "pin_root", pinRoot)
+	}
+	return errors.Join(errs...)
+}
