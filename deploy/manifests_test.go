@@ -103,7 +103,7 @@ func checkDeployment(t *testing.T, objs objects) {
 		if !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
 			t.Errorf("drop %v, want [ALL]", sc.Capabilities.Drop)
 		}
-		want := []corev1.Capability{"NET_ADMIN", "BPF", "PERFMON", "SYS_RESOURCE"}
+		want := []corev1.Capability{"NET_ADMIN", "BPF", "PERFMON"}
 		if !slices.Equal(sc.Capabilities.Add, want) {
 			t.Errorf("add %v, want %v", sc.Capabilities.Add, want)
 		}

@@ -103,7 +103,7 @@ func run() error {
 		}
 		bpf, err := nodenet.Open(ctx, nodenet.Config{
 			PinRoot: s.pinRoot, PrimaryMAC: meta.PrimaryMAC, PrimaryIP: meta.PrimaryIP, VPCCIDRs: meta.VPCCIDRs,
-			ServiceCIDRs: services, SNATEnv: s.snatEnv, MTU: s.eniMTU, IMDS: imds, Registerer: reg, Logger: log,
+			ServiceCIDRs: services, SNATEnv: s.snatEnv, MTU: s.eniMTU, SysctlRoot: s.sysctlRoot, IMDS: imds, Registerer: reg, Logger: log,
 		})
 		if err != nil {
 			return err

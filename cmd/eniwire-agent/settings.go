@@ -25,9 +25,9 @@ type settings struct {
 	journalSync                                                                   journal.SyncPolicy
 
 	// BPF datapath (datapath/nodenet), SNAT and CNI install (install.go).
-	pinRoot, serviceCIDRs, externalSNAT, excludeSNAT, randomizeSNAT string
-	eniMTU                                                          int
-	cniBinDir, cniConfDir, cniConflist, cniPlugin                   string
+	pinRoot, sysctlRoot, serviceCIDRs, externalSNAT, excludeSNAT, randomizeSNAT string
+	eniMTU                                                                      int
+	cniBinDir, cniConfDir, cniConflist, cniPlugin                               string
 }
 
 type setting struct {
@@ -56,6 +56,7 @@ var table = []setting{
 	{"region", "AWS_REGION", "", "AWS region (empty: from the SDK's sources, then IMDS)"},
 	{"datapath", "ENIWIRE_DATAPATH", "bpf", "bpf (tc programs route pods by their ENI), hostroute (pod /32 routes to host veths only) or none (IPAM only: simulations)"},
 	{"bpf-pin-root", "ENIWIRE_BPF_PIN_ROOT", "/sys/fs/bpf/eniwire/v1", "bpffs directory of the pinned maps and links (bpf datapath)"},
+	{"sysctl-root", "ENIWIRE_SYSCTL_ROOT", "/host/proc/sys", "where the agent writes the node's sysctls (ip_forward, rp_filter of ENIs): the host's /proc/sys/net mounted under it, since a container's own /proc/sys is read-only; /proc/sys outside a container (bpf datapath)"},
 	{"eni-mtu", "AWS_VPC_ENI_MTU", "9001", "MTU the agent sets on secondary ENIs (bpf datapath)"},
 	{"service-cidrs", "ENIWIRE_SERVICE_CIDRS", "", "comma-separated CIDRs handed to the host stack for kube-proxy (needed when they lie in the VPC or SNAT is external)"},
 	{"external-snat", "AWS_VPC_K8S_CNI_EXTERNALSNAT", "false", "true: something outside the node translates; the agent installs no masquerade rule"},
@@ -116,7 +117,7 @@ func parseSettings(args []string) (*settings, error) {
 		cooldown: dur("ip-cooldown-period"), reconcile: dur("reconcile-interval"), maxReconcile: dur("max-reconcile-interval"),
 		orphanSweep: dur("orphan-sweep-interval"), poolInterval: dur("pool-interval"),
 		releaseDelay: dur("release-delay"), gcGrace: dur("gc-grace"), jitter: dur("start-jitter"), clockFactor: factor,
-		pinRoot: str("bpf-pin-root"), serviceCIDRs: str("service-cidrs"), externalSNAT: str("external-snat"),
+		pinRoot: str("bpf-pin-root"), sysctlRoot: str("sysctl-root"), serviceCIDRs: str("service-cidrs"), externalSNAT: str("external-snat"),
 		excludeSNAT: str("exclude-snat-cidrs"), randomizeSNAT: str("randomize-snat"), eniMTU: num("eni-mtu"),
 		cniBinDir: str("cni-bin-dir"), cniConfDir: str("cni-conf-dir"), cniConflist: str("cni-conflist"),
 		cniPlugin: str("cni-plugin"),

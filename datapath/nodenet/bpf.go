@@ -32,6 +32,8 @@ type BPF struct {
 	imds   IMDS
 	mtu    int
 	log    *slog.Logger
+	// sysctlRoot is Config.SysctlRoot.
+	sysctlRoot string
 
 	mu   sync.Mutex
 	enis map[string]int // ENI id -> ifindex, for ENIDown after the interface vanished
@@ -39,8 +41,8 @@ type BPF struct {
 
 var _ dptypes.Driver = (*BPF)(nil)
 
-func newBPF(dp *datapath.Datapath, md IMDS, mtu int, log *slog.Logger) *BPF {
-	return &BPF{dp: dp, routes: &hostroute.Routes{}, imds: md, mtu: mtu, log: log, enis: map[string]int{}}
+func newBPF(dp *datapath.Datapath, md IMDS, mtu int, sysctlRoot string, log *slog.Logger) *BPF {
+	return &BPF{dp: dp, routes: &hostroute.Routes{}, imds: md, mtu: mtu, sysctlRoot: sysctlRoot, log: log, enis: map[string]int{}}
 }
 
 // Close releases this process's handles only: programs, links and maps stay pinned for the next agent.
@@ -75,7 +77,7 @@ func (b *BPF) ENIUp(ctx context.Context, e dptypes.ENI) error {
 	}
 	// Replies of flows the host stack translated (Service DNAT) arrive on the pod's ENI with a source the
 	// main table routes elsewhere: a strict check would drop them.
-	if err := setSysctl(b.log, "net/ipv4/conf/"+a.Name+"/rp_filter", "2"); err != nil {
+	if err := setSysctl(b.log, b.sysctlRoot, "net/ipv4/conf/"+a.Name+"/rp_filter", "2"); err != nil {
 		return fmt.Errorf("bringing ENI %s up: %w", e.ID, err)
 	}
 	gw, err := netip.ParseAddr(e.Gateway)

@@ -86,9 +86,10 @@ func hostIfindex(pod dptypes.Pod) (int, bool, error) {
 	return l.Attrs().Index, true, nil
 }
 
-// setSysctl writes key (like "net/ipv4/ip_forward") when it differs, logging the change.
-func setSysctl(log *slog.Logger, key, val string) error {
-	p := filepath.Join("/proc/sys", key)
+// setSysctl writes key (like "net/ipv4/ip_forward") under root (a /proc/sys) when it differs, logging the
+// change.
+func setSysctl(log *slog.Logger, root, key, val string) error {
+	p := filepath.Join(root, key)
 	cur, err := os.ReadFile(p)
 	if err != nil {
 		return fmt.Errorf("reading sysctl %s: %w", key, err)

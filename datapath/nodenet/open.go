@@ -39,8 +39,12 @@ type Config struct {
 	// SNATEnv reads the SNAT settings by the AWS VPC CNI's variable names (snat.FromEnv); nil is os.Getenv.
 	SNATEnv func(string) string
 	// MTU is set on secondary ENIs (0: left as it is).
-	MTU  int
-	IMDS IMDS
+	MTU int
+	// SysctlRoot is where the node's sysctls are written (default /proc/sys). In a container that is not
+	// privileged /proc/sys is read-only, so the DaemonSet mounts the host's /proc/sys/net elsewhere; network
+	// sysctls always show the writer's network namespace, the node's for a hostNetwork pod.
+	SysctlRoot string
+	IMDS       IMDS
 	// Registerer receives the programs' counters (nil: not registered).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -54,12 +58,15 @@ func Open(ctx context.Context, cfg Config) (*BPF, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.SysctlRoot == "" {
+		cfg.SysctlRoot = "/proc/sys"
+	}
 	getenv := cfg.SNATEnv
 	if getenv == nil {
 		getenv = os.Getenv
 	}
 	// Pod packets that take the host stack (Services, the internet) are forwarded from the pod's veth.
-	if err := setSysctl(log, "net/ipv4/ip_forward", "1"); err != nil {
+	if err := setSysctl(log, cfg.SysctlRoot, "net/ipv4/ip_forward", "1"); err != nil {
 		return nil, err
 	}
 	primary, err := linkByMAC(cfg.PrimaryMAC)
@@ -95,7 +102,7 @@ func Open(ctx context.Context, cfg Config) (*BPF, error) {
 			return nil, fmt.Errorf("registering datapath metrics: %w", err)
 		}
 	}
-	return newBPF(dp, cfg.IMDS, cfg.MTU, log), nil
+	return newBPF(dp, cfg.IMDS, cfg.MTU, cfg.SysctlRoot, log), nil
 }
 
 // Uninstall removes what Open installed on the node: the SNAT rule, then the programs and the pinned maps

@@ -85,7 +85,9 @@ func removeNFT() error {
 }
 
 // withNFT queues changes with build and sends them as one batch, in the network namespace of the calling
-// thread (the agent's, or a test's netns entered with the thread locked).
+// thread (the agent's, or a test's netns entered with the thread locked). Only a thread in another namespace
+// than the process's names its namespace to the netlink socket: that makes the socket's thread setns(),
+// which needs CAP_SYS_ADMIN, which the agent's container does not have.
 func withNFT(build func(*nftables.Conn) error) error {
 	runtime.LockOSThread()
 	f, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
@@ -94,7 +96,11 @@ func withNFT(build func(*nftables.Conn) error) error {
 		return fmt.Errorf("opening the thread's network namespace: %w", err)
 	}
 	defer f.Close()
-	c, err := nftables.New(nftables.WithNetNSFd(int(f.Fd())))
+	var opts []nftables.ConnOption
+	if !sameNetns(f) {
+		opts = append(opts, nftables.WithNetNSFd(int(f.Fd())))
+	}
+	c, err := nftables.New(opts...)
 	if err != nil {
 		return fmt.Errorf("opening nftables netlink: %w", err)
 	}
@@ -105,6 +111,15 @@ func withNFT(build func(*nftables.Conn) error) error {
 		return fmt.Errorf("committing nftables batch: %w", err)
 	}
 	return nil
+}
+
+// sameNetns says whether the namespace open as f is the process's own (its main thread's).
+func sameNetns(f *os.File) bool {
+	var a, b unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &a) != nil || unix.Stat("/proc/self/ns/net", &b) != nil {
+		return false
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino
 }
 
 // snatExprs is the rule's bytecode, matcher by matcher as nft compiles the script above.

@@ -168,6 +168,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		"AWS_ACCESS_KEY_ID=" + ec2sim.TestAccessKey, "AWS_SECRET_ACCESS_KEY=" + ec2sim.TestSecretKey,
 		"AWS_REGION=" + cfg.Region, "HOME=" + n.Dir, // no shared AWS config or credentials file
 		"ENIWIRE_METRICS_ADDR=127.0.0.1:61678", "ENIWIRE_DATAPATH=bpf", "ENIWIRE_BPF_PIN_ROOT=" + n.PinRoot,
+		"ENIWIRE_SYSCTL_ROOT=/proc/sys", // the agent runs on the node itself, not in a container
 		"ENIWIRE_START_JITTER=0", "ENIWIRE_POOL_INTERVAL=100ms", "ENIWIRE_RELEASE_DELAY=10m",
 		"ENIWIRE_CNI_BIN_DIR=" + n.BinDir, "ENIWIRE_CNI_CONF_DIR=" + n.ConfDir, "ENIWIRE_CNI_CONFLIST=" + conflist,
 		"ENIWIRE_CNI_PLUGIN=" + n.Bins.Plugin, "ENIWIRE_LOG_LEVEL=info",
