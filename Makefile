@@ -33,9 +33,26 @@ lint: ## gofmt and go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: deps lint check-generate ## Install what is missing, vet, check the BPF objects, run every test with -race, fuzz briefly.
+test: deps lint check-generate ## Install what is missing, vet, check the BPF objects, run every test with -race, fuzz briefly, then the real-Kubernetes-node run.
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./test/ec2sim
+	$(MAKE) e2e-k8s
+
+K8S := test/k8s
+
+.PHONY: e2e-k8s
+e2e-k8s: deps ## eniwire on a real Kubernetes cluster (built from source) on the simulated VPC: every case, then a table (root).
+	@if [ "$$(id -u)" != 0 ]; then echo "e2e-k8s: needs root; run: sudo make e2e-k8s" >&2; exit 1; fi
+	cd $(K8S) && $(GO) vet ./... && $(GO) test -count=1 -timeout 75m -v ./cluster/ ./e2e/
+
+.PHONY: k8s
+k8s: deps ## Bring up the Kubernetes cluster with eniwire on the simulated VPC and leave it running until Ctrl-C (root).
+	@if [ "$$(id -u)" != 0 ]; then echo "k8s: needs root; run: sudo make k8s" >&2; exit 1; fi
+	cd $(K8S) && $(GO) run ./cmd/k8snode
+
+.PHONY: k8s-clean
+k8s-clean: ## Remove what a killed `make k8s` or `make e2e-k8s` left (processes, namespaces, cgroups, scratch dirs).
+	cd $(K8S) && $(GO) run ./cmd/k8snode -clean
 
 .PHONY: check-generate
 check-generate: ## Regenerate the BPF objects and fail if they differ from the committed ones.

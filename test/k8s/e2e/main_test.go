@@ -1,0 +1,162 @@
+// Package e2e runs eniwire inside a real Kubernetes cluster on the simulated VPC (test/k8s/cluster): the
+// kubelet, kube-proxy (iptables and nftables modes), CoreDNS and the control plane are built from the
+// Kubernetes sources, and eniwire is installed from deploy/manifests with `kubectl apply -k`. The cases run
+// in order against one cluster (bringing one up costs a minute); each prints one line, and the run ends
+// with the table the README carries.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/eniwire/eniwire/internal/testenv"
+	"github.com/eniwire/eniwire/test/k8s/cluster"
+)
+
+// row is one case's line of the report.
+type row struct {
+	name, result, figure string
+	seconds              float64
+}
+
+type report struct {
+	mu    sync.Mutex
+	rows  []row
+	start time.Time
+}
+
+var results = &report{start: time.Now()}
+
+// run runs one case as a subtest and records its line: what, pass or fail, and the figure it returns.
+func (r *report) run(t *testing.T, name string, f func(t *testing.T) string) bool {
+	var figure string
+	start := time.Now()
+	ok := t.Run(name, func(t *testing.T) { figure = f(t) })
+	res := "pass"
+	if !ok {
+		res = "FAIL"
+	}
+	sec := time.Since(start).Seconds()
+	fmt.Printf("k8s-e2e: %-58s %-4s %6.1fs  %s\n", name, res, sec, figure)
+	r.mu.Lock()
+	r.rows = append(r.rows, row{name, res, figure, sec})
+	r.mu.Unlock()
+	return ok
+}
+
+// table is the report as a Markdown table, with the total time.
+func (r *report) table() string {
+	var b strings.Builder
+	b.WriteString("| case | result | seconds | figure |\n| --- | --- | --- | --- |\n")
+	for _, x := range r.rows {
+		fmt.Fprintf(&b, "| %s | %s | %.0f | %s |\n", x.name, x.result, x.seconds, strings.ReplaceAll(x.figure, "|", "/"))
+	}
+	fmt.Fprintf(&b, "\nTotal: %s (cluster bring-up included).\n", time.Since(r.start).Round(time.Second))
+	return b.String()
+}
+
+func requireMachine(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, tool := range []string{"containerd", "runc", "ctr", "crictl", "nsenter", "unshare", "iptables", "nft", "conntrack", "bpftool"} {
+		testenv.RequireTool(t, tool)
+	}
+}
+
+// upCluster brings up the test cluster for t and removes it when t ends (kept with E2E_KEEP=1 on failure).
+func upCluster(t *testing.T, ctx context.Context) *cluster.Cluster {
+	t.Helper()
+	start := time.Now()
+	c, err := cluster.Up(ctx, cluster.Options{Name: fmt.Sprintf("ek%04x", os.Getpid()&0xffff), Logf: func(f string, a ...any) {
+		fmt.Printf("k8s-e2e: %s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(f, a...))
+	}})
+	if err != nil {
+		t.Fatalf("bringing the cluster up: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpLogs(t, c)
+			if os.Getenv("E2E_KEEP") == "1" {
+				t.Logf("E2E_KEEP=1: cluster kept; KUBECONFIG=%s; remove with: sudo make k8s-clean", c.Kubeconfig)
+				return
+			}
+		}
+		if err := c.Close(); err != nil {
+			t.Errorf("removing the cluster: %v", err)
+		}
+	})
+	fmt.Printf("k8s-e2e: cluster up in %s\n", time.Since(start).Round(time.Second))
+	return c
+}
+
+// dumpLogs prints the tail of every program's log, for a failed run.
+func dumpLogs(t *testing.T, c *cluster.Cluster) {
+	var procs []*cluster.Process
+	if c.ControlPlane != nil {
+		procs = append(procs, c.ControlPlane.Processes()...)
+	}
+	for _, n := range c.Nodes {
+		procs = append(procs, n.Processes()...)
+	}
+	for _, p := range procs {
+		t.Logf("== %s (%s), last lines:\n%s", p.Name, p.LogPath, p.Tail(15))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, _ := c.Kubectl(ctx, "get", "nodes,pods", "-A", "-o", "wide")
+	t.Logf("== kubectl get nodes,pods -A -o wide\n%s", out)
+	for _, n := range c.Nodes {
+		if pod, err := c.AgentPod(ctx, n.Name); err == nil {
+			out, _ := c.Kubectl(ctx, "logs", "-n", "kube-system", pod.Name, "--tail=30")
+			t.Logf("== agent on %s\n%s", n.Name, out)
+		}
+	}
+}
+
+// TestKubernetesNode is the whole run: one cluster, the cases in order.
+func TestKubernetesNode(t *testing.T) {
+	requireMachine(t)
+	ctx := context.Background()
+	c := upCluster(t, ctx)
+	s := &suite{c: c, node1: c.Nodes[0], node2: c.Nodes[1]}
+
+	if !results.run(t, "1. node NotReady until the agent is ready, then Ready; CoreDNS Running", s.readiness) {
+		t.FailNow()
+	}
+	results.run(t, "2. Deployment of 30 pods: VPC addresses, books = EC2 = BPF map", s.deployment)
+	for _, mode := range []string{"iptables", "nftables"} {
+		if mode != c.ProxyMode {
+			if err := s.switchProxy(ctx, mode); err != nil {
+				t.Fatalf("switching kube-proxy to %s: %v", mode, err)
+			}
+		}
+		for _, sc := range s.serviceCases() {
+			results.run(t, fmt.Sprintf("3. [%s] %s", mode, sc.name), sc.run)
+		}
+	}
+	results.run(t, "4. probes pass; probed pods reachable from the VPC and node 2", s.probes)
+	results.run(t, "5a. DaemonSet rolling update to a second tag while a flow runs", s.rollingUpdate)
+	results.run(t, "5b. agent pod deleted during a scale-up; scale to 0 and back", s.agentKilledDuringScaleUp)
+	results.run(t, "6. uninstall: the node holds nothing of eniwire", s.uninstall)
+	results.run(t, "7. Helm chart (helm's own engine) installs a working eniwire", s.helm)
+
+	table := results.table()
+	fmt.Println("\n" + table)
+	if path := os.Getenv("E2E_REPORT"); path != "" {
+		if err := os.WriteFile(path, []byte(table), 0o644); err != nil {
+			t.Errorf("writing the report: %v", err)
+		}
+	}
+}
+
+// suite holds the cluster and what the cases share.
+type suite struct {
+	c            *cluster.Cluster
+	node1, node2 *cluster.Node
+	// client1 and client2 are netexec pods on node 1 and node 2, the sources of pod traffic.
+	client1, client2 string
+}

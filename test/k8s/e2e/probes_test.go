@@ -1,0 +1,74 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// probeMinutes is how long the probed-port case watches (E2E_PROBE_MINUTES, default 2).
+func probeMinutes() float64 {
+	if m, err := strconv.ParseFloat(os.Getenv("E2E_PROBE_MINUTES"), 64); err == nil && m > 0 {
+		return m
+	}
+	return 2
+}
+
+// probes: the web pods' HTTP readiness and TCP liveness probes (every 2 s, from the kubelet on the node)
+// keep passing, and the same pods stay reachable on the probed port from the VPC host and from a pod of
+// node 2 for minutes: the node's own connections to a port must not take that port from everyone else.
+func (s *suite) probes(t *testing.T) string {
+	ctx := context.Background()
+	pods, err := waitPodsReady(ctx, s.c, ns, "app=web", webReplicas, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sample := pods[:5]
+	duration := time.Duration(probeMinutes() * float64(time.Minute))
+	var vpcOK, vpcAll, podOK, podAll int
+	var firstErr string
+	for end := time.Now().Add(duration); time.Now().Before(end); time.Sleep(5 * time.Second) {
+		for _, p := range sample {
+			dst := p.Status.PodIP + ":8080"
+			vpcAll++
+			if resp, err := fromVPCHost(ctx, s.c, dst); err == nil && resp == p.Name {
+				vpcOK++
+			} else if firstErr == "" {
+				firstErr = fmt.Sprintf("VPC host to %s (%s): %v; what the packets did:%s", p.Name, dst, err, diagnose(ctx, s.node1, p.Status.PodIP))
+			}
+			podAll++
+			r, err := dialFrom(ctx, s.node2, s.client2, "http", p.Status.PodIP, 8080, 1)
+			if err == nil && len(r.Responses) == 1 && r.Responses[0] == p.Name {
+				podOK++
+			} else if firstErr == "" {
+				firstErr = fmt.Sprintf("pod of node 2 to %s (%s): %v %v; what the packets did:%s", p.Name, dst, err, r.Errors, diagnose(ctx, s.node1, p.Status.PodIP))
+			}
+		}
+	}
+	if vpcOK != vpcAll || podOK != podAll {
+		t.Errorf("probed pods reachable: from the VPC host %d/%d, from node 2 %d/%d; first failure: %s", vpcOK, vpcAll, podOK, podAll, firstErr)
+	}
+	restarts := 0
+	list, err := s.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notReady := 0
+	for _, p := range list.Items {
+		if !podReady(&p) {
+			notReady++
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			restarts += int(cs.RestartCount)
+		}
+	}
+	if notReady > 0 || restarts > 0 {
+		t.Errorf("after %s of probes: %d web pods not Ready, %d restarts (liveness failures)", duration, notReady, restarts)
+	}
+	return fmt.Sprintf("%.0f min of probes every 2 s: VPC host %d/%d, node 2 pod %d/%d, %d restarts", duration.Minutes(), vpcOK, vpcAll, podOK, podAll, restarts)
+}
