@@ -353,16 +353,25 @@ func counterNow(t *testing.T, r *Reader, v Verdict) uint64 {
 // main table out of eni1 (the primary ENI), as kube-proxy would leave it.
 func (f *fabric) addServiceDNAT(t *testing.T, nft string) {
 	t.Helper()
-	rules := fmt.Sprintf(`table ip kubeproxysim {
-	chain pre { type nat hook prerouting priority dstnat; ip daddr %s udp dport 53 dnat to %s:7000; }
+	f.addDNAT(t, nft, "udp", netip.AddrPortFrom(svcIP, 53), netip.AddrPortFrom(vpcHost, 7000))
+	f.nodeDo(t, "routing the VPC host", func() error {
+		return netlink.RouteAdd(&netlink.Route{Dst: hostNet(vpcHost), Gw: gw1.AsSlice(), LinkIndex: f.eni1})
+	})
 }
-`, svcIP, vpcHost)
+
+// addDNAT makes svc a "Service" the node DNATs to backend (proto "tcp" or "udp"), as kube-proxy would.
+func (f *fabric) addDNAT(t *testing.T, nft, proto string, svc, backend netip.AddrPort) {
+	t.Helper()
+	rules := fmt.Sprintf(`table ip kubeproxysim {
+	chain pre { type nat hook prerouting priority dstnat; ip daddr %s %s dport %d dnat to %s; }
+}
+`, svc.Addr(), proto, svc.Port(), backend)
 	f.nodeDo(t, "adding the Service DNAT", func() error {
 		cmd := exec.Command(nft, "-f", "-")
 		cmd.Stdin = strings.NewReader(rules)
 		if out, err := cmd.CombinedOutput(); err != nil {
 			return fmt.Errorf("nft: %v: %s", err, out)
 		}
-		return netlink.RouteAdd(&netlink.Route{Dst: hostNet(vpcHost), Gw: gw1.AsSlice(), LinkIndex: f.eni1})
+		return nil
 	})
 }

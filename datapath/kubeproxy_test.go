@@ -202,6 +202,25 @@ func nftablesRules(t *testing.T, f *fabric) {
 // serveTCPEcho echoes every connection to at in netns n.
 func serveTCPEcho(t *testing.T, n ns.NetNS, at netip.AddrPort) {
 	t.Helper()
+	serveTCP(t, n, at, func(c net.Conn) {
+		buf := make([]byte, 2048)
+		for {
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			nr, err := c.Read(buf)
+			if err != nil {
+				return
+			}
+			if _, err := c.Write(buf[:nr]); err != nil {
+				return
+			}
+		}
+	})
+}
+
+// serveTCP listens on at in netns n until the test ends and hands every connection to handle, which runs
+// on a goroutine of its own; the connection is closed when handle returns.
+func serveTCP(t *testing.T, n ns.NetNS, at netip.AddrPort, handle func(net.Conn)) {
+	t.Helper()
 	var ln net.Listener
 	if err := n.Do(func(ns.NetNS) (err error) {
 		ln, err = net.Listen("tcp4", at.String())
@@ -218,17 +237,7 @@ func serveTCPEcho(t *testing.T, n ns.NetNS, at netip.AddrPort) {
 			}
 			go func() {
 				defer c.Close()
-				buf := make([]byte, 2048)
-				for {
-					_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-					nr, err := c.Read(buf)
-					if err != nil {
-						return
-					}
-					if _, err := c.Write(buf[:nr]); err != nil {
-						return
-					}
-				}
+				handle(c)
 			}()
 		}
 	}()

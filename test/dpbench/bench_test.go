@@ -23,10 +23,12 @@ func BenchmarkDatapaths(b *testing.B) {
 		b.Fatal(err)
 	}
 	last := rep.Options.Sizes[len(rep.Options.Sizes)-1]
-	b.ReportMetric(rep.Worst("eniwire", "tcp"), "eniwire/plain-tcp-worst")
-	b.ReportMetric(rep.Worst("eniwire", "rr"), "eniwire/plain-rr-worst")
-	b.ReportMetric(rep.Worst("eniwire", "p50"), "eniwire/plain-p50-worst")
+	b.ReportMetric(rep.Worst("eniwire", Direct.Name, "tcp"), "eniwire/plain-tcp-worst")
+	b.ReportMetric(rep.Worst("eniwire", Direct.Name, "rr"), "eniwire/plain-rr-worst")
+	b.ReportMetric(rep.Worst("eniwire", Direct.Name, "p50"), "eniwire/plain-p50-worst")
+	b.ReportMetric(rep.Worst("eniwire", Service.Name, "tcp"), "eniwire/plain-service-tcp-worst")
+	b.ReportMetric(rep.Worst("eniwire", Service.Name, "rr"), "eniwire/plain-service-rr-worst")
 	b.ReportMetric(rep.Flatness("eniwire"), "eniwire-rr-flatness")
-	b.ReportMetric(rep.row("vpc-cni", last).RRRatio, "vpccni/plain-rr-at-max")
+	b.ReportMetric(rep.row("vpc-cni", Direct.Name, last).RRRatio, "vpccni/plain-rr-at-max")
 	b.ReportMetric(rep.ProgNs[last], "from_pod-ns/pkt-at-max")
 }

@@ -16,6 +16,7 @@ func requireTools(t testing.TB) {
 	testenv.RequireRoot(t)
 	testenv.RequireTool(t, "ip")
 	testenv.RequireTool(t, "iperf3")
+	testenv.RequireTool(t, "nft")
 	if _, err := os.Stat("/sys/fs/bpf"); err != nil {
 		testenv.Unavailable(t, "bpffs is not mounted at /sys/fs/bpf")
 	}
@@ -48,7 +49,7 @@ func TestWithoutASchemeThePodsPacketsLeaveByThePrimaryENIAndTheVPCDropsThem(t *t
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Reach(t.Context(), topo, 600*time.Millisecond); err == nil {
+	if err := Reach(t.Context(), topo, Direct, 600*time.Millisecond); err == nil {
 		t.Fatal("the pod got an echo with no scheme installed: source-based routing would not be what the benchmark measures")
 	}
 	after, err := topo.TxPackets(PrimaryENI)
@@ -111,12 +112,12 @@ func checkSchemeAt(ctx context.Context, t *testing.T, topo *Topology, s Scheme, 
 	if got, err := topo.RuleCount(); err != nil || got != wantRules {
 		t.Errorf("the node holds %d IPv4 rules (err %v), want %d", got, err, wantRules)
 	}
-	if err := Reach(ctx, topo, 5*time.Second); err != nil {
+	if err := Reach(ctx, topo, Direct, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	eniBefore, err1 := topo.TxPackets(SecondaryENI)
 	primaryBefore, err2 := topo.TxPackets(PrimaryENI)
-	rr, err3 := UDPRoundTrips(ctx, topo, 300*time.Millisecond)
+	rr, err3 := UDPRoundTrips(ctx, topo, Direct, 300*time.Millisecond)
 	eniAfter, err4 := topo.TxPackets(SecondaryENI)
 	primaryAfter, err5 := topo.TxPackets(PrimaryENI)
 	for _, err := range []error{err1, err2, err3, err4, err5} {
@@ -133,17 +134,46 @@ func checkSchemeAt(ctx context.Context, t *testing.T, topo *Topology, s Scheme, 
 	if sent := primaryAfter - primaryBefore; sent > uint64(rr.Transactions/10) {
 		t.Errorf("%s sent %d packets during %d round trips, want (almost) none", PrimaryENI, sent, rr.Transactions)
 	}
-	tcp, err := TCPThroughput(ctx, topo, time.Second)
+	tcp, err := TCPThroughput(ctx, topo, Direct, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tcp.Gbps <= 0 {
 		t.Errorf("iperf3 reported %.3f Gbit/s, want traffic", tcp.Gbps)
 	}
+	checkService(ctx, t, topo)
 	if e, ok := s.(*Eniwire); ok {
 		if per, err := e.FromPodCost(1000); err != nil || per <= 0 {
 			t.Errorf("from_pod cost = %s, %v; want a positive time and a redirect out of the ENI", per, err)
 		}
 	}
 	t.Logf("%s, %d pods: %.2f Gbit/s, %.0f UDP transactions/s, p50 %s", s.Name(), pods, tcp.Gbps, rr.Rate, rr.P50)
+}
+
+// checkService reaches the VPC host through the Service the service rows measure, then checks that removing
+// it leaves the direct path as it was.
+func checkService(ctx context.Context, t *testing.T, topo *Topology) {
+	t.Helper()
+	if err := AddService(ctx, topo); err != nil {
+		t.Fatal(err)
+	}
+	if err := Reach(ctx, topo, Service, 5*time.Second); err != nil {
+		t.Fatalf("through the Service: %v", err)
+	}
+	rr, err := UDPRoundTrips(ctx, topo, Service, 300*time.Millisecond)
+	if err != nil {
+		t.Fatalf("through the Service: %v", err)
+	}
+	if rr.Transactions < 10 {
+		t.Errorf("UDP round trips through the Service = %+v, want at least 10", rr)
+	}
+	if tcp, err := TCPThroughput(ctx, topo, Service, time.Second); err != nil || tcp.Gbps <= 0 {
+		t.Errorf("iperf3 through the Service: %.3f Gbit/s, %v; want traffic", tcp.Gbps, err)
+	}
+	if err := RemoveService(ctx, topo); err != nil {
+		t.Fatal(err)
+	}
+	if err := Reach(ctx, topo, Direct, 5*time.Second); err != nil {
+		t.Fatalf("after removing the Service: %v", err)
+	}
 }

@@ -23,6 +23,16 @@ const (
 	echoPort  = 7007
 )
 
+// Target is where a measurement sends the pod's traffic: the VPC host itself, or a Service whose only
+// backend is the VPC host (service.go).
+type Target struct {
+	Name     string         // as rows and JSON lines name it
+	TCP, UDP netip.AddrPort // iperf3 -c and the UDP echo
+}
+
+// Direct is the VPC host's own servers.
+var Direct = Target{Name: "vpchost", TCP: netip.AddrPortFrom(VPCHostIP, iperfPort), UDP: netip.AddrPortFrom(VPCHostIP, echoPort)}
+
 // Servers are what runs in the VPC host: iperf3 -s and a UDP echo server.
 type Servers struct {
 	iperf *exec.Cmd
@@ -111,9 +121,9 @@ type TCPResult struct {
 	Retransmits int
 }
 
-// TCPThroughput runs `iperf3 -c <vpchost> -t <secs> -J -P 1` in the pod. A server still closing the
-// previous test answers "busy"; that is retried briefly.
-func TCPThroughput(ctx context.Context, t *Topology, d time.Duration) (TCPResult, error) {
+// TCPThroughput runs `iperf3 -c <to> -t <secs> -J -P 1` in the pod. A server still closing the previous
+// test answers "busy"; that is retried briefly.
+func TCPThroughput(ctx context.Context, t *Topology, to Target, d time.Duration) (TCPResult, error) {
 	secs := strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
 	var last error
 	for attempt := range 5 {
@@ -124,8 +134,8 @@ func TCPThroughput(ctx context.Context, t *Topology, d time.Duration) (TCPResult
 				return TCPResult{}, ctx.Err()
 			}
 		}
-		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", t.Pod, "iperf3", "-c", VPCHostIP.String(),
-			"-p", strconv.Itoa(iperfPort), "-t", secs, "-J", "-P", "1").Output()
+		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", t.Pod, "iperf3", "-c", to.TCP.Addr().String(),
+			"-p", strconv.Itoa(int(to.TCP.Port())), "-t", secs, "-J", "-P", "1").Output()
 		var rep struct {
 			Error string `json:"error"`
 			End   struct {
@@ -167,10 +177,10 @@ type RRResult struct {
 // eat a large part of the run.
 const rrTimeout = 50 * time.Millisecond
 
-// UDPRoundTrips sends one 64-byte datagram at a time from the pod to the VPC host's echo server and waits
-// for its echo, for about d, then reports the rate and the RTT percentiles.
-func UDPRoundTrips(ctx context.Context, t *Topology, d time.Duration) (RRResult, error) {
-	conn, err := dialFromPod(t)
+// UDPRoundTrips sends one 64-byte datagram at a time from the pod to the echo server at to and waits for
+// its echo, for about d, then reports the rate and the RTT percentiles.
+func UDPRoundTrips(ctx context.Context, t *Topology, to Target, d time.Duration) (RRResult, error) {
+	conn, err := dialFromPod(t, to)
 	if err != nil {
 		return RRResult{}, err
 	}
@@ -205,7 +215,7 @@ func UDPRoundTrips(ctx context.Context, t *Topology, d time.Duration) (RRResult,
 	}
 	elapsed := time.Since(start)
 	if len(rtts) == 0 {
-		return RRResult{Lost: lost}, fmt.Errorf("no UDP echo from %s in %s (%d lost)", VPCHostIP, d, lost)
+		return RRResult{Lost: lost}, fmt.Errorf("no UDP echo from %s in %s (%d lost)", to.UDP, d, lost)
 	}
 	slices.Sort(rtts)
 	return RRResult{
@@ -222,10 +232,10 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 	return sorted[min(max(i-1, 0), len(sorted)-1)]
 }
 
-// Reach waits until the pod gets an echo from the VPC host, or within passes. The first packets wait on
-// neighbour resolution.
-func Reach(ctx context.Context, t *Topology, within time.Duration) error {
-	conn, err := dialFromPod(t)
+// Reach waits until the pod gets an echo from the echo server at to, or within passes. The first packets
+// wait on neighbour resolution.
+func Reach(ctx context.Context, t *Topology, to Target, within time.Duration) error {
+	conn, err := dialFromPod(t, to)
 	if err != nil {
 		return err
 	}
@@ -246,18 +256,18 @@ func Reach(ctx context.Context, t *Topology, within time.Duration) error {
 		}
 		last = err
 	}
-	return fmt.Errorf("no echo from %s within %s: %v", VPCHostIP, within, last)
+	return fmt.Errorf("no echo from %s within %s: %v", to.UDP, within, last)
 }
 
 // dialFromPod opens a UDP socket inside the pod; it stays in that namespace whichever thread uses it.
-func dialFromPod(t *Topology) (*net.UDPConn, error) {
+func dialFromPod(t *Topology, to Target) (*net.UDPConn, error) {
 	var conn *net.UDPConn
 	err := t.Do(t.Pod, func() (err error) {
-		conn, err = net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(VPCHostIP, echoPort)))
+		conn, err = net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(to.UDP))
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("dialing %s from the pod: %w", VPCHostIP, err)
+		return nil, fmt.Errorf("dialing %s from the pod: %w", to.UDP, err)
 	}
 	return conn, nil
 }

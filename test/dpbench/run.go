@@ -51,14 +51,16 @@ type bench struct {
 
 // Run builds one topology per scheme (identical links, addresses and MTU), grows every scheme through
 // the sizes in ascending order and, at each size, measures every scheme Repeats times, rotating the order
-// of the schemes in each repeat so that drift on a noisy machine falls on all of them alike.
+// of the schemes in each repeat so that drift on a noisy machine falls on all of them alike. In each repeat,
+// after the direct measurements, eniwire and plain are measured through the Service (service.go), again in
+// rotated order.
 func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 	opts = opts.withDefaults()
 	start, load := time.Now(), loadAvg()
 	prefix := UniquePrefix("bench")
 	pinBase := filepath.Join("/sys/fs/bpf", prefix)
 	ew := &Eniwire{PinRoot: filepath.Join(pinBase, "v1")}
-	var benches []*bench
+	var benches, serviced []*bench
 	defer func() {
 		var errs []error
 		for _, b := range benches {
@@ -79,6 +81,11 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 		}
 		b := &bench{scheme: s, topo: topo}
 		benches = append(benches, b)
+		if s.Name() != (&VPCCNI{}).Name() {
+			// The Service rows compare eniwire with the floor; the VPC CNI's Service path is the same
+			// host DNAT behind its rules.
+			serviced = append(serviced, b)
+		}
 		if b.servers, err = StartServers(ctx, topo); err != nil {
 			return nil, fmt.Errorf("starting the servers of %s: %w", s.Name(), err)
 		}
@@ -98,7 +105,7 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 			if err != nil {
 				return nil, err
 			}
-			if err := Reach(ctx, b.topo, 5*time.Second); err != nil {
+			if err := Reach(ctx, b.topo, Direct, 5*time.Second); err != nil {
 				return nil, fmt.Errorf("%s with %d pods: %w", b.scheme.Name(), pods, err)
 			}
 			rep.Setups = append(rep.Setups, Setup{Scheme: b.scheme.Name(), Pods: pods, Rules: rules, Grow: grow})
@@ -106,14 +113,18 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 		}
 		for r := range opts.Repeats {
 			for j := range benches {
-				b := benches[(r+j)%len(benches)]
-				s, err := measure(ctx, b, pods, r, opts)
+				s, err := measure(ctx, benches[(r+j)%len(benches)], Direct, pods, r, opts)
 				if err != nil {
 					return nil, err
 				}
-				rep.Samples = append(rep.Samples, s)
-				fmt.Fprintf(opts.Progress, "dpbench: %-7s pods=%-5d repeat=%d  %6.2f Gbit/s  %8.0f transactions/s  p50 %s\n",
-					s.Scheme, pods, r, s.TCP.Gbps, s.RR.Rate, s.RR.P50.Round(100*time.Nanosecond))
+				rep.add(s, opts.Progress)
+			}
+			for j := range serviced {
+				s, err := measureService(ctx, serviced[(r+j)%len(serviced)], pods, r, opts)
+				if err != nil {
+					return nil, err
+				}
+				rep.add(s, opts.Progress)
 			}
 			per, err := ew.FromPodCost(opts.ProgRepeat)
 			if err != nil {
@@ -127,14 +138,37 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 	return rep, nil
 }
 
-func measure(ctx context.Context, b *bench, pods, repeat int, opts Options) (Sample, error) {
-	tcp, err := TCPThroughput(ctx, b.topo, opts.TCPDuration)
+// add records a sample and reports it on w.
+func (r *Report) add(s Sample, w io.Writer) {
+	r.Samples = append(r.Samples, s)
+	fmt.Fprintf(w, "dpbench: %-7s to %-7s pods=%-5d repeat=%d  %6.2f Gbit/s  %8.0f transactions/s  p50 %s\n",
+		s.Scheme, s.Target, s.Pods, s.Repeat, s.TCP.Gbps, s.RR.Rate, s.RR.P50.Round(100*time.Nanosecond))
+}
+
+func measure(ctx context.Context, b *bench, to Target, pods, repeat int, opts Options) (Sample, error) {
+	tcp, err := TCPThroughput(ctx, b.topo, to, opts.TCPDuration)
 	if err != nil {
+		return Sample{}, fmt.Errorf("%s to %s with %d pods: %w", b.scheme.Name(), to.Name, pods, err)
+	}
+	rr, err := UDPRoundTrips(ctx, b.topo, to, opts.RRDuration)
+	if err != nil {
+		return Sample{}, fmt.Errorf("%s to %s with %d pods: %w", b.scheme.Name(), to.Name, pods, err)
+	}
+	return Sample{Scheme: b.scheme.Name(), Target: to.Name, Pods: pods, Repeat: repeat, TCP: tcp, RR: rr}, nil
+}
+
+// measureService measures b through the Service, programmed into its node for this measurement only.
+func measureService(ctx context.Context, b *bench, pods, repeat int, opts Options) (s Sample, err error) {
+	if err := AddService(ctx, b.topo); err != nil {
+		return Sample{}, err
+	}
+	defer func() {
+		if rerr := RemoveService(ctx, b.topo); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	if err := Reach(ctx, b.topo, Service, 5*time.Second); err != nil {
 		return Sample{}, fmt.Errorf("%s with %d pods: %w", b.scheme.Name(), pods, err)
 	}
-	rr, err := UDPRoundTrips(ctx, b.topo, opts.RRDuration)
-	if err != nil {
-		return Sample{}, fmt.Errorf("%s with %d pods: %w", b.scheme.Name(), pods, err)
-	}
-	return Sample{Scheme: b.scheme.Name(), Pods: pods, Repeat: repeat, TCP: tcp, RR: rr}, nil
+	return measure(ctx, b, Service, pods, repeat, opts)
 }
