@@ -45,11 +45,13 @@ func (c *Cluster) AgentStatus(ctx context.Context, node string) (*api.Status, er
 	if err != nil {
 		return nil, err
 	}
-	var st api.Status
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
-		return nil, fmt.Errorf("decoding eniwirectl status: %w: %s", err, out)
+	var view struct {
+		Status *api.Status `json:"status"`
 	}
-	return &st, nil
+	if err := json.Unmarshal([]byte(out), &view); err != nil || view.Status == nil {
+		return nil, fmt.Errorf("decoding eniwirectl status: %v: %s", err, out)
+	}
+	return view.Status, nil
 }
 
 // Books lines up the node agent's ENIs with EC2's ENIs of its instance.

@@ -159,4 +159,6 @@ type suite struct {
 	node1, node2 *cluster.Node
 	// client1 and client2 are netexec pods on node 1 and node 2, the sources of pod traffic.
 	client1, client2 string
+	// svcs are made by the first Service case and kept for the next kube-proxy mode.
+	svcs *svcs
 }

@@ -32,12 +32,11 @@ type svcs struct {
 }
 
 func (s *suite) serviceCases() []serviceCase {
-	var v *svcs
 	setup := func(t *testing.T) *svcs {
-		if v == nil {
-			v = s.makeServices(t)
+		if s.svcs == nil {
+			s.svcs = s.makeServices(t)
 		}
-		return v
+		return s.svcs
 	}
 	return []serviceCase{
 		{"ClusterIP TCP and UDP, backend on the same node", func(t *testing.T) string {

@@ -70,11 +70,11 @@ func (s *suite) uninstallNode(t *testing.T, n *cluster.Node) []string {
 // (each pod's CNI DEL runs while the agent still serves).
 func (s *suite) deleteWorkloads(t *testing.T) {
 	ctx := context.Background()
-	all := metav1.ListOptions{LabelSelector: "app"}
-	if err := s.c.Client.AppsV1().Deployments(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all); err != nil {
+	// The test's namespace holds only the test's workloads.
+	if err := s.c.Client.AppsV1().Deployments(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.c.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, all); err != nil {
+	if err := s.c.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	svcs, _ := s.c.Client.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
