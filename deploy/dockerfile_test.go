@@ -13,62 +13,22 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/eniwire/eniwire/deploy/dockerfile"
 )
 
 // The repository's Dockerfile, parsed: no Docker engine runs here, so the tests read it and carry out its build
 // stage's go build themselves.
 
-type instruction struct {
-	cmd  string // upper case: FROM, COPY, RUN...
-	args string
-}
-
-type stage struct {
-	base, name string
-	instrs     []instruction
-}
-
-func parseDockerfile(t *testing.T) (stages []stage, text string) {
+func parseDockerfile(t *testing.T) (stages []dockerfile.Stage, text string) {
 	t.Helper()
 	b, err := os.ReadFile("../Dockerfile")
 	if err != nil {
 		t.Fatal(err)
 	}
 	text = string(b)
-	var logical []string
-	var cur strings.Builder
-	for _, line := range strings.Split(text, "\n") {
-		trimmed := strings.TrimSpace(line)
-		if strings.HasPrefix(trimmed, "#") || (trimmed == "" && cur.Len() == 0) {
-			continue
-		}
-		if strings.HasSuffix(trimmed, "\\") {
-			cur.WriteString(strings.TrimSuffix(trimmed, "\\") + " ")
-			continue
-		}
-		cur.WriteString(trimmed)
-		logical = append(logical, cur.String())
-		cur.Reset()
-	}
-	for _, l := range logical {
-		cmd, args, _ := strings.Cut(l, " ")
-		in := instruction{cmd: strings.ToUpper(cmd), args: strings.TrimSpace(args)}
-		if in.cmd == "FROM" {
-			f := strings.Fields(in.args)
-			st := stage{base: f[0]}
-			if len(f) == 3 && strings.EqualFold(f[1], "AS") {
-				st.name = f[2]
-			}
-			stages = append(stages, st)
-			continue
-		}
-		if len(stages) == 0 {
-			if in.cmd != "ARG" {
-				t.Fatalf("Dockerfile: %s before the first FROM", in.cmd)
-			}
-			continue
-		}
-		stages[len(stages)-1].instrs = append(stages[len(stages)-1].instrs, in)
+	if stages, err = dockerfile.Parse(text); err != nil {
+		t.Fatal(err)
 	}
 	if len(stages) < 2 {
 		t.Fatalf("Dockerfile has %d stages, want a build stage and a final stage", len(stages))
@@ -114,15 +74,15 @@ type copyInstr struct {
 	dest    string
 }
 
-func copies(st stage) []copyInstr {
+func copies(st dockerfile.Stage) []copyInstr {
 	var out []copyInstr
-	for _, in := range st.instrs {
-		if in.cmd != "COPY" && in.cmd != "ADD" {
+	for _, in := range st.Instructions {
+		if in.Cmd != "COPY" && in.Cmd != "ADD" {
 			continue
 		}
 		var c copyInstr
 		var rest []string
-		for _, w := range strings.Fields(in.args) {
+		for _, w := range strings.Fields(in.Args) {
 			if v, ok := strings.CutPrefix(w, "--from="); ok {
 				c.from = v
 			} else if !strings.HasPrefix(w, "--") {
@@ -150,9 +110,9 @@ func goModVersion(t *testing.T) string {
 
 func TestTheDockerfileBuilderIsPinnedToGoModsGoVersion(t *testing.T) {
 	stages, text := parseDockerfile(t)
-	m := regexp.MustCompile(`^golang:(\d+\.\d+\.\d+)-bookworm(@sha256:[0-9a-f]{64})?$`).FindStringSubmatch(stages[0].base)
+	m := regexp.MustCompile(`^golang:(\d+\.\d+\.\d+)-bookworm(@sha256:[0-9a-f]{64})?$`).FindStringSubmatch(stages[0].Base)
 	if m == nil {
-		t.Fatalf("builder %q is not pinned as golang:<major.minor.patch>-bookworm[@sha256:<digest>]", stages[0].base)
+		t.Fatalf("builder %q is not pinned as golang:<major.minor.patch>-bookworm[@sha256:<digest>]", stages[0].Base)
 	}
 	if want := goModVersion(t); m[1] != want {
 		t.Errorf("builder Go %s, go.mod asks for %s", m[1], want)
@@ -166,11 +126,11 @@ func TestTheDockerfileBuilderIsPinnedToGoModsGoVersion(t *testing.T) {
 	}
 }
 
-func stageEnv(st stage) map[string]string {
+func stageEnv(st dockerfile.Stage) map[string]string {
 	env := map[string]string{}
-	for _, in := range st.instrs {
-		if in.cmd == "ENV" {
-			for _, kv := range strings.Fields(in.args) {
+	for _, in := range st.Instructions {
+		if in.Cmd == "ENV" {
+			for _, kv := range strings.Fields(in.Args) {
 				if k, v, ok := strings.Cut(kv, "="); ok {
 					env[k] = v
 				}
@@ -183,23 +143,23 @@ func stageEnv(st stage) map[string]string {
 func TestTheFinalImageIsDistrolessStaticRunningTheAgentAsRoot(t *testing.T) {
 	stages, _ := parseDockerfile(t)
 	final := stages[len(stages)-1]
-	base, tag, _ := strings.Cut(strings.SplitN(final.base, "@", 2)[0], ":")
+	base, tag, _ := strings.Cut(strings.SplitN(final.Base, "@", 2)[0], ":")
 	if base != "gcr.io/distroless/static-debian12" {
-		t.Errorf("final image %q, want gcr.io/distroless/static-debian12", final.base)
+		t.Errorf("final image %q, want gcr.io/distroless/static-debian12", final.Base)
 	}
 	if strings.Contains(tag, "nonroot") {
 		t.Errorf("final image tag %q runs as nobody; the agent needs root for its capabilities", tag)
 	}
 	var entrypoint []string
-	for _, in := range final.instrs {
-		switch in.cmd {
+	for _, in := range final.Instructions {
+		switch in.Cmd {
 		case "ENTRYPOINT":
-			if err := json.Unmarshal([]byte(in.args), &entrypoint); err != nil {
-				t.Errorf("ENTRYPOINT %s is not in exec form (no shell in distroless): %v", in.args, err)
+			if err := json.Unmarshal([]byte(in.Args), &entrypoint); err != nil {
+				t.Errorf("ENTRYPOINT %s is not in exec form (no shell in distroless): %v", in.Args, err)
 			}
 		case "USER":
-			if in.args != "0:0" && in.args != "0" && in.args != "root" {
-				t.Errorf("USER %s; the agent runs as root", in.args)
+			if in.Args != "0:0" && in.Args != "0" && in.Args != "root" {
+				t.Errorf("USER %s; the agent runs as root", in.Args)
 			}
 		case "RUN":
 			t.Errorf("RUN in the final stage: distroless has no shell")
@@ -219,11 +179,11 @@ func TestEveryPathTheDockerfileCopiesExistsInTheBuild(t *testing.T) {
 	out := t.TempDir()
 	const version = "v0.0.0-dockerfile-test"
 	ran := false
-	for _, in := range build.instrs {
-		if in.cmd != "RUN" || !strings.HasPrefix(in.args, "go build") {
+	for _, in := range build.Instructions {
+		if in.Cmd != "RUN" || !strings.HasPrefix(in.Args, "go build") {
 			continue
 		}
-		words := shellWords(in.args)
+		words := shellWords(in.Args)
 		var args []string
 		for i := 2; i < len(words); i++ {
 			w := words[i]
@@ -246,7 +206,7 @@ func TestEveryPathTheDockerfileCopiesExistsInTheBuild(t *testing.T) {
 			}
 		}
 		if !slices.Contains(args, "-trimpath") {
-			t.Errorf("go build without -trimpath: %s", in.args)
+			t.Errorf("go build without -trimpath: %s", in.Args)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		cmd := exec.CommandContext(ctx, "go", append([]string{"build"}, args...)...)
@@ -258,7 +218,7 @@ func TestEveryPathTheDockerfileCopiesExistsInTheBuild(t *testing.T) {
 		b, err := cmd.CombinedOutput()
 		cancel()
 		if err != nil {
-			t.Fatalf("the Dockerfile's %s fails here: %v\n%s", in.args, err, b)
+			t.Fatalf("the Dockerfile's %s fails here: %v\n%s", in.Args, err, b)
 		}
 		ran = true
 	}
@@ -276,7 +236,7 @@ func TestEveryPathTheDockerfileCopiesExistsInTheBuild(t *testing.T) {
 			}
 			dests[dest] = true
 			switch c.from {
-			case build.name:
+			case build.Name:
 				p := filepath.Join(out, strings.TrimPrefix(src, "/out/"))
 				checkStaticBinary(t, p, version)
 			case "":

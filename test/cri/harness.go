@@ -36,6 +36,13 @@ type Options struct {
 	ConfDir string
 }
 
+// ContainerdConfig is a containerd configuration with its own root, state and sockets under dir, the CRI's
+// sandbox image, and the CNI dirs it invokes plugins from. restrict_oom_score_adj: lowering oom_score_adj
+// needs CAP_SYS_RESOURCE, which this kind of machine withholds.
+func ContainerdConfig(dir, sandboxImage, binDir, confDir string) []byte {
+	return fmt.Appendf(nil, configTemplate, dir, sandboxImage, binDir, confDir)
+}
+
 const configTemplate = `version = 2
 root = "%[1]s/root"
 state = "%[1]s/state"
@@ -64,7 +71,7 @@ func StartContainerd(t testing.TB, node ns.NetNS, opts Options) *Containerd {
 	}
 	c := &Containerd{Dir: dir, Socket: dir + "/containerd.sock"}
 	cfg := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, configTemplate, dir, PauseImage, opts.BinDir, opts.ConfDir), 0o644); err != nil {
+	if err := os.WriteFile(cfg, ContainerdConfig(dir, PauseImage, opts.BinDir, opts.ConfDir), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	c.log, err = os.Create(filepath.Join(dir, "containerd.log"))

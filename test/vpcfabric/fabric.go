@@ -413,3 +413,20 @@ func (f *Fabric) teardown() error {
 	}
 	return errors.Join(errs...)
 }
+
+// SetVPCHostHopMTU sets the MTU of the router's link towards the VPC host: with it below the ENIs' 9001, a
+// node's packets to the VPC host meet a smaller hop and the router answers ICMP fragmentation-needed, as a
+// 1500-byte path inside a VPC (a peering, a VPN) does.
+func (f *Fabric) SetVPCHostHopMTU(mtu int) error {
+	if err := f.usable(); err != nil {
+		return err
+	}
+	link, err := f.vpc.nl.LinkByName("vpchost")
+	if err != nil {
+		return fmt.Errorf("finding the router's link to the VPC host: %w", err)
+	}
+	if err := f.vpc.nl.LinkSetMTU(link, mtu); err != nil {
+		return fmt.Errorf("setting the MTU of the router's link to the VPC host: %w", err)
+	}
+	return nil
+}

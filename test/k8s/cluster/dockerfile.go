@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/eniwire/eniwire/deploy/dockerfile"
 	"github.com/eniwire/eniwire/test/ociimage"
 )
 
@@ -27,19 +28,17 @@ func ImageFromDockerfile(repoRoot, binDir string, tags []string) (ociimage.Image
 	if err != nil {
 		return ociimage.Image{}, fmt.Errorf("reading the Dockerfile: %w", err)
 	}
-	var final []string
-	for _, line := range joinContinuations(string(raw)) {
-		if strings.HasPrefix(strings.ToUpper(line), "FROM ") {
-			final = nil
-			continue
-		}
-		final = append(final, line)
+	stages, err := dockerfile.Parse(string(raw))
+	if err != nil {
+		return ociimage.Image{}, err
+	}
+	if len(stages) == 0 {
+		return ociimage.Image{}, fmt.Errorf("Dockerfile: no stage")
 	}
 	im := ociimage.Image{Tags: tags, Files: append([]ociimage.File(nil), distroless...)}
-	for _, line := range final {
-		word, rest, _ := strings.Cut(line, " ")
-		args := strings.Fields(rest)
-		switch strings.ToUpper(word) {
+	for _, in := range stages[len(stages)-1].Instructions {
+		line, rest, args := in.Cmd+" "+in.Args, in.Args, strings.Fields(in.Args)
+		switch in.Cmd {
 		case "COPY":
 			if len(args) < 2 {
 				return im, fmt.Errorf("Dockerfile: %q: COPY needs a source and a destination", line)
@@ -75,31 +74,11 @@ func ImageFromDockerfile(repoRoot, binDir string, tags []string) (ociimage.Image
 				return im, fmt.Errorf("Dockerfile: %q: ENTRYPOINT in exec form expected: %w", line, err)
 			}
 		default:
-			return im, fmt.Errorf("Dockerfile: the final stage's %q is not mirrored by the test image builder (test/k8s/cluster/dockerfile.go)", word)
+			return im, fmt.Errorf("Dockerfile: the final stage's %q is not mirrored by the test image builder (test/k8s/cluster/dockerfile.go)", in.Cmd)
 		}
 	}
 	if len(im.Entrypoint) == 0 {
 		return im, fmt.Errorf("Dockerfile: the final stage has no ENTRYPOINT")
 	}
 	return im, nil
-}
-
-// joinContinuations returns the Dockerfile's instructions, one per line, without comments and blank lines.
-func joinContinuations(s string) []string {
-	var out []string
-	var cur strings.Builder
-	for _, line := range strings.Split(s, "\n") {
-		t := strings.TrimSpace(line)
-		if t == "" || strings.HasPrefix(t, "#") {
-			continue
-		}
-		if strings.HasSuffix(t, "\\") {
-			cur.WriteString(strings.TrimSuffix(t, "\\") + " ")
-			continue
-		}
-		cur.WriteString(t)
-		out = append(out, cur.String())
-		cur.Reset()
-	}
-	return out
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eniwire/eniwire/test/cri"
 	"github.com/eniwire/eniwire/test/ec2sim"
 	"github.com/eniwire/eniwire/test/vpcfabric"
 )
@@ -41,25 +42,6 @@ func (n *Node) ContainerdSocket() string {
 	return filepath.Join(n.Dir, "containerd", "containerd.sock")
 }
 
-const containerdConfig = `version = 2
-root = "%[1]s/root"
-state = "%[1]s/state"
-[grpc]
-  address = "%[1]s/containerd.sock"
-[ttrpc]
-  address = "%[1]s/containerd.sock.ttrpc"
-[debug]
-  address = "%[1]s/debug.sock"
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "%[2]s"
-  # Lowering oom_score_adj needs CAP_SYS_RESOURCE, which this machine withholds.
-  restrict_oom_score_adj = true
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/opt/cni/bin"
-    conf_dir = "/etc/cni/net.d"
-    max_conf_num = 1
-`
-
 // startContainerd runs the node's containerd and waits for its API.
 func (n *Node) startContainerd(ctx context.Context) error {
 	dir := filepath.Join(n.Dir, "containerd")
@@ -67,7 +49,7 @@ func (n *Node) startContainerd(ctx context.Context) error {
 		return err
 	}
 	cfg := filepath.Join(dir, "config.toml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, containerdConfig, dir, PauseImage), 0o644); err != nil {
+	if err := os.WriteFile(cfg, cri.ContainerdConfig(dir, PauseImage, "/opt/cni/bin", "/etc/cni/net.d"), 0o644); err != nil {
 		return err
 	}
 	p, err := Start(n.Dir, "containerd", n.NS(), nil, "containerd", "--config", cfg)

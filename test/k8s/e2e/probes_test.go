@@ -11,12 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// probeMinutes is how long the probed-port case watches (E2E_PROBE_MINUTES, default 2).
+// probeMinutes is how long the probed-port case watches (E2E_PROBE_MINUTES, default 5).
 func probeMinutes() float64 {
 	if m, err := strconv.ParseFloat(os.Getenv("E2E_PROBE_MINUTES"), 64); err == nil && m > 0 {
 		return m
 	}
-	return 2
+	return 5
 }
 
 // probes: the web pods' HTTP readiness and TCP liveness probes (every 2 s, from the kubelet on the node)

@@ -1,0 +1,202 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv4"
+
+	"github.com/eniwire/eniwire/test/k8s/cluster"
+	"github.com/eniwire/eniwire/test/vpcfabric"
+)
+
+// whoami serves, in the network namespace at nsPath, the address each client is seen as.
+func whoami(t *testing.T, nsPath, addr string) {
+	t.Helper()
+	l, err := vpcfabric.Listen(nsPath, "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host, _, _ := net.SplitHostPort(r.RemoteAddr)
+		fmt.Fprint(w, host)
+	}), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+}
+
+// podToOutside: a pod reaches the internet host translated to its node's address (SNAT) and gets the
+// answers; it reaches the VPC host and its own node as itself; the node reaches the pod.
+func (s *suite) podToOutside(t *testing.T) string {
+	ctx := context.Background()
+	inet, vpc := s.c.Fabric.Internet(), s.c.Fabric.VPCHost()
+	whoami(t, inet.NetnsPath, ":18000")
+	whoami(t, vpc.NetnsPath, ":18000")
+	whoami(t, s.node1.Netns.NetnsPath, s.node1.IP().String()+":18000")
+	var figures []string
+	for _, c := range []struct {
+		what, host, want string
+	}{
+		{"internet (SNAT to the node)", inet.IP.String(), s.node1.IP().String()},
+		{"VPC host (as itself)", vpc.IP.String(), s.client1},
+		{"its node (as itself)", s.node1.IP().String(), s.client1},
+	} {
+		r, err := dialFrom(ctx, s.node1, s.client1, "http", c.host, 18000, tries)
+		ok := 0
+		for _, resp := range r.Responses {
+			if resp == c.want {
+				ok++
+			}
+		}
+		if err != nil || ok != tries {
+			t.Errorf("pod to %s: %d/%d seen as %s; responses %v; err %v %v; what the packets did:%s", c.what, ok, tries, c.want,
+				first(r.Responses, 2), err, first(r.Errors, 2), diagnose(ctx, s.node1, c.host))
+		}
+		figures = append(figures, fmt.Sprintf("%s %d/%d", c.what, ok, tries))
+	}
+	ok := 0
+	for range tries {
+		if resp, err := get(ctx, s.node1.Netns.NetnsPath, "http://"+s.client1+":8080/hostname"); err == nil && resp == "client1" {
+			ok++
+		}
+	}
+	if ok != tries {
+		t.Errorf("node to pod: %d/%d", ok, tries)
+	}
+	return strings.Join(figures, ", ") + fmt.Sprintf("; node to pod %d/%d", ok, tries)
+}
+
+// pathMTU puts a 1500-byte hop between the nodes and the VPC host: a pod's 6,000-byte answers meet it, the
+// router's fragmentation-needed must reach the pod's socket (directly, and translated by the host through a
+// NodePort), and the transfers complete.
+func (s *suite) pathMTU(t *testing.T) string {
+	ctx := context.Background()
+	if err := s.c.Fabric.SetVPCHostHopMTU(1500); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := s.c.Fabric.SetVPCHostHopMTU(9001); err != nil {
+			t.Error(err)
+		}
+	}()
+	msg := strings.Repeat("m", 6000)
+	var figures []string
+	for _, c := range []struct{ what, dst string }{
+		{"directly", s.client1 + ":8080"},
+		{"through a NodePort", fmt.Sprintf("%s:%d", s.node1.IP(), s.svcs.nodePortCluster.Spec.Ports[0].NodePort)},
+	} {
+		ok := 0
+		var last error
+		for range 3 {
+			body, err := get(ctx, s.c.Fabric.VPCHost().NetnsPath, "http://"+c.dst+"/echo?msg="+msg)
+			if err == nil && body == msg {
+				ok++
+			} else {
+				last = fmt.Errorf("%d bytes, %v", len(body), err)
+			}
+		}
+		if ok != 3 {
+			t.Errorf("6,000-byte answers %s across a 1500-byte hop: %d/3 complete (last: %v); what the packets did:%s", c.what, ok, last,
+				diagnose(ctx, s.node1, s.c.Fabric.VPCHost().IP.String()))
+		}
+		figures = append(figures, fmt.Sprintf("%s %d/3", c.what, ok))
+	}
+	return "6,000-byte answers across a 1500-byte hop: " + strings.Join(figures, ", ")
+}
+
+// traceroute sends an ICMP echo with TTL 1 from inside a pod towards the VPC host: the first hop, its node,
+// must answer time exceeded.
+func (s *suite) traceroute(t *testing.T) string {
+	ctx := context.Background()
+	nsPath, err := podNetns(ctx, s.node1, "client1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var from netip.Addr
+	err = vpcfabric.Do(nsPath, func() error {
+		c, err := icmp.ListenPacket("ip4:icmp", "0.0.0.0")
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		if err := c.IPv4PacketConn().SetTTL(1); err != nil {
+			return err
+		}
+		echo, _ := (&icmp.Message{Type: ipv4.ICMPTypeEcho, Body: &icmp.Echo{ID: os.Getpid() & 0xffff, Seq: 1, Data: []byte("eniwire")}}).Marshal(nil)
+		if _, err := c.WriteTo(echo, &net.IPAddr{IP: s.c.Fabric.VPCHost().IP.AsSlice()}); err != nil {
+			return err
+		}
+		buf := make([]byte, 1500)
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); {
+			_ = c.SetReadDeadline(deadline)
+			n, peer, err := c.ReadFrom(buf)
+			if err != nil {
+				return err
+			}
+			if m, err := icmp.ParseMessage(1, buf[:n]); err == nil && m.Type == ipv4.ICMPTypeTimeExceeded {
+				from, _ = netip.AddrFromSlice(peer.(*net.IPAddr).IP.To4())
+				return nil
+			}
+		}
+		return fmt.Errorf("no time exceeded")
+	})
+	if err != nil {
+		t.Fatalf("TTL 1 from a pod: %v; what the packets did:%s", err, diagnose(ctx, s.node1, s.client1))
+	}
+	addrs, err := nodeAddrs(s.node1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !addrs[from] {
+		t.Errorf("time exceeded came from %s, not from an address of the node (%v)", from, addrs)
+	}
+	return fmt.Sprintf("hop 1 is the node (%s)", from)
+}
+
+// podNetns is the network namespace of the pod's sandbox, as /proc/<pid>/ns/net (the runtime's own netns
+// path lives in the node's mount namespace).
+func podNetns(ctx context.Context, n *cluster.Node, pod string) (string, error) {
+	id, err := n.Crictl(ctx, "pods", "--name", pod, "--namespace", ns, "--state", "ready", "-q")
+	if err != nil {
+		return "", err
+	}
+	id = strings.TrimSpace(strings.SplitN(id, "\n", 2)[0])
+	out, err := n.Crictl(ctx, "inspectp", id)
+	if err != nil {
+		return "", err
+	}
+	var insp struct {
+		Info struct {
+			Pid int `json:"pid"`
+		} `json:"info"`
+	}
+	if err := json.Unmarshal([]byte(out), &insp); err != nil || insp.Info.Pid == 0 {
+		return "", fmt.Errorf("no pid in crictl inspectp %s: %v", id, err)
+	}
+	return fmt.Sprintf("/proc/%d/ns/net", insp.Info.Pid), nil
+}
+
+// nodeAddrs are the IPv4 addresses on the node's links.
+func nodeAddrs(n *cluster.Node) (map[netip.Addr]bool, error) {
+	out := map[netip.Addr]bool{}
+	err := vpcfabric.Do(n.Netns.NetnsPath, func() error {
+		list, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+		for _, a := range list {
+			if ip, ok := netip.AddrFromSlice(a.IP.To4()); ok {
+				out[ip] = true
+			}
+		}
+		return err
+	})
+	return out, err
+}
