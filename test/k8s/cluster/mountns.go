@@ -17,6 +17,8 @@ import (
 var nodePaths = []string{
 	"/opt/cni/bin", "/etc/cni/net.d", "/var/lib/cni", "/var/lib/eniwire", "/run/eniwire", "/var/log/eniwire",
 	"/var/log/pods", "/var/log/containers", "/var/lib/kubelet",
+	// The runtime's pod network namespaces are bind mounts on files here: the node's own, not the machine's.
+	"/run/netns",
 }
 
 // MountNS is a node's mount namespace, held open by a process that sleeps in it. It is a slave of the

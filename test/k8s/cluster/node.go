@@ -75,10 +75,13 @@ func (n *Node) Crictl(ctx context.Context, args ...string) (string, error) {
 	return output(n.NS().Command(ctx, append([]string{"crictl", "--runtime-endpoint", "unix://" + n.ContainerdSocket(), "--timeout", "30s"}, args...)...))
 }
 
+// output runs cmd and returns its standard output; its standard error goes into the error only.
 func output(cmd *exec.Cmd) (string, error) {
-	out, err := cmd.CombinedOutput()
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return string(out), fmt.Errorf("%s: %w: %s", strings.Join(cmd.Args, " "), err, strings.TrimSpace(string(out)))
+		return string(out), fmt.Errorf("%s: %w: %s %s", strings.Join(cmd.Args, " "), err, strings.TrimSpace(string(out)), strings.TrimSpace(stderr.String()))
 	}
 	return string(out), nil
 }

@@ -15,6 +15,10 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/eniwire/eniwire/test/k8s/cluster"
 	"github.com/eniwire/eniwire/test/vpcfabric"
@@ -76,11 +80,25 @@ func (s *suite) podToOutside(t *testing.T) string {
 	return strings.Join(figures, ", ") + fmt.Sprintf("; node to pod %d/%d", ok, tries)
 }
 
-// pathMTU puts a 1500-byte hop between the nodes and the VPC host: a pod's 6,000-byte answers meet it, the
-// router's fragmentation-needed must reach the pod's socket (directly, and translated by the host through a
-// NodePort), and the transfers complete.
+// pathMTU puts a 1500-byte hop between the nodes and the VPC host (whose own link stays at 9001, so it
+// advertises a jumbo MSS): a pod's 6,000-byte requests meet the hop, and the router's fragmentation-needed must
+// reach the pod's socket, directly and, translated by the host, through a Service whose endpoint is the VPC
+// host; the requests then get through.
 func (s *suite) pathMTU(t *testing.T) string {
 	ctx := context.Background()
+	vpc := s.c.Fabric.VPCHost()
+	whoami(t, vpc.NetnsPath, ":18000")
+	svc := mustCreate(t, "Service vpchost", s.c.Client.CoreV1().Services(ns).Create, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "vpchost", Namespace: ns},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}},
+	})
+	mustCreate(t, "EndpointSlice vpchost", s.c.Client.DiscoveryV1().EndpointSlices(ns).Create, &discoveryv1.EndpointSlice{
+		ObjectMeta:  metav1.ObjectMeta{Name: "vpchost", Namespace: ns, Labels: map[string]string{discoveryv1.LabelServiceName: "vpchost"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{vpc.IP.String()}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](18000), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	})
+	time.Sleep(3 * time.Second) // kube-proxy's next sync
 	if err := s.c.Fabric.SetVPCHostHopMTU(1500); err != nil {
 		t.Fatal(err)
 	}
@@ -89,29 +107,29 @@ func (s *suite) pathMTU(t *testing.T) string {
 			t.Error(err)
 		}
 	}()
-	msg := strings.Repeat("m", 6000)
+	big := strings.Repeat("p", 6000)
 	var figures []string
-	for _, c := range []struct{ what, dst string }{
-		{"directly", s.client1 + ":8080"},
-		{"through a NodePort", fmt.Sprintf("%s:%d", s.node1.IP(), s.svcs.nodePortCluster.Spec.Ports[0].NodePort)},
+	for _, c := range []struct {
+		what, host string
+		port       int
+	}{
+		{"directly", vpc.IP.String(), 18000},
+		{"through a Service", svc.Spec.ClusterIP, 80},
 	} {
+		r, err := dialRequest(ctx, s.node1, s.client1, "http", c.host, c.port, 3, big)
 		ok := 0
-		var last error
-		for range 3 {
-			body, err := get(ctx, s.c.Fabric.VPCHost().NetnsPath, "http://"+c.dst+"/echo?msg="+msg)
-			if err == nil && body == msg {
+		for _, resp := range r.Responses {
+			if resp == s.client1 {
 				ok++
-			} else {
-				last = fmt.Errorf("%d bytes, %v", len(body), err)
 			}
 		}
-		if ok != 3 {
-			t.Errorf("6,000-byte answers %s across a 1500-byte hop: %d/3 complete (last: %v); what the packets did:%s", c.what, ok, last,
-				diagnose(ctx, s.node1, s.c.Fabric.VPCHost().IP.String()))
+		if err != nil || ok != 3 {
+			t.Errorf("6,000-byte requests %s across a 1500-byte hop: %d/3 got through; err %v; errors %v; what the packets did:%s", c.what, ok, err,
+				first(r.Errors, 1), diagnose(ctx, s.node1, vpc.IP.String()))
 		}
 		figures = append(figures, fmt.Sprintf("%s %d/3", c.what, ok))
 	}
-	return "6,000-byte answers across a 1500-byte hop: " + strings.Join(figures, ", ")
+	return "6,000-byte requests from a pod across a 1500-byte hop: " + strings.Join(figures, ", ")
 }
 
 // traceroute sends an ICMP echo with TTL 1 from inside a pod towards the VPC host: the first hop, its node,

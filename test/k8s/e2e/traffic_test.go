@@ -56,7 +56,12 @@ type dialResult struct {
 // tries times and request "hostname": the traffic starts inside the pod, as an application's would. The
 // harness reaches the pod's /dial from its node.
 func dialFrom(ctx context.Context, node *cluster.Node, clientIP, protocol, host string, port, tries int) (dialResult, error) {
-	q := url.Values{"request": {"hostname"}, "protocol": {protocol}, "host": {host}, "port": {fmt.Sprint(port)}, "tries": {fmt.Sprint(tries)}}
+	return dialRequest(ctx, node, clientIP, protocol, host, port, tries, "hostname")
+}
+
+// dialRequest is dialFrom with another request (the path an HTTP dial fetches, the payload of a UDP one).
+func dialRequest(ctx context.Context, node *cluster.Node, clientIP, protocol, host string, port, tries int, request string) (dialResult, error) {
+	q := url.Values{"request": {request}, "protocol": {protocol}, "host": {host}, "port": {fmt.Sprint(port)}, "tries": {fmt.Sprint(tries)}}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(tries)*6*time.Second+5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+clientIP+":8080/dial?"+q.Encode(), nil)
