@@ -91,7 +91,7 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		MaxENI: cfg.MaxENI, MaxPods: cfg.MaxPods}
 	limits := pool.Limits{MaxENIs: deps.Node.MaxENIs, IPsPerENI: max(deps.Node.IPv4PerENI-1, 0)}
 	n.ipam = &ipam{books: n.books, dp: deps.Datapath, cooldown: cfg.Cooldown, targets: targets, limits: limits,
-		clock: deps.Clock, log: log, metrics: m, ready: n.Ready, wake: n.Wake}
+		podMTU: cfg.PodMTU, clock: deps.Clock, log: log, metrics: m, ready: n.Ready, wake: n.Wake}
 	if r, ok := deps.Datapath.(interface{ RemovesHostVeth() bool }); ok {
 		n.ipam.removesVeth = r.RemovesHostVeth()
 	}

@@ -92,6 +92,9 @@ func run() error {
 	log.Info("instance", "id", info.InstanceID, "type", info.InstanceType, "subnet", info.SubnetID,
 		"maxENIs", info.MaxENIs, "ipv4PerENI", info.IPv4PerENI)
 
+	// The pods' veths follow AWS_VPC_ENI_MTU, capped by the primary ENI's: every assignment says it.
+	podMTU := nodenet.PodMTU(meta.PrimaryMAC, s.eniMTU, log)
+
 	var dp dptypes.Driver
 	// The agent removes released pods' host veths in the background (see hostroute.Reaper).
 	var veths *hostroute.Reaper
@@ -124,7 +127,7 @@ func run() error {
 		MinimumIPTarget: s.minIP, MaxENI: s.maxENI, MaxPods: s.maxPods, Cooldown: s.cooldown,
 		ReconcileInterval: s.reconcile, MaxReconcileInterval: s.maxReconcile,
 		OrphanSweepInterval: s.orphanSweep, PoolInterval: s.poolInterval, ReleaseDelay: s.releaseDelay,
-		GCGrace: s.gcGrace, StartJitter: s.jitter, JournalSync: s.journalSync,
+		GCGrace: s.gcGrace, StartJitter: s.jitter, JournalSync: s.journalSync, PodMTU: podMTU,
 	}, controller.Deps{
 		EC2: api, IMDS: imds, Node: info, Clock: clk, Registerer: reg, Logger: log,
 		Datapath: dp,

@@ -121,6 +121,10 @@ func TestANodeMovesPodPacketsWithTheBPFDatapath(t *testing.T) {
 		}
 	})
 
+	t.Run("a pod's eth0 and host veth are at the default AWS_VPC_ENI_MTU, 9001", func(t *testing.T) {
+		w.assertVethMTU(t, onPrimary, 9001)
+	})
+
 	for _, c := range []struct {
 		name     string
 		from     *pod
