@@ -49,7 +49,7 @@ var table = []setting{
 	{"warm-ip-target", "WARM_IP_TARGET", "0", "free IPs to keep (0: unset)"},
 	{"minimum-ip-target", "MINIMUM_IP_TARGET", "0", "IPs to hold at least (0: unset)"},
 	{"max-eni", "MAX_ENI", "0", "ENIs to hold at most, primary included (0: the instance limit)"},
-	{"max-pods", "MAX_PODS", "0", "pods the node runs at most; the pool never holds more IPs (0: ENIs x (IPs per ENI - 1) + 2)"},
+	{"max-pods", "MAX_PODS", "0", "pods the node runs at most; the pool never holds more IPs and the per-pod traffic map no more pods (0: ENIs x (IPs per ENI - 1) + 2)"},
 	{"ip-cooldown-period", "IP_COOLDOWN_PERIOD", "120s", "time a released IP stays out of use (seconds or a duration)"},
 	{"reconcile-interval", "ENIWIRE_RECONCILE_INTERVAL", "60s", "time between reconciles with EC2"},
 	{"max-reconcile-interval", "ENIWIRE_MAX_RECONCILE_INTERVAL", "10m", "while EC2 throttles this node's describes, the reconcile interval stretches up to this"},

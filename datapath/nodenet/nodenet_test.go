@@ -13,11 +13,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
 
+	"github.com/eniwire/eniwire/bpf"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/internal/testenv"
 )
@@ -104,7 +106,7 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 		}
 		b, err = Open(ctx, Config{
 			PinRoot: pinRoot, PrimaryMAC: primaryMAC.String(), PrimaryIP: netip.MustParseAddr("10.0.0.10"),
-			VPCCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/16")}, MTU: 9001,
+			VPCCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/16")}, MTU: 9001, MaxPods: 29,
 			IMDS: primaryIPs{eniMAC.String(): netip.MustParseAddr("10.0.1.5")}, Logger: log,
 		})
 		if err != nil {
@@ -122,6 +124,17 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 	if ipForward != "1" {
 		t.Errorf("ip_forward = %q after Open, want 1", ipForward)
 	}
+
+	t.Run("the per-pod traffic map is sized by MaxPods", func(t *testing.T) {
+		m, err := ebpf.LoadPinnedMap(filepath.Join(pinRoot, "maps", bpf.EniwireMapPodStats), &ebpf.LoadPinOptions{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if m.MaxEntries() != 29 {
+			t.Errorf("pod_stats holds %d entries at most, want MaxPods 29", m.MaxEntries())
+		}
+	})
 
 	t.Run("ENIUp brings a secondary ENI up at the MTU with its primary IP as a /32", func(t *testing.T) {
 		var (

@@ -44,7 +44,10 @@ type Config struct {
 	// privileged /proc/sys is read-only, so the DaemonSet mounts the host's /proc/sys/net elsewhere; network
 	// sysctls always show the writer's network namespace, the node's for a hostNetwork pod.
 	SysctlRoot string
-	IMDS       IMDS
+	// MaxPods is the most pods the node runs (controller.MaxPods): it sizes the per-pod traffic map
+	// (datapath.DefaultMaxPods when 0).
+	MaxPods int
+	IMDS    IMDS
 	// Registerer receives the programs' counters (nil: not registered).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -88,7 +91,7 @@ func Open(ctx context.Context, cfg Config) (*BPF, error) {
 	}
 	dp, err := datapath.Open(datapath.Config{
 		PinRoot: cfg.PinRoot, VPCCIDRs: cfg.VPCCIDRs, NodeIPs: []netip.Addr{cfg.PrimaryIP}, HostCIDRs: cfg.ServiceCIDRs,
-		SNAT: !scfg.External,
+		SNAT: !scfg.External, MaxPods: cfg.MaxPods,
 		// The controller rewrites every pod and ENI entry from its journal at start, so a map whose layout
 		// changed with an upgrade can be replaced.
 		MigrateMaps: true, Logger: log,
