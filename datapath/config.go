@@ -64,8 +64,8 @@ type Config struct {
 	// MigrateMaps allows Open to replace a pinned map that no longer matches the programs (type, sizes,
 	// flags, or the layout its BTF describes). When only its size or flags changed, its entries are
 	// carried over before any link moves to the new programs; when its layout changed, it starts empty
-	// and the caller must rewrite it (the agent does, from its persisted state); per-CPU statistics
-	// start from zero. Without it, Open returns a *MapIncompatibleError.
+	// and the caller rewrites it with Restore between Load and Attach (the agent does, from its journal:
+	// restore.go); per-CPU statistics start from zero. Without it, Load returns a *MapIncompatibleError.
 	MigrateMaps bool
 	// Logger receives one line per state change; slog.Default() when nil.
 	Logger *slog.Logger

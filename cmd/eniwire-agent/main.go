@@ -105,6 +105,9 @@ func run() error {
 	var dp dptypes.Driver
 	// The agent removes released pods' host veths in the background (see hostroute.Reaper).
 	var veths *hostroute.Reaper
+	// The BPF datapath's programs take over from an earlier agent's only once the journal's pods and ENIs are
+	// in their maps (Attach, below).
+	var loaded *nodenet.BPF
 	switch s.datapath {
 	case "bpf":
 		services, err := parsePrefixes("--service-cidrs", s.serviceCIDRs)
@@ -122,7 +125,7 @@ func run() error {
 		}
 		defer bpf.Close()
 		veths = bpf.RemoveVethsInBackground(log)
-		dp = bpf
+		dp, loaded = bpf, bpf
 	case "hostroute":
 		veths = hostroute.NewReaper(hostroute.ReaperConfig{Logger: log})
 		dp = &hostroute.Routes{Veths: veths}
@@ -140,6 +143,14 @@ func run() error {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
 	defer node.Close()
+	if loaded != nil {
+		// Before any link moves to the new programs, their maps hold every journaled pod and ENI: an upgrade
+		// that replaced the pods or enis map drops no pod's packets as spoofed.
+		enis, pods := node.DatapathState()
+		if err := loaded.Attach(ctx, enis, pods); err != nil {
+			return err
+		}
+	}
 
 	sock, err := agent.ListenSocket(s.socket)
 	if err != nil {

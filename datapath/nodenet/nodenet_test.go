@@ -112,6 +112,11 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 		if err != nil {
 			return fmt.Errorf("Open: %w", err)
 		}
+		// What the journal holds: the pod and its ENI, and a pod whose veth has gone (left to the controller).
+		gone := dptypes.Pod{ContainerID: "c0", IfName: "eth0", IP: "10.0.1.19", HostVeth: "eniwgone", ENI: eni}
+		if err := b.Attach(ctx, []dptypes.ENI{eni}, []dptypes.Pod{pod, gone}); err != nil {
+			return fmt.Errorf("Attach: %w", err)
+		}
 		ipForward = readSysctl("net/ipv4/ip_forward")
 		return nil
 	})
@@ -124,6 +129,20 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 	if ipForward != "1" {
 		t.Errorf("ip_forward = %q after Open, want 1", ipForward)
 	}
+
+	t.Run("Attach wrote the journal's pod and ENI entries, skipping the pod whose veth is gone", func(t *testing.T) {
+		pods, err := b.dp.Pods()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods) != 1 || pods[0].IP.String() != pod.IP || pods[0].HostIfindex != podLink.Attrs().Index || pods[0].ENIIfindex != eniLink.Attrs().Index {
+			t.Errorf("pods map after Attach = %+v, want %s on %d via %d", pods, pod.IP, podLink.Attrs().Index, eniLink.Attrs().Index)
+		}
+		enis, err := b.dp.ENIs()
+		if err != nil || len(enis) != 1 || enis[0].Ifindex != eniLink.Attrs().Index {
+			t.Errorf("ENI map after Attach = %+v (%v), want ifindex %d", enis, err, eniLink.Attrs().Index)
+		}
+	})
 
 	t.Run("the per-pod traffic map is sized by MaxPods", func(t *testing.T) {
 		m, err := ebpf.LoadPinnedMap(filepath.Join(pinRoot, "maps", bpf.EniwireMapPodStats), &ebpf.LoadPinOptions{ReadOnly: true})
