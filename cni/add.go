@@ -34,7 +34,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	log := inv.log.With("netns", args.Netns, "pod", pod.Namespace+"/"+pod.Name)
 
 	hostName := hostVethName(pod.PodIdentity, args.ContainerID, args.IfName)
-	veth, err := plumbing.SetupVeth(args.Netns, hostName, args.IfName, inv.conf.MTU)
+	veth, err := plumbing.SetupVeth(args.Netns, hostName, args.IfName)
 	if err != nil {
 		return plumbingError("creating the veth pair", err)
 	}
@@ -70,7 +70,11 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	if ip == nil {
 		return types.NewError(types.ErrInternal, fmt.Sprintf("eniwire: the agent assigned %q, which is not an IPv4 address", asg.IP), "")
 	}
-	cfg := plumbing.PodConfig{IfName: args.IfName, IP: ip, HostMAC: veth.HostMAC, MTU: inv.conf.MTU}
+	// The agent says the MTU (AWS_VPC_ENI_MTU, capped by the primary ENI's), on both ends alike.
+	if err := plumbing.SetMTU(args.Netns, veth, asg.MTU); err != nil {
+		return plumbingError("setting the veth's MTU", err)
+	}
+	cfg := plumbing.PodConfig{IfName: args.IfName, IP: ip, HostMAC: veth.HostMAC, MTU: asg.MTU}
 	if err := plumbing.ConfigurePod(args.Netns, cfg); err != nil {
 		return plumbingError("configuring the pod's interface", err)
 	}
@@ -78,6 +82,6 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	if err := printResult(p.Stdout, result, inv.conf.CNIVersion); err != nil {
 		return types.NewError(types.ErrIOFailure, "eniwire: printing the result", err.Error())
 	}
-	log.Info("pod wired", "ip", asg.IP, "eni", asg.ENI, "hostVeth", hostName, "hostIfindex", veth.HostIndex, "reused", veth.Reused)
+	log.Info("pod wired", "ip", asg.IP, "eni", asg.ENI, "hostVeth", hostName, "hostIfindex", veth.HostIndex, "mtu", asg.MTU, "reused", veth.Reused)
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // Check compares the pod's namespace with the agent's record: the address, the two routes, the neighbour
-// entry naming the host veth's MAC, and the MTU. The runtime's prevResult must agree with the record too.
+// entry naming the host veth's MAC, and the MTU the agent says. The runtime's prevResult must agree with the record too.
 func (p *Plugin) Check(args *skel.CmdArgs) error {
 	inv, err := p.start("CHECK", args)
 	if err != nil {
@@ -48,7 +48,7 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	if err != nil {
 		return types.NewError(types.ErrInternal, "eniwire: CHECK: "+err.Error(), "")
 	}
-	cfg := plumbing.PodConfig{IfName: args.IfName, IP: ip, HostMAC: hostMAC, MTU: inv.conf.MTU}
+	cfg := plumbing.PodConfig{IfName: args.IfName, IP: ip, HostMAC: hostMAC, MTU: rec.MTU}
 	if err := plumbing.VerifyPod(args.Netns, cfg); err != nil {
 		return plumbingError("CHECK", err)
 	}

@@ -16,11 +16,8 @@ import (
 
 // Defaults of the plugin's configuration.
 const (
-	DefaultMTU      = 9001
 	DefaultTimeout  = 10 * time.Second
 	DefaultLogLevel = "info"
-	minMTU          = 576
-	maxMTU          = 65535
 )
 
 // Versions are the CNI spec versions the plugin speaks. 0.3.0 and later carry interfaces in results; CHECK
@@ -32,8 +29,8 @@ type Conf struct {
 	types.NetConf
 	// AgentSocket is the agent's unix socket (default api.DefaultSocket).
 	AgentSocket string `json:"agentSocket,omitempty"`
-	// MTU of both veth ends (default 9001, the VPC's jumbo frame size).
-	MTU int `json:"mtu,omitempty"`
+	// There is no "mtu": the agent's answer says what both veth ends carry (api.Assignment.MTU, from
+	// AWS_VPC_ENI_MTU and the primary ENI). An "mtu" left in an earlier version's conflist is ignored.
 	// LogFile receives the plugin's JSON log lines (appended); empty means stderr. Never stdout.
 	LogFile string `json:"logFile,omitempty"`
 	// LogLevel is debug, info, warn or error.
@@ -67,12 +64,6 @@ func ParseConf(stdin []byte) (*Conf, error) {
 	}
 	if !filepath.IsAbs(conf.AgentSocket) {
 		return nil, invalidConf(fmt.Sprintf("agentSocket %q must be an absolute path", conf.AgentSocket))
-	}
-	if conf.MTU == 0 {
-		conf.MTU = DefaultMTU
-	}
-	if conf.MTU < minMTU || conf.MTU > maxMTU {
-		return nil, invalidConf(fmt.Sprintf("mtu %d is out of range [%d, %d]", conf.MTU, minMTU, maxMTU))
 	}
 	if conf.LogFile != "" && !filepath.IsAbs(conf.LogFile) {
 		return nil, invalidConf(fmt.Sprintf("logFile %q must be an absolute path", conf.LogFile))

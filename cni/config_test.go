@@ -21,7 +21,7 @@ func TestParseConfAppliesDefaultsAndExplainsBadValues(t *testing.T) {
 		{"a missing cniVersion is refused", `{"name":"n"}`, types.ErrInvalidNetworkConfig, "cniVersion is missing"},
 		{"an unknown cniVersion is incompatible", `{"cniVersion":"2.0.0","name":"n"}`, types.ErrIncompatibleCNIVersion, `"2.0.0" is not supported`},
 		{"a missing name is refused", `{"cniVersion":"1.1.0"}`, types.ErrInvalidNetworkConfig, "name is missing"},
-		{"a tiny MTU is refused", `{"cniVersion":"1.1.0","name":"n","mtu":100}`, types.ErrInvalidNetworkConfig, "mtu 100 is out of range"},
+		{"an earlier version's mtu is ignored: the agent says the MTU", `{"cniVersion":"1.1.0","name":"n","mtu":100}`, 0, ""},
 		{"a relative log file is refused", `{"cniVersion":"1.1.0","name":"n","logFile":"x.log"}`, types.ErrInvalidNetworkConfig, "logFile"},
 		{"an unknown log level is refused", `{"cniVersion":"1.1.0","name":"n","logLevel":"loud"}`, types.ErrInvalidNetworkConfig, "logLevel"},
 		{"a timeout that is no duration is refused", `{"cniVersion":"1.1.0","name":"n","timeout":"soon"}`, types.ErrInvalidNetworkConfig, "timeout"},
@@ -33,8 +33,8 @@ func TestParseConfAppliesDefaultsAndExplainsBadValues(t *testing.T) {
 				if err != nil {
 					t.Fatalf("ParseConf: %v", err)
 				}
-				if conf.MTU != cni.DefaultMTU || conf.AgentSocket != "/run/eniwire/agent.sock" || conf.LogLevel != "info" {
-					t.Fatalf("defaults = mtu %d socket %q level %q", conf.MTU, conf.AgentSocket, conf.LogLevel)
+				if conf.AgentSocket != "/run/eniwire/agent.sock" || conf.LogLevel != "info" {
+					t.Fatalf("defaults = socket %q level %q", conf.AgentSocket, conf.LogLevel)
 				}
 				return
 			}

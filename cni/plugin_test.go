@@ -52,7 +52,7 @@ func newHarness(t *testing.T, ips ...string) *harness {
 func (h *harness) conf(cniVersion string, prev []byte) []byte {
 	c := map[string]any{
 		"cniVersion": cniVersion, "name": "eniwire-test", "type": "eniwire",
-		"agentSocket": h.agent.Socket, "mtu": 1500,
+		"agentSocket": h.agent.Socket,
 	}
 	if prev != nil {
 		c["prevResult"] = json.RawMessage(prev)
@@ -128,7 +128,7 @@ func TestAddCheckDelWorksForEveryClaimedVersion(t *testing.T) {
 			}
 			hostVeth := cur.Interfaces[0].Name
 
-			assertPodWired(t, h, pod, hostVeth, "10.213.0.10", 1500)
+			assertPodWired(t, h, pod, hostVeth, "10.213.0.10", cnitest.DefaultMTU)
 			if got := h.agent.Calls(api.PathAssign); got != 1 {
 				t.Errorf("ADD made %d Assign calls, want exactly 1", got)
 			}
@@ -166,6 +166,7 @@ func TestAddCheckDelWorksForEveryClaimedVersion(t *testing.T) {
 	}
 }
 
+// assertPodWired checks both sides of a wired pod, the MTU of both veth ends included.
 func assertPodWired(t *testing.T, h *harness, pod ns.NetNS, hostVeth, ip string, mtu int) {
 	t.Helper()
 	var hostMAC net.HardwareAddr
@@ -175,6 +176,9 @@ func assertPodWired(t *testing.T, h *harness, pod ns.NetNS, hostVeth, ip string,
 			return err
 		}
 		hostMAC = l.Attrs().HardwareAddr
+		if l.Attrs().MTU != mtu {
+			return fmt.Errorf("host veth %s has MTU %d, want %d", hostVeth, l.Attrs().MTU, mtu)
+		}
 		routes, err := netlink.RouteList(l, netlink.FAMILY_V4)
 		if err != nil {
 			return err
@@ -446,7 +450,7 @@ func testReAddAfterDel(t *testing.T, held bool) {
 		t.Fatalf("marker's veth not removed within %v", vethDeadline)
 	}
 	// Wired, and with the new IP alone: VerifyPod rejects a leftover address of the first sandbox.
-	assertPodWired(t, h, pod, cur.Interfaces[0].Name, ip, 1500)
+	assertPodWired(t, h, pod, cur.Interfaces[0].Name, ip, cnitest.DefaultMTU)
 	if _, err := h.run(del, podArgs("readd", pod, h.conf("1.1.0", again))); err != nil {
 		t.Fatalf("second DEL: %v", err)
 	}

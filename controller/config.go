@@ -54,6 +54,9 @@ type Config struct {
 	JournalSync journal.SyncPolicy
 	// JournalBatchInterval bounds the fdatasync delay of a pod record under SyncBatched (default 10 ms).
 	JournalBatchInterval time.Duration
+	// PodMTU is the MTU every assignment answer carries for the pod's veth (api.Assignment.MTU): the node's
+	// setting when answered, not journaled. 0 leaves the plugin to the kernel's default.
+	PodMTU int
 }
 
 // NodeInfo are the facts about the instance, from IMDS and DescribeInstanceTypes.

@@ -21,15 +21,8 @@ type eniSync struct {
 
 // sync brings ENIs that became usable up and the ones that stopped being usable down.
 func (s *eniSync) sync(ctx context.Context) {
-	usable := map[string]dptypes.ENI{}
-	s.books.View(func(st *journal.State) {
-		for _, e := range st.ENIs {
-			if e.Usable() && e.ID != "" {
-				usable[e.ID] = dptypes.ENI{ID: e.ID, MAC: e.MAC, DeviceIndex: e.DeviceIndex, Primary: e.Primary,
-					SubnetCIDR: e.SubnetCIDR, Gateway: Gateway(e.SubnetCIDR)}
-			}
-		}
-	})
+	var usable map[string]dptypes.ENI
+	s.books.View(func(st *journal.State) { usable = usableENIs(st) })
 	for id, e := range usable {
 		if _, up := s.up[id]; up {
 			continue

@@ -45,6 +45,9 @@ type ipam struct {
 	// ready says whether the node may hand out IPs; wake asks the pool manager to look at the pool.
 	ready func() (bool, string)
 	wake  func()
+
+	// podMTU is what every answer tells the plugin to set on the pod's veth.
+	podMTU int
 }
 
 func validAttachment(a api.Attachment) error {
@@ -227,6 +230,7 @@ func (p *ipam) toAPI(a journal.Assignment) *api.Assignment {
 		Attachment: api.Attachment{ContainerID: a.ContainerID, IfName: a.IfName}, Netns: a.Netns,
 		Pod:      api.PodIdentity{Namespace: a.PodNamespace, Name: a.PodName, UID: a.PodUID},
 		HostVeth: a.HostVeth, HostIfindex: a.HostIfindex, IP: a.IP, ENI: a.ENI, AssignedAt: a.AssignedAt,
+		MTU: p.podMTU,
 	}
 	if e := p.books.st.ENIByID(a.ENI); e != nil {
 		out.ENIMAC, out.DeviceIndex, out.SubnetCIDR = e.MAC, e.DeviceIndex, e.SubnetCIDR

@@ -16,7 +16,6 @@ import (
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
-	"github.com/eniwire/eniwire/controller/pool"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/internal/clock"
 )
@@ -87,11 +86,9 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		SubnetCIDR: deps.Node.SubnetCIDR, SecurityGroups: deps.Node.SecurityGroups, MaxENIs: deps.Node.MaxENIs,
 		GCGrace: cfg.GCGrace,
 	}, deps.EC2, deps.IMDS, n.books, deps.Clock, log)
-	targets := pool.Targets{WarmENI: cfg.WarmENITarget, WarmIP: cfg.WarmIPTarget, MinimumIP: cfg.MinimumIPTarget,
-		MaxENI: cfg.MaxENI, MaxPods: cfg.MaxPods}
-	limits := pool.Limits{MaxENIs: deps.Node.MaxENIs, IPsPerENI: max(deps.Node.IPv4PerENI-1, 0)}
+	targets, limits := poolTargets(cfg), poolLimits(deps.Node)
 	n.ipam = &ipam{books: n.books, dp: deps.Datapath, cooldown: cfg.Cooldown, targets: targets, limits: limits,
-		clock: deps.Clock, log: log, metrics: m, ready: n.Ready, wake: n.Wake}
+		podMTU: cfg.PodMTU, clock: deps.Clock, log: log, metrics: m, ready: n.Ready, wake: n.Wake}
 	if r, ok := deps.Datapath.(interface{ RemovesHostVeth() bool }); ok {
 		n.ipam.removesVeth = r.RemovesHostVeth()
 	}

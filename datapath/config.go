@@ -52,8 +52,9 @@ type Config struct {
 	// HostCIDRs are further destinations always handed to the host stack, such as the Service CIDR when it
 	// lies inside the VPC or when SNAT is off (so kube-proxy can DNAT them).
 	HostCIDRs []netip.Prefix
-	// MaxPods is the most pods this node runs (its instance type's limit); it sizes the per-pod traffic
-	// map. DefaultMaxPods when zero.
+	// MaxPods is the most pods this node runs (the agent passes controller.MaxPods: MAX_PODS, else what its
+	// ENIs hold); it sizes the per-pod traffic map. DefaultMaxPods when zero. A change (a new MAX_PODS, an
+	// instance resized) replaces the map at the next Open: its counters start from zero.
 	MaxPods int
 	// SNAT is true unless external SNAT is configured. With it on, destinations outside the VPC go to the
 	// host stack (which masquerades them); with it off, they leave by the pod's ENI.
@@ -63,8 +64,8 @@ type Config struct {
 	// MigrateMaps allows Open to replace a pinned map that no longer matches the programs (type, sizes,
 	// flags, or the layout its BTF describes). When only its size or flags changed, its entries are
 	// carried over before any link moves to the new programs; when its layout changed, it starts empty
-	// and the caller must rewrite it (the agent does, from its persisted state); per-CPU statistics
-	// start from zero. Without it, Open returns a *MapIncompatibleError.
+	// and the caller rewrites it with Restore between Load and Attach (the agent does, from its journal:
+	// restore.go); per-CPU statistics start from zero. Without it, Load returns a *MapIncompatibleError.
 	MigrateMaps bool
 	// Logger receives one line per state change; slog.Default() when nil.
 	Logger *slog.Logger
@@ -83,8 +84,8 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// DefaultMaxPods sizes the per-pod traffic map when Config.MaxPods is unset: above the secondary IPs of
-// the large common instance types (15 ENIs of 50 IPs); the agent knows its own limit and should pass it.
+// DefaultMaxPods sizes the per-pod traffic map when Config.MaxPods is unset (tests, tools): above the
+// secondary IPs of the large common instance types (15 ENIs of 50 IPs). The agent passes its own limit.
 const DefaultMaxPods = 1024
 
 // ErrMapIncompatible matches a *MapIncompatibleError.

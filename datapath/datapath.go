@@ -30,43 +30,18 @@ type Datapath struct {
 
 // Open loads the programs, reusing the maps and links pinned under cfg.PinRoot by an earlier agent,
 // writes the route table from cfg, then moves the links to the new programs in place and prunes links of
-// vanished interfaces. It returns a *MapIncompatibleError when a pinned map's type, sizes, flags or BTF
-// layout changed and cfg.MigrateMaps is off.
+// vanished interfaces: Load then Attach, for a caller with no pods or ENIs to restore first. It returns a
+// *MapIncompatibleError when a pinned map's type, sizes, flags or BTF layout changed and cfg.MigrateMaps is
+// off.
 func Open(cfg Config) (*Datapath, error) {
-	cfg = cfg.withDefaults()
-	spec, err := loadSpec(cfg)
+	d, err := Load(cfg)
 	if err != nil {
 		return nil, err
 	}
-	objs, err := loadObjects(spec, cfg.PinRoot, cfg.MigrateMaps, cfg.Logger)
-	if err != nil {
-		return nil, err
-	}
-	d := &Datapath{
-		Reader: &Reader{pods: objs.Pods, enis: objs.Enis, routes: objs.Routes, counters: objs.Counters, podStats: objs.PodStats},
-		cfg:    cfg,
-		log:    cfg.Logger,
-		objs:   objs,
-		mode:   cfg.Attach,
-	}
-	// Every map is filled (entries carried over, routes written) before an attachment moves to the new
-	// programs: no packet meets an empty map.
-	if err := d.SetRoutes(cfg.VPCCIDRs, hostRoutes(cfg)); err != nil {
+	if err := d.Attach(); err != nil {
 		d.Close()
 		return nil, err
 	}
-	if err := d.adopt(); err != nil {
-		d.Close()
-		return nil, err
-	}
-	if cfg.Attach != AttachAuto {
-		d.mode = cfg.Attach
-	}
-	if err := unpinRetiredMaps(cfg.PinRoot, cfg.Logger); err != nil {
-		d.Close()
-		return nil, err
-	}
-	d.log.Info("datapath loaded", "pin_root", cfg.PinRoot, "snat", cfg.SNAT, "attach", d.mode.String(), "links", pinnedLinks(cfg.PinRoot))
 	return d, nil
 }
 
@@ -147,28 +122,36 @@ func (d *Datapath) DetachPodVeth(ifindex int) error {
 // PutENI writes an ENI's entry (gateway, MAC, subnet) and attaches to_pod (ingress) and to_vpc (egress)
 // to it. It is idempotent.
 func (d *Datapath) PutENI(ifindex int, gw netip.Addr, mac net.HardwareAddr, subnet netip.Prefix) error {
-	gk, err := addrKey(gw)
-	if err != nil {
-		return fmt.Errorf("putting ENI %d: gateway: %w", ifindex, err)
-	}
-	sk, err := routeKey(subnet)
-	if err != nil {
-		return fmt.Errorf("putting ENI %d: subnet: %w", ifindex, err)
-	}
-	v := bpf.EniwireEniValue{Gateway: gk, Subnet: sk.Dst, SubnetPrefixlen: uint8(sk.Prefixlen), Family: 2 /* AF_INET */}
-	if len(mac) != len(v.Mac) {
-		return fmt.Errorf("putting ENI %d: MAC %q is not 6 bytes", ifindex, mac)
-	}
-	copy(v.Mac[:], mac)
-	if err := d.objs.Enis.Put(uint32(ifindex), v); err != nil {
-		return fmt.Errorf("putting ENI %d: %w", ifindex, err)
+	if err := d.putENIEntry(ENI{Ifindex: ifindex, Gateway: gw, MAC: mac, Subnet: subnet}); err != nil {
+		return err
 	}
 	for _, h := range []hook{hookToPod, hookToVPC} {
 		if err := d.attach(h, ifindex); err != nil {
 			return fmt.Errorf("putting ENI %d: %w", ifindex, err)
 		}
 	}
-	d.log.Info("ENI entry written", "ifindex", ifindex, "gateway", gw, "mac", mac.String(), "subnet", subnet)
+	return nil
+}
+
+// putENIEntry writes an ENI's entry, and no more.
+func (d *Datapath) putENIEntry(e ENI) error {
+	gk, err := addrKey(e.Gateway)
+	if err != nil {
+		return fmt.Errorf("putting ENI %d: gateway: %w", e.Ifindex, err)
+	}
+	sk, err := routeKey(e.Subnet)
+	if err != nil {
+		return fmt.Errorf("putting ENI %d: subnet: %w", e.Ifindex, err)
+	}
+	v := bpf.EniwireEniValue{Gateway: gk, Subnet: sk.Dst, SubnetPrefixlen: uint8(sk.Prefixlen), Family: 2 /* AF_INET */}
+	if len(e.MAC) != len(v.Mac) {
+		return fmt.Errorf("putting ENI %d: MAC %q is not 6 bytes", e.Ifindex, e.MAC)
+	}
+	copy(v.Mac[:], e.MAC)
+	if err := d.objs.Enis.Put(uint32(e.Ifindex), v); err != nil {
+		return fmt.Errorf("putting ENI %d: %w", e.Ifindex, err)
+	}
+	d.log.Info("ENI entry written", "ifindex", e.Ifindex, "gateway", e.Gateway, "mac", e.MAC.String(), "subnet", e.Subnet)
 	return nil
 }
 

@@ -92,9 +92,22 @@ func run() error {
 	log.Info("instance", "id", info.InstanceID, "type", info.InstanceType, "subnet", info.SubnetID,
 		"maxENIs", info.MaxENIs, "ipv4PerENI", info.IPv4PerENI)
 
+	ccfg := controller.Config{
+		StateDir: s.stateDir, Cluster: s.cluster, WarmENITarget: s.warmENI, WarmIPTarget: s.warmIP,
+		MinimumIPTarget: s.minIP, MaxENI: s.maxENI, MaxPods: s.maxPods, Cooldown: s.cooldown,
+		ReconcileInterval: s.reconcile, MaxReconcileInterval: s.maxReconcile,
+		OrphanSweepInterval: s.orphanSweep, PoolInterval: s.poolInterval, ReleaseDelay: s.releaseDelay,
+		GCGrace: s.gcGrace, StartJitter: s.jitter, JournalSync: s.journalSync,
+		// The pods' veths follow AWS_VPC_ENI_MTU, capped by the primary ENI's: every assignment says it.
+		PodMTU: nodenet.PodMTU(meta.PrimaryMAC, s.eniMTU, log),
+	}
+
 	var dp dptypes.Driver
 	// The agent removes released pods' host veths in the background (see hostroute.Reaper).
 	var veths *hostroute.Reaper
+	// The BPF datapath's programs take over from an earlier agent's only once the journal's pods and ENIs are
+	// in their maps (Attach, below).
+	var loaded *nodenet.BPF
 	switch s.datapath {
 	case "bpf":
 		services, err := parsePrefixes("--service-cidrs", s.serviceCIDRs)
@@ -104,13 +117,15 @@ func run() error {
 		bpf, err := nodenet.Open(ctx, nodenet.Config{
 			PinRoot: s.pinRoot, PrimaryMAC: meta.PrimaryMAC, PrimaryIP: meta.PrimaryIP, VPCCIDRs: meta.VPCCIDRs,
 			ServiceCIDRs: services, SNATEnv: s.snatEnv, MTU: s.eniMTU, SysctlRoot: s.sysctlRoot, IMDS: imds, Registerer: reg, Logger: log,
+			// The per-pod traffic map holds as many pods as the pool may ever hand out IPs to.
+			MaxPods: controller.MaxPods(ccfg, info),
 		})
 		if err != nil {
 			return err
 		}
 		defer bpf.Close()
 		veths = bpf.RemoveVethsInBackground(log)
-		dp = bpf
+		dp, loaded = bpf, bpf
 	case "hostroute":
 		veths = hostroute.NewReaper(hostroute.ReaperConfig{Logger: log})
 		dp = &hostroute.Routes{Veths: veths}
@@ -119,13 +134,7 @@ func run() error {
 	default:
 		return fmt.Errorf("unknown datapath %q (bpf, hostroute or none)", s.datapath)
 	}
-	node, err := controller.New(controller.Config{
-		StateDir: s.stateDir, Cluster: s.cluster, WarmENITarget: s.warmENI, WarmIPTarget: s.warmIP,
-		MinimumIPTarget: s.minIP, MaxENI: s.maxENI, MaxPods: s.maxPods, Cooldown: s.cooldown,
-		ReconcileInterval: s.reconcile, MaxReconcileInterval: s.maxReconcile,
-		OrphanSweepInterval: s.orphanSweep, PoolInterval: s.poolInterval, ReleaseDelay: s.releaseDelay,
-		GCGrace: s.gcGrace, StartJitter: s.jitter, JournalSync: s.journalSync,
-	}, controller.Deps{
+	node, err := controller.New(ccfg, controller.Deps{
 		EC2: api, IMDS: imds, Node: info, Clock: clk, Registerer: reg, Logger: log,
 		Datapath: dp,
 		Urgent:   func(ctx context.Context) context.Context { return ec2client.WithPriority(ctx, ec2client.Urgent) },
@@ -134,6 +143,14 @@ func run() error {
 		return fmt.Errorf("refusing to start: %w", err)
 	}
 	defer node.Close()
+	if loaded != nil {
+		// Before any link moves to the new programs, their maps hold every journaled pod and ENI: an upgrade
+		// that replaced the pods or enis map drops no pod's packets as spoofed.
+		enis, pods := node.DatapathState()
+		if err := loaded.Attach(ctx, enis, pods); err != nil {
+			return err
+		}
+	}
 
 	sock, err := agent.ListenSocket(s.socket)
 	if err != nil {

@@ -30,6 +30,12 @@ type settings struct {
 	cniBinDir, cniConfDir, cniConflist, cniPlugin                               string
 }
 
+// The MTUs a VPC carries: IPv4's minimum and EC2's jumbo frames.
+const (
+	minMTU = 576
+	maxMTU = 9001
+)
+
 type setting struct {
 	flag, env, def, usage string
 }
@@ -43,7 +49,7 @@ var table = []setting{
 	{"warm-ip-target", "WARM_IP_TARGET", "0", "free IPs to keep (0: unset)"},
 	{"minimum-ip-target", "MINIMUM_IP_TARGET", "0", "IPs to hold at least (0: unset)"},
 	{"max-eni", "MAX_ENI", "0", "ENIs to hold at most, primary included (0: the instance limit)"},
-	{"max-pods", "MAX_PODS", "0", "pods the node runs at most; the pool never holds more IPs (0: ENIs x (IPs per ENI - 1) + 2)"},
+	{"max-pods", "MAX_PODS", "0", "pods the node runs at most; the pool never holds more IPs and the per-pod traffic map no more pods (0: ENIs x (IPs per ENI - 1) + 2)"},
 	{"ip-cooldown-period", "IP_COOLDOWN_PERIOD", "120s", "time a released IP stays out of use (seconds or a duration)"},
 	{"reconcile-interval", "ENIWIRE_RECONCILE_INTERVAL", "60s", "time between reconciles with EC2"},
 	{"max-reconcile-interval", "ENIWIRE_MAX_RECONCILE_INTERVAL", "10m", "while EC2 throttles this node's describes, the reconcile interval stretches up to this"},
@@ -57,7 +63,7 @@ var table = []setting{
 	{"datapath", "ENIWIRE_DATAPATH", "bpf", "bpf (tc programs route pods by their ENI), hostroute (pod /32 routes to host veths only) or none (IPAM only: simulations)"},
 	{"bpf-pin-root", "ENIWIRE_BPF_PIN_ROOT", "/sys/fs/bpf/eniwire/v1", "bpffs directory of the pinned maps and links (bpf datapath)"},
 	{"sysctl-root", "ENIWIRE_SYSCTL_ROOT", "/host/proc/sys", "where the agent writes the node's sysctls (ip_forward, rp_filter of ENIs): the host's /proc/sys/net mounted under it, since a container's own /proc/sys is read-only; /proc/sys outside a container (bpf datapath)"},
-	{"eni-mtu", "AWS_VPC_ENI_MTU", "9001", "MTU the agent sets on secondary ENIs (bpf datapath)"},
+	{"eni-mtu", "AWS_VPC_ENI_MTU", "9001", "MTU of the pods' veths (the primary ENI's when smaller) and, with the bpf datapath, of secondary ENIs (576 to 9001)"},
 	{"service-cidrs", "ENIWIRE_SERVICE_CIDRS", "", "comma-separated CIDRs handed to the host stack for kube-proxy (needed when they lie in the VPC or SNAT is external)"},
 	{"external-snat", "AWS_VPC_K8S_CNI_EXTERNALSNAT", "false", "true: something outside the node translates; the agent installs no masquerade rule"},
 	{"exclude-snat-cidrs", "AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS", "", "comma-separated CIDRs, besides the VPC's, that pod traffic reaches untranslated"},
@@ -121,6 +127,9 @@ func parseSettings(args []string) (*settings, error) {
 		excludeSNAT: str("exclude-snat-cidrs"), randomizeSNAT: str("randomize-snat"), eniMTU: num("eni-mtu"),
 		cniBinDir: str("cni-bin-dir"), cniConfDir: str("cni-conf-dir"), cniConflist: str("cni-conflist"),
 		cniPlugin: str("cni-plugin"),
+	}
+	if s.eniMTU < minMTU || s.eniMTU > maxMTU {
+		errs = append(errs, fmt.Errorf("--eni-mtu: %d is not in [%d, %d]", s.eniMTU, minMTU, maxMTU))
 	}
 	if s.journalSync, err = journal.ParseSyncPolicy(str("journal-sync")); err != nil {
 		errs = append(errs, fmt.Errorf("--journal-sync: %w", err))

@@ -46,10 +46,11 @@ type Veth struct {
 }
 
 // SetupVeth creates the veth pair hostName <-> ifName with ifName inside the namespace at netnsPath, both up
-// with the given MTU. A pair that already joins the two ends is reused, so a repeated ADD changes nothing; a
-// stale host veth of the same name (a previous sandbox of the same pod) is replaced.
+// at the kernel's default MTU until SetMTU (the agent says the MTU in the answer that needs the host end's
+// ifindex). A pair that already joins the two ends is reused, so a repeated ADD changes nothing; a stale host
+// veth of the same name (a previous sandbox of the same pod) is replaced.
 // Errors wrap ErrNetnsMissing or ErrIfaceTaken where they apply.
-func SetupVeth(netnsPath, hostName, ifName string, mtu int) (*Veth, error) {
+func SetupVeth(netnsPath, hostName, ifName string) (*Veth, error) {
 	podNS, err := openNS(netnsPath)
 	if err != nil {
 		return nil, err
@@ -68,12 +69,10 @@ func SetupVeth(netnsPath, hostName, ifName string, mtu int) (*Veth, error) {
 
 	la := netlink.NewLinkAttrs()
 	la.Name = hostName
-	la.MTU = mtu
 	veth := &netlink.Veth{
 		LinkAttrs:     la,
 		PeerName:      ifName,
 		PeerNamespace: netlink.NsFd(int(podNS.Fd())),
-		PeerMTU:       uint32(mtu),
 	}
 	if err := netlink.LinkAdd(veth); err != nil {
 		return nil, fmt.Errorf("creating veth pair %s/%s: %w", hostName, ifName, err)
@@ -153,6 +152,39 @@ func bringUp(podNS ns.NetNS, hostName, ifName string) (*Veth, error) {
 		return nil, err
 	}
 	return v, nil
+}
+
+// SetMTU sets mtu on both ends of the pair v, each only where it differs; 0 changes nothing.
+func SetMTU(netnsPath string, v *Veth, mtu int) error {
+	if mtu == 0 {
+		return nil
+	}
+	host, err := linkByName(v.HostName)
+	if err != nil {
+		return fmt.Errorf("looking up host veth %s: %w", v.HostName, err)
+	}
+	if host.Attrs().MTU != mtu {
+		if err := netlink.LinkSetMTU(host, mtu); err != nil {
+			return fmt.Errorf("setting MTU %d on host veth %s: %w", mtu, v.HostName, err)
+		}
+	}
+	err = ns.WithNetNSPath(netnsPath, func(ns.NetNS) error {
+		pod, err := linkByName(v.PodIfName)
+		if err != nil {
+			return fmt.Errorf("looking up %s in the pod: %w", v.PodIfName, err)
+		}
+		if pod.Attrs().MTU == mtu {
+			return nil
+		}
+		if err := netlink.LinkSetMTU(pod, mtu); err != nil {
+			return fmt.Errorf("setting MTU %d on %s in the pod: %w", mtu, v.PodIfName, err)
+		}
+		return nil
+	})
+	if err != nil && isMissingNS(err) {
+		return fmt.Errorf("%w: %s", ErrNetnsMissing, netnsPath)
+	}
+	return err
 }
 
 // RemovePodLink deletes ifName inside the namespace at netnsPath, which takes its host peer with it. A missing

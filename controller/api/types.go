@@ -61,6 +61,10 @@ type Assignment struct {
 	SubnetCIDR string    `json:"subnetCIDR"`
 	Gateway    string    `json:"gateway"`
 	AssignedAt time.Time `json:"assignedAt"`
+	// MTU is what the plugin sets on both ends of the pod's veth: the agent's AWS_VPC_ENI_MTU, or the
+	// primary ENI's MTU when that is smaller. The agent is its one source (no conflist carries it); 0, from
+	// an agent that predates the field, leaves the kernel's veth default (1500).
+	MTU int `json:"mtu,omitempty"`
 }
 
 // ReleaseRequest gives an attachment's IP back. Releasing an unknown attachment succeeds with Released false.

@@ -80,15 +80,11 @@ func (b *BPF) ENIUp(ctx context.Context, e dptypes.ENI) error {
 	if err := setSysctl(b.log, b.sysctlRoot, "net/ipv4/conf/"+a.Name+"/rp_filter", "2"); err != nil {
 		return fmt.Errorf("bringing ENI %s up: %w", e.ID, err)
 	}
-	gw, err := netip.ParseAddr(e.Gateway)
+	entry, err := eniEntry(e, l)
 	if err != nil {
-		return fmt.Errorf("bringing ENI %s up: gateway %q: %w", e.ID, e.Gateway, err)
+		return fmt.Errorf("bringing ENI %s up: %w", e.ID, err)
 	}
-	subnet, err := netip.ParsePrefix(e.SubnetCIDR)
-	if err != nil {
-		return fmt.Errorf("bringing ENI %s up: subnet %q: %w", e.ID, e.SubnetCIDR, err)
-	}
-	if err := b.dp.PutENI(a.Index, gw, a.HardwareAddr, subnet); err != nil {
+	if err := b.dp.PutENI(entry.Ifindex, entry.Gateway, entry.MAC, entry.Subnet); err != nil {
 		return fmt.Errorf("bringing ENI %s up: %w", e.ID, err)
 	}
 	b.mu.Lock()
@@ -134,29 +130,18 @@ func (b *BPF) ENIDown(_ context.Context, e dptypes.ENI) error {
 
 // PodUp routes the pod's /32 to its veth, writes its map entry (its ENI by ifindex) and attaches from_pod.
 func (b *BPF) PodUp(ctx context.Context, pod dptypes.Pod) error {
-	ip, err := netip.ParseAddr(pod.IP)
+	entry, err := podEntry(pod)
 	if err != nil {
 		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
-	}
-	host, ok, err := hostIfindex(pod)
-	if err != nil {
-		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
-	}
-	if !ok {
-		return fmt.Errorf("setting up pod %s: host veth %q is gone", pod.IP, pod.HostVeth)
-	}
-	eni, err := linkByMAC(pod.ENI.MAC)
-	if err != nil {
-		return fmt.Errorf("setting up pod %s on ENI %s: %w", pod.IP, pod.ENI.ID, err)
 	}
 	if err := b.routes.PodUp(ctx, pod); err != nil {
 		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
 	}
 	// The entry goes in before the program: from_pod drops sources it does not know.
-	if err := b.dp.PutPod(ip, host, eni.Attrs().Index); err != nil {
+	if err := b.dp.PutPod(entry.IP, entry.HostIfindex, entry.ENIIfindex); err != nil {
 		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
 	}
-	if err := b.dp.AttachPodVeth(host); err != nil {
+	if err := b.dp.AttachPodVeth(entry.HostIfindex); err != nil {
 		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
 	}
 	return nil

@@ -13,11 +13,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
 
+	"github.com/eniwire/eniwire/bpf"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/internal/testenv"
 )
@@ -104,11 +106,16 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 		}
 		b, err = Open(ctx, Config{
 			PinRoot: pinRoot, PrimaryMAC: primaryMAC.String(), PrimaryIP: netip.MustParseAddr("10.0.0.10"),
-			VPCCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/16")}, MTU: 9001,
+			VPCCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/16")}, MTU: 9001, MaxPods: 29,
 			IMDS: primaryIPs{eniMAC.String(): netip.MustParseAddr("10.0.1.5")}, Logger: log,
 		})
 		if err != nil {
 			return fmt.Errorf("Open: %w", err)
+		}
+		// What the journal holds: the pod and its ENI, and a pod whose veth has gone (left to the controller).
+		gone := dptypes.Pod{ContainerID: "c0", IfName: "eth0", IP: "10.0.1.19", HostVeth: "eniwgone", ENI: eni}
+		if err := b.Attach(ctx, []dptypes.ENI{eni}, []dptypes.Pod{pod, gone}); err != nil {
+			return fmt.Errorf("Attach: %w", err)
 		}
 		ipForward = readSysctl("net/ipv4/ip_forward")
 		return nil
@@ -122,6 +129,31 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 	if ipForward != "1" {
 		t.Errorf("ip_forward = %q after Open, want 1", ipForward)
 	}
+
+	t.Run("Attach wrote the journal's pod and ENI entries, skipping the pod whose veth is gone", func(t *testing.T) {
+		pods, err := b.dp.Pods()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods) != 1 || pods[0].IP.String() != pod.IP || pods[0].HostIfindex != podLink.Attrs().Index || pods[0].ENIIfindex != eniLink.Attrs().Index {
+			t.Errorf("pods map after Attach = %+v, want %s on %d via %d", pods, pod.IP, podLink.Attrs().Index, eniLink.Attrs().Index)
+		}
+		enis, err := b.dp.ENIs()
+		if err != nil || len(enis) != 1 || enis[0].Ifindex != eniLink.Attrs().Index {
+			t.Errorf("ENI map after Attach = %+v (%v), want ifindex %d", enis, err, eniLink.Attrs().Index)
+		}
+	})
+
+	t.Run("the per-pod traffic map is sized by MaxPods", func(t *testing.T) {
+		m, err := ebpf.LoadPinnedMap(filepath.Join(pinRoot, "maps", bpf.EniwireMapPodStats), &ebpf.LoadPinOptions{ReadOnly: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		if m.MaxEntries() != 29 {
+			t.Errorf("pod_stats holds %d entries at most, want MaxPods 29", m.MaxEntries())
+		}
+	})
 
 	t.Run("ENIUp brings a secondary ENI up at the MTU with its primary IP as a /32", func(t *testing.T) {
 		var (

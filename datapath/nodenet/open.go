@@ -44,15 +44,19 @@ type Config struct {
 	// privileged /proc/sys is read-only, so the DaemonSet mounts the host's /proc/sys/net elsewhere; network
 	// sysctls always show the writer's network namespace, the node's for a hostNetwork pod.
 	SysctlRoot string
-	IMDS       IMDS
+	// MaxPods is the most pods the node runs (controller.MaxPods): it sizes the per-pod traffic map
+	// (datapath.DefaultMaxPods when 0).
+	MaxPods int
+	IMDS    IMDS
 	// Registerer receives the programs' counters (nil: not registered).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
 }
 
-// Open prepares the node for the pod path (forwarding, the SNAT rule), loads and attaches the tc programs
-// (reusing the pins of an earlier agent, so established flows keep flowing), and registers their counters.
-// The caller has removed the memlock limit. Close the returned driver when done.
+// Open prepares the node for the pod path (forwarding, the SNAT rule), loads the tc programs (reusing the pins
+// of an earlier agent, so established flows keep flowing) and registers their counters. The programs an earlier
+// agent attached keep running until Attach, which the caller makes with the journal's ENIs and pods before it
+// drives the returned driver. The caller has removed the memlock limit. Close the returned driver when done.
 func Open(ctx context.Context, cfg Config) (*BPF, error) {
 	log := cfg.Logger
 	if log == nil {
@@ -86,10 +90,10 @@ func Open(ctx context.Context, cfg Config) (*BPF, error) {
 	if err := nat.Apply(ctx); err != nil {
 		return nil, err
 	}
-	dp, err := datapath.Open(datapath.Config{
+	dp, err := datapath.Load(datapath.Config{
 		PinRoot: cfg.PinRoot, VPCCIDRs: cfg.VPCCIDRs, NodeIPs: []netip.Addr{cfg.PrimaryIP}, HostCIDRs: cfg.ServiceCIDRs,
-		SNAT: !scfg.External,
-		// The controller rewrites every pod and ENI entry from its journal at start, so a map whose layout
+		SNAT: !scfg.External, MaxPods: cfg.MaxPods,
+		// Attach writes every journaled pod and ENI entry before the links move, so a map whose layout
 		// changed with an upgrade can be replaced.
 		MigrateMaps: true, Logger: log,
 	})

@@ -46,6 +46,7 @@ type AgentDouble struct {
 	ready    bool
 	reason   string
 	badIP    bool
+	mtu      int
 	calls    map[string]int
 	routes   *hostroute.Routes
 	veths    *hostroute.Reaper
@@ -93,6 +94,7 @@ func StartAgentDouble(t testing.TB, node ns.NetNS, ips []string) *AgentDouble {
 		free:     slices.Clone(ips),
 		assigned: map[api.Attachment]*api.Assignment{},
 		ready:    true,
+		mtu:      DefaultMTU,
 		calls:    map[string]int{},
 	}
 	if node != nil {
@@ -139,6 +141,16 @@ func (d *AgentDouble) SetReady(ready bool, reason string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.ready, d.reason = ready, reason
+}
+
+// DefaultMTU is the MTU the double's answers carry until SetMTU: the agent's default (AWS_VPC_ENI_MTU).
+const DefaultMTU = 9001
+
+// SetMTU makes later assignments carry mtu, as an agent with AWS_VPC_ENI_MTU=mtu answers.
+func (d *AgentDouble) SetMTU(mtu int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.mtu = mtu
 }
 
 // AnswerBadIPOnce makes the next Assign record an assignment whose IP the plugin cannot use, so the plugin
@@ -192,7 +204,7 @@ func (d *AgentDouble) assign(req api.AssignRequest) (any, error) {
 	a := &api.Assignment{
 		Attachment: req.Attachment, Netns: req.Netns, Pod: req.Pod, HostVeth: req.HostVeth,
 		HostIfindex: req.HostIfindex, IP: ip, ENI: "eni-double", ENIMAC: "02:00:00:00:00:01", DeviceIndex: 1,
-		SubnetCIDR: "10.213.0.0/16", Gateway: "10.213.0.1", AssignedAt: time.Now(),
+		SubnetCIDR: "10.213.0.0/16", Gateway: "10.213.0.1", AssignedAt: time.Now(), MTU: d.mtu,
 	}
 	if d.badIP {
 		d.badIP = false

@@ -66,7 +66,6 @@ func TestBadInputGetsAClearCNIErrorAndLeavesNothing(t *testing.T) {
 		{"malformed JSON is a decoding failure", env(nil), `{"cniVersion": "1.1.0", "name": `, types.ErrDecodingFailure, "unmarshal"},
 		{"a missing network name is an invalid config", env(nil), good(func(c map[string]any) { delete(c, "name") }), types.ErrInvalidNetworkConfig, "missing network name"},
 		{"an unknown cniVersion is incompatible", env(nil), good(func(c map[string]any) { c["cniVersion"] = "9.9.9" }), types.ErrIncompatibleCNIVersion, "incompatible CNI versions"},
-		{"an MTU out of range is an invalid config", env(nil), good(func(c map[string]any) { c["mtu"] = 20 }), types.ErrInvalidNetworkConfig, "mtu 20 is out of range"},
 		{"a relative socket path is an invalid config", env(nil), good(func(c map[string]any) { c["agentSocket"] = "agent.sock" }), types.ErrInvalidNetworkConfig, "must be an absolute path"},
 		{"a netns that does not exist is an invalid netns", env(func(e map[string]string) { e["CNI_NETNS"] = "/var/run/netns/eniwire-no-such-ns" }), good(nil), types.ErrInvalidNetNS, "does not exist"},
 		{"an over-long ifname is an invalid variable", env(func(e map[string]string) { e["CNI_IFNAME"] = "eth0123456789abcdef" }), good(nil), types.ErrInvalidEnvironmentVariables, "interface name is too long"},

@@ -121,6 +121,10 @@ func TestANodeMovesPodPacketsWithTheBPFDatapath(t *testing.T) {
 		}
 	})
 
+	t.Run("a pod's eth0 and host veth are at the default AWS_VPC_ENI_MTU, 9001", func(t *testing.T) {
+		w.assertVethMTU(t, onPrimary, 9001)
+	})
+
 	for _, c := range []struct {
 		name     string
 		from     *pod
@@ -242,6 +246,18 @@ func TestANodeMovesPodPacketsWithTheBPFDatapath(t *testing.T) {
 					}
 				}
 			})
+		}
+	})
+
+	t.Run("the per-pod traffic map is sized by the node's max pods (m5.large: 3 ENIs x 9 IPs + 2)", func(t *testing.T) {
+		out, err := exec.Command("bpftool", "-j", "map", "show", "pinned", filepath.Join(w.pinRoot, "maps", "pod_stats")).Output()
+		must(t, err)
+		var m struct {
+			MaxEntries int `json:"max_entries"`
+		}
+		must(t, json.Unmarshal(out, &m))
+		if m.MaxEntries != 3*9+2 {
+			t.Errorf("pod_stats holds %d entries at most, want %d", m.MaxEntries, 3*9+2)
 		}
 	})
 
