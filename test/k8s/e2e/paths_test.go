@@ -107,6 +107,10 @@ func (s *suite) pathMTU(t *testing.T) string {
 			t.Error(err)
 		}
 	}()
+	fragFailsBefore, err := routerFragFails(s.c)
+	if err != nil {
+		t.Fatal(err)
+	}
 	big := strings.Repeat("p", 6000)
 	var figures []string
 	for _, c := range []struct {
@@ -129,7 +133,43 @@ func (s *suite) pathMTU(t *testing.T) string {
 		}
 		figures = append(figures, fmt.Sprintf("%s %d/3", c.what, ok))
 	}
-	return "6,000-byte requests from a pod across a 1500-byte hop: " + strings.Join(figures, ", ")
+	fragFailsAfter, err := routerFragFails(s.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each path (direct, Service) learns the smaller MTU once: at least two packets were too big.
+	if fragFailsAfter-fragFailsBefore < 2 {
+		t.Errorf("the router refused %d too-big packets: the requests never met the 1500-byte hop", fragFailsAfter-fragFailsBefore)
+	}
+	return fmt.Sprintf("6,000-byte requests from a pod across a 1500-byte hop: %s; the router answered %d too-big packets with fragmentation-needed",
+		strings.Join(figures, ", "), fragFailsAfter-fragFailsBefore)
+}
+
+// routerFragFails is the VPC router's count of packets it could not forward for their size (IP FragFails:
+// with DF set, each was answered with fragmentation-needed).
+func routerFragFails(c *cluster.Cluster) (int, error) {
+	_, path := c.Fabric.Router()
+	var n int
+	err := vpcfabric.Do(path, func() error {
+		b, err := os.ReadFile("/proc/thread-self/net/snmp")
+		if err != nil {
+			return err
+		}
+		lines := strings.Split(string(b), "\n")
+		for i := 0; i+1 < len(lines); i += 2 {
+			names, values := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+			if len(names) == len(values) && names[0] == "Ip:" {
+				for j, name := range names {
+					if name == "FragFails" {
+						_, err := fmt.Sscan(values[j], &n)
+						return err
+					}
+				}
+			}
+		}
+		return fmt.Errorf("no Ip FragFails in /proc/net/snmp")
+	})
+	return n, err
 }
 
 // traceroute sends an ICMP echo with TTL 1 from inside a pod towards the VPC host: the first hop, its node,
