@@ -133,7 +133,8 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, err
 		}
 		name := "ip-" + strings.ReplaceAll(inst.PrimaryIP, ".", "-") + "." + cfg.Region + ".compute.internal"
-		c.Nodes = append(c.Nodes, &Node{Name: name, Instance: inst, Netns: netns, Dir: filepath.Join(c.Dir, "nodes", name), kube: c.Bins.Kube})
+		c.Nodes = append(c.Nodes, &Node{Name: name, Instance: inst, Netns: netns, Dir: filepath.Join(c.Dir, "nodes", name),
+			Cgroup: cgroupPrefix + c.Name + "-" + strings.SplitN(name, ".", 2)[0], kube: c.Bins.Kube})
 	}
 
 	if c.PKI, err = NewPKI(filepath.Join(c.Dir, "pki")); err != nil {

@@ -24,6 +24,9 @@ type Node struct {
 	Netns    vpcfabric.Node
 	Dir      string
 	Mount    *MountNS
+	// Cgroup is the node's cgroup root (kubelet's cgroupRoot): "eniwire-<cluster>-<node>", one per node, so
+	// kubelets on one machine do not share /kubepods and Cleanup finds what a killed run left.
+	Cgroup string
 
 	containerd, kubelet, proxy *Process
 	kube                       string
@@ -133,12 +136,12 @@ func (n *Node) startKubelet(pki *PKI, server string, maxPods int) error {
 		return err
 	}
 	cfg := filepath.Join(dir, "config.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, kubeletConfig, n.ContainerdSocket(), cgroupName(n.Name), n.IP(),
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, kubeletConfig, n.ContainerdSocket(), n.Cgroup, n.IP(),
 		DNSServiceIP, ClusterDomain, resolv, maxPods, "/var/log/pods", filepath.Join(dir, "manifests"),
 		pki.Path("ca.crt")), 0o644); err != nil {
 		return err
 	}
-	if err := makeCgroupRoot(cgroupName(n.Name)); err != nil {
+	if err := makeCgroupRoot(n.Cgroup); err != nil {
 		return err
 	}
 	n.kubelet, err = Start(n.Dir, "kubelet", n.NS(), nil, n.kube, "kubelet",
@@ -149,10 +152,6 @@ func (n *Node) startKubelet(pki *PKI, server string, maxPods int) error {
 	)
 	return err
 }
-
-// cgroupName is the node's cgroup root (kubelet's cgroupRoot), one per node, so two kubelets on one machine
-// do not share /kubepods.
-func cgroupName(node string) string { return "eniwire-" + strings.SplitN(node, ".", 2)[0] }
 
 // makeCgroupRoot makes /<name> in every cgroup v1 hierarchy (kubelet refuses a cgroupRoot that is missing).
 func makeCgroupRoot(name string) error {
@@ -262,7 +261,7 @@ func (n *Node) Stop(ctx context.Context) {
 	if n.Mount != nil {
 		_ = n.Mount.Close()
 	}
-	removeCgroupRoot(cgroupName(n.Name))
+	removeCgroupRoot(n.Cgroup)
 }
 
 // Processes are the node's programs, for logs.

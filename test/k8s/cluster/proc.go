@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -159,4 +158,36 @@ func killPIDFiles(dir string) (killed []string) {
 	return killed
 }
 
-var errNotYet = errors.New("not yet")
+// killCgroup kills every process in the cgroup dir and below it (a node's pods' containers).
+func killCgroup(dir string) (killed int) {
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+			return nil
+		}
+		b, _ := os.ReadFile(p)
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil && syscall.Kill(pid, syscall.SIGKILL) == nil {
+				killed++
+			}
+		}
+		return nil
+	})
+	return killed
+}
+
+// killMentioning kills every process whose command line mentions both strings: the runtime's shims, which
+// leave containerd's process tree and keep no pid file of ours.
+func killMentioning(path, also string) (killed int) {
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmdline), path) && strings.Contains(string(cmdline), also) && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed++
+		}
+	}
+	return killed
+}
