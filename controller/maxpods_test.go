@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/controller/metadata"
 )
 
 func TestMaxPodsIsTheSettingElseWhatTheENIsHold(t *testing.T) {
@@ -20,6 +21,31 @@ func TestMaxPodsIsTheSettingElseWhatTheENIsHold(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if got := controller.MaxPods(c.cfg, m5large); got != c.want {
 				t.Errorf("MaxPods = %d, want %d", got, c.want)
+			}
+		})
+	}
+}
+
+func TestKubeletMaxPodsCeilingAndPrefixes(t *testing.T) {
+	nitro := func(vcpus int) metadata.Limits {
+		return metadata.Limits{MaxENIs: 8, IPv4PerENI: 30, VCPUs: vcpus, Hypervisor: "nitro"}
+	}
+	for _, c := range []struct {
+		name     string
+		cfg      controller.Config
+		l        metadata.Limits
+		prefixes bool
+		want     controller.PodLimit
+	}{
+		{"30 vCPUs: the 110 ceiling", controller.Config{}, nitro(30), false, controller.PodLimit{MaxAllowed: 234, Ceiling: 110, MaxPods: 110}},
+		{"31 vCPUs: the 250 ceiling", controller.Config{}, nitro(31), false, controller.PodLimit{MaxAllowed: 234, Ceiling: 250, MaxPods: 234}},
+		{"prefixes: 16 addresses a slot", controller.Config{MaxENI: 1}, nitro(64), true, controller.PodLimit{MaxAllowed: 29*16 + 2, Ceiling: 250, MaxPods: 250, Prefixes: true}},
+		{"Xen: secondary IPs", controller.Config{}, metadata.Limits{MaxENIs: 2, IPv4PerENI: 10, VCPUs: 2, Hypervisor: "xen"}, true, controller.PodLimit{MaxAllowed: 20, Ceiling: 110, MaxPods: 20}},
+		{"MAX_PODS is the setting", controller.Config{MaxPods: 50}, nitro(2), true, controller.PodLimit{MaxAllowed: 50, Ceiling: 110, MaxPods: 50, Prefixes: true}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := controller.KubeletMaxPods(c.cfg, c.l, c.prefixes); got != c.want {
+				t.Errorf("KubeletMaxPods = %+v, want %+v", got, c.want)
 			}
 		})
 	}

@@ -45,6 +45,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		region      = fs.String("region", "us-west-2", "region")
 		account     = fs.String("account", "111122223333", "account id")
 		seed        = fs.Int64("seed", 1, "seed of ids, MACs and random faults")
+		scatter     = fs.Bool("scatter", false, "hand addresses out across each subnet, as EC2 does, so single IPs fragment it (else in order)")
 		verbose     = fs.Bool("v", false, "log every state change to stderr")
 		showVersion = fs.Bool("version", false, "print the version and exit")
 	)
@@ -64,6 +65,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	cfg := ec2sim.DefaultConfig()
 	cfg.Region, cfg.AccountID, cfg.Seed = *region, *account, *seed
 	cfg.Throttling = *throttling
+	cfg.ScatterAddresses = *scatter
 	cfg.AttachDelay, cfg.DetachDelay = *attachDelay, *detachDelay
 	if *speedup != 1 {
 		cfg.Clock = clock.NewScaled(*speedup)

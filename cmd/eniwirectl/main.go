@@ -23,6 +23,7 @@ commands:
   enis      the ENIs in the agent's books with their state and IPs (agent socket)
   journal   the journal on disk: ENI operations, assignments, cooldowns (works while the agent is down)
   maps      the pinned BPF maps decoded: pods, ENIs, routes, counters (works while the agent is down)
+  max-pods  what kubelet's --max-pods should be for an instance type (cached facts, else DescribeInstanceTypes)
   version   print the version
 
 flags:
@@ -30,22 +31,33 @@ flags:
   --state-dir DIR    journal directory (env ENIWIRE_STATE_DIR, default /var/lib/eniwire)
   --pin-root DIR     BPF pin root (env ENIWIRE_BPF_PIN_ROOT, default /sys/fs/bpf/eniwire/v1)
   --output FORMAT    table or json (default table)
+
+max-pods flags:
+  --instance-type T     the type (default: the one the agent cached in --state-dir)
+  --prefix-delegation   count /28 prefixes (16 addresses a slot) on Nitro types
+  --max-eni N           count at most N ENIs (MAX_ENI)
+  --show-max-allowed    print what the ENIs can address, without the 110/250 ceiling
 `
 
 // options are the flags every command takes.
 type options struct {
 	socket, stateDir, pinRoot, output string
+	// max-pods
+	instanceType             string
+	prefixes, showMaxAllowed bool
+	maxENI                   int
 }
 
 type command func(opts options, out io.Writer) error
 
 var commands = map[string]command{
-	"status":  runStatus,
-	"pods":    runPods,
-	"enis":    runENIs,
-	"journal": runJournal,
-	"maps":    runMaps,
-	"version": func(_ options, out io.Writer) error { _, err := fmt.Fprintln(out, version.Version); return err },
+	"status":   runStatus,
+	"pods":     runPods,
+	"enis":     runENIs,
+	"journal":  runJournal,
+	"maps":     runMaps,
+	"max-pods": runMaxPods,
+	"version":  func(_ options, out io.Writer) error { _, err := fmt.Fprintln(out, version.Version); return err },
 }
 
 func main() {
@@ -78,6 +90,10 @@ func run(args []string, out io.Writer) error {
 	fs.StringVar(&o.stateDir, "state-dir", env("ENIWIRE_STATE_DIR", "/var/lib/eniwire"), "journal directory")
 	fs.StringVar(&o.pinRoot, "pin-root", env("ENIWIRE_BPF_PIN_ROOT", datapath.DefaultPinRoot), "BPF pin root")
 	fs.StringVar(&o.output, "output", "table", "table or json")
+	fs.StringVar(&o.instanceType, "instance-type", "", "instance type (max-pods)")
+	fs.BoolVar(&o.prefixes, "prefix-delegation", false, "count /28 prefixes (max-pods)")
+	fs.IntVar(&o.maxENI, "max-eni", 0, "MAX_ENI (max-pods)")
+	fs.BoolVar(&o.showMaxAllowed, "show-max-allowed", false, "no 110/250 ceiling (max-pods)")
 	fs.Usage = func() { fmt.Fprint(os.Stderr, usage) }
 	if err := fs.Parse(args[1:]); err != nil {
 		return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http/httptest"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -29,13 +28,7 @@ func simEC2(t *testing.T) (*ec2sim.Sim, *ec2.Client) {
 	}
 	srv := httptest.NewServer(sim.EC2Handler())
 	t.Cleanup(srv.Close)
-	dir := t.TempDir()
-	t.Setenv("AWS_ENDPOINT_URL_EC2", srv.URL)
-	t.Setenv("AWS_REGION", "us-west-2")
-	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
-	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
+	ec2sim.SetSDKEnv(t, srv.URL, "us-west-2")
 	api, _, err := ec2client.NewSDK(context.Background(), ec2client.SDKOptions{})
 	if err != nil {
 		t.Fatalf("building the SDK clients: %v", err)

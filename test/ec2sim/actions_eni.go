@@ -173,10 +173,10 @@ func (s *Sim) createNetworkInterface(r *request) (response, *APIError) {
 	if !primary.IsValid() {
 		need++
 	}
-	if sn.Free()-len(explicit)-16*len(prefixes) < need {
+	if sn.Assignable()-sn.assignableAmong(explicit, prefixes) < need {
 		return nil, apiErr(CodeInsufficientFreeAddresses, "The specified subnet does not have enough free addresses to satisfy the request.")
 	}
-	tags, err := tagSpecs(r)
+	tags, err := tagSpecs(r, "network-interface")
 	if err != nil {
 		return nil, err
 	}
@@ -266,11 +266,12 @@ func takePrefixes(sn *subnet, byCount bool, prefixCount int, listed []netip.Pref
 	return got, nil
 }
 
-func tagSpecs(r *request) ([]tag, *APIError) {
+// tagSpecs reads TagSpecification.N for a resource of type resourceType, the only type the action tags.
+func tagSpecs(r *request, resourceType string) ([]tag, *APIError) {
 	var out []tag
 	for _, n := range r.indexes("TagSpecification") {
 		pre := "TagSpecification." + strconv.Itoa(n)
-		if rt := r.str(pre + ".ResourceType"); rt != "network-interface" {
+		if rt := r.str(pre + ".ResourceType"); rt != resourceType {
 			return nil, apiErr(CodeInvalidParameterValue, "'%s' is not a valid taggable resource type for this operation.", clip(rt))
 		}
 		tags, err := r.tags(pre+".Tag", true)
@@ -334,6 +335,9 @@ func (s *Sim) attachNetworkInterface(r *request) (response, *APIError) {
 		if o.Att.CardIdx == card && o.Att.DeviceIndex == devIdx {
 			return nil, apiErr(CodeInvalidParameterValue, "Instance '%s' already has an interface attached at device index '%d'.", instID, devIdx)
 		}
+	}
+	if len(e.Prefixes) > 0 && !it.Nitro() {
+		return nil, errPrefixesUnsupported(inst.Type)
 	}
 	if e.slots() > it.IPv4PerENI {
 		return nil, apiErr(CodePrivateIPAddressLimit, "Number of private addresses will exceed limit.")

@@ -79,13 +79,18 @@ func (s *Sim) assignPrivateIPAddresses(r *request) (response, *APIError) {
 		}
 		fresh = append(fresh, a)
 	}
+	if hasPrefixCount || len(prefixes) > 0 {
+		if inst := s.attachedInstanceLocked(e); inst != nil && !instanceTypes[inst.Type].Nitro() {
+			return nil, errPrefixesUnsupported(inst.Type)
+		}
+	}
 	if e.slots()+count+len(fresh)+prefixCount+len(prefixes) > s.ipLimitLocked(e) {
 		return nil, apiErr(CodePrivateIPAddressLimit, "Number of private addresses will exceed limit.")
 	}
 	if err := checkPrefixes(sn, prefixes); err != nil {
 		return nil, err
 	}
-	if sn.Free() < count {
+	if sn.Assignable()-sn.assignableAmong(fresh, prefixes) < count {
 		return nil, apiErr(CodeInsufficientFreeAddresses, "The specified subnet does not have enough free addresses to satisfy the request.")
 	}
 	prefixes, err = takePrefixes(sn, hasPrefixCount, prefixCount, prefixes, count)

@@ -2,6 +2,7 @@ package ec2sim
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -61,4 +62,19 @@ func StartTest(tb testing.TB, s *Sim) *Server {
 		srv.Close()
 	})
 	return srv
+}
+
+// SetSDKEnv points the SDK's standard environment (AWS_ENDPOINT_URL_EC2, AWS_REGION, static credentials,
+// no shared config files, no IMDS) at the EC2 API at ec2URL for the rest of the test, so that code building
+// its clients from the environment (ec2client.NewSDK) talks to a simulator.
+func SetSDKEnv(t testing.TB, ec2URL, region string) {
+	t.Helper()
+	dir := t.TempDir()
+	for k, v := range map[string]string{
+		"AWS_ENDPOINT_URL_EC2": ec2URL, "AWS_REGION": region, "AWS_ACCESS_KEY_ID": TestAccessKey,
+		"AWS_SECRET_ACCESS_KEY": TestSecretKey, "AWS_EC2_METADATA_DISABLED": "true",
+		"AWS_CONFIG_FILE": filepath.Join(dir, "config"), "AWS_SHARED_CREDENTIALS_FILE": filepath.Join(dir, "credentials"),
+	} {
+		t.Setenv(k, v)
+	}
 }

@@ -226,10 +226,7 @@ type describeInstanceTypesResponse struct {
 }
 
 func instanceTypeXML(it InstanceType) xmlInstanceType {
-	x := xmlInstanceType{InstanceType: it.Name, CurrentGeneration: true, Hypervisor: "nitro"}
-	if strings.HasPrefix(it.Name, "m4.") {
-		x.Hypervisor, x.CurrentGeneration = "xen", false
-	}
+	x := xmlInstanceType{InstanceType: it.Name, CurrentGeneration: it.Nitro(), Hypervisor: it.Hypervisor}
 	x.VCPUInfo.DefaultVCpus = it.VCPUs
 	x.MemoryInfo.SizeInMiB = it.MemoryMiB
 	n := &x.NetworkInfo

@@ -197,6 +197,12 @@ func (s *Sim) dispatch(r *request) (response, *APIError) {
 		return s.describeInstanceTypes(r)
 	case "DescribeSubnets":
 		return s.describeSubnets(r)
+	case "CreateSubnetCidrReservation":
+		return s.createSubnetCidrReservation(r)
+	case "GetSubnetCidrReservations":
+		return s.getSubnetCidrReservations(r)
+	case "DeleteSubnetCidrReservation":
+		return s.deleteSubnetCidrReservation(r)
 	}
 	return nil, apiErr(CodeInvalidAction, "The action %s is not valid for this web service.", clip(r.Action))
 }

@@ -105,6 +105,13 @@ func errInstanceNotFound(id string) *APIError {
 	return apiErr(CodeInvalidInstanceIDNotFound, "The instance ID '%s' does not exist", id)
 }
 
+// errPrefixesUnsupported refuses /28 prefixes on an instance type that is not built on the Nitro System
+// (AWS: "prefixes are supported only on Nitro instances"). The code and text are the simulator's best
+// guess: no public source quotes what EC2 answers here.
+func errPrefixesUnsupported(instanceType string) *APIError {
+	return apiErr(CodeInvalidParameterValue, "Prefix delegation is not supported for instance type %s.", instanceType)
+}
+
 func errMissing(name string) *APIError {
 	return apiErr(CodeMissingParameter, "The request must contain the parameter %s", name)
 }

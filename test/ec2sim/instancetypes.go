@@ -10,7 +10,9 @@ type InstanceType struct {
 	// IPv4PerENI is Ipv4AddressesPerInterface (the primary IP and /28 prefixes each take one slot).
 	IPv4PerENI int `json:"ipv4PerENI"`
 	// Cards is the maximum ENIs of each network card; one element for single-card types.
-	Cards       []int   `json:"cards"`
+	Cards []int `json:"cards"`
+	// Hypervisor is "nitro" or "xen" (DescribeInstanceTypes' Hypervisor); only Nitro types take prefixes.
+	Hypervisor  string  `json:"hypervisor"`
 	VCPUs       int     `json:"vcpus"`
 	MemoryMiB   int     `json:"memoryMiB"`
 	Performance string  `json:"performance"`
@@ -30,7 +32,8 @@ var instanceTypes = map[string]InstanceType{
 	"m5.2xlarge":   {MaxENIs: 4, IPv4PerENI: 15, Cards: []int{4}, VCPUs: 8, MemoryMiB: 32768, Performance: "Up to 10 Gigabit", Baseline: 2.5, Peak: 10},
 	"m5.4xlarge":   {MaxENIs: 8, IPv4PerENI: 30, Cards: []int{8}, VCPUs: 16, MemoryMiB: 65536, Performance: "Up to 10 Gigabit", Baseline: 5, Peak: 10},
 	"m5.24xlarge":  {MaxENIs: 15, IPv4PerENI: 50, Cards: []int{15}, VCPUs: 96, MemoryMiB: 393216, Performance: "25 Gigabit", Baseline: 25, Peak: 25},
-	"m4.4xlarge":   {MaxENIs: 8, IPv4PerENI: 30, Cards: []int{8}, VCPUs: 16, MemoryMiB: 65536, Performance: "High", Baseline: 2, Peak: 2},
+	"m4.large":     {MaxENIs: 2, IPv4PerENI: 10, Cards: []int{2}, VCPUs: 2, MemoryMiB: 8192, Performance: "Moderate", Baseline: 0.45, Peak: 0.45, Hypervisor: "xen"},
+	"m4.4xlarge":   {MaxENIs: 8, IPv4PerENI: 30, Cards: []int{8}, VCPUs: 16, MemoryMiB: 65536, Performance: "High", Baseline: 2, Peak: 2, Hypervisor: "xen"},
 	"c5.large":     {MaxENIs: 3, IPv4PerENI: 10, Cards: []int{3}, VCPUs: 2, MemoryMiB: 4096, Performance: "Up to 10 Gigabit", Baseline: 0.75, Peak: 10},
 	"c5.xlarge":    {MaxENIs: 4, IPv4PerENI: 15, Cards: []int{4}, VCPUs: 4, MemoryMiB: 8192, Performance: "Up to 10 Gigabit", Baseline: 1.25, Peak: 10},
 	"c5.18xlarge":  {MaxENIs: 15, IPv4PerENI: 50, Cards: []int{15}, VCPUs: 72, MemoryMiB: 147456, Performance: "25 Gigabit", Baseline: 25, Peak: 25},
@@ -40,9 +43,15 @@ var instanceTypes = map[string]InstanceType{
 func init() {
 	for name, it := range instanceTypes {
 		it.Name = name
+		if it.Hypervisor == "" {
+			it.Hypervisor = "nitro"
+		}
 		instanceTypes[name] = it
 	}
 }
+
+// Nitro says whether the type is built on the Nitro System, which /28 prefixes need.
+func (it InstanceType) Nitro() bool { return it.Hypervisor == "nitro" }
 
 // InstanceTypes lists the types the simulator knows, sorted by name.
 func InstanceTypes() []InstanceType {

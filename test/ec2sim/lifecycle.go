@@ -171,12 +171,18 @@ func (s *Sim) deleteENILocked(e *eni) {
 // ipLimitLocked is the number of IPv4 slots (primary + secondaries + prefixes) the ENI may hold: its
 // instance type's limit when attached, else the largest any type allows.
 func (s *Sim) ipLimitLocked(e *eni) int {
-	if e.Att != nil {
-		if inst := s.instances[e.Att.InstanceID]; inst != nil {
-			return instanceTypes[inst.Type].IPv4PerENI
-		}
+	if inst := s.attachedInstanceLocked(e); inst != nil {
+		return instanceTypes[inst.Type].IPv4PerENI
 	}
 	return maxIPv4PerENI
+}
+
+// attachedInstanceLocked is the instance e is attached to, or nil.
+func (s *Sim) attachedInstanceLocked(e *eni) *instance {
+	if e.Att == nil {
+		return nil
+	}
+	return s.instances[e.Att.InstanceID]
 }
 
 const maxIPv4PerENI = 50

@@ -38,6 +38,11 @@ type Config struct {
 	IDListIsFilter bool
 	// AttachDelay is how long an attachment stays "attaching", DetachDelay how long "detaching".
 	AttachDelay, DetachDelay time.Duration
+	// ScatterAddresses hands each subnet's addresses out across the whole subnet, as EC2 does, instead of
+	// in order (SubnetSpec.Scatter does it for one subnet). Single IPs then fragment the subnet, so that
+	// counted /28 prefixes can fail with InsufficientCidrBlocks while addresses remain. Seed makes the
+	// order reproducible.
+	ScatterAddresses bool
 	// Seed makes ids, MACs and random faults reproducible.
 	Seed int64
 	// Logger receives one line per state change; nil discards.
@@ -264,6 +269,8 @@ type SubnetSpec struct {
 	VPCID string `json:"vpcId"`
 	CIDR  string `json:"cidr"`
 	AZ    string `json:"az"`
+	// Scatter hands this subnet's addresses out across it (Config.ScatterAddresses does it for all).
+	Scatter bool `json:"scatter,omitempty"`
 }
 
 // AddSubnet adds a subnet inside an existing VPC.
@@ -296,7 +303,11 @@ func (s *Sim) AddSubnet(spec SubnetSpec) error {
 	if spec.AZ == "" {
 		spec.AZ = s.cfg.Region + "a"
 	}
-	s.subnets[spec.ID] = newSubnet(spec.ID, v.ID, spec.AZ, p)
+	sn := newSubnet(spec.ID, v.ID, spec.AZ, p)
+	if s.cfg.ScatterAddresses || spec.Scatter {
+		sn.scatter = rand.New(rand.NewPCG(s.rng.Uint64(), s.rng.Uint64()))
+	}
+	s.subnets[spec.ID] = sn
 	s.log.Info("subnet added", "subnet", spec.ID, "vpc", v.ID, "cidr", p, "az", spec.AZ)
 	return nil
 }

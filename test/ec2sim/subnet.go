@@ -1,12 +1,14 @@
 package ec2sim
 
 import (
+	"math/rand/v2"
 	"net/netip"
 )
 
 // subnet keeps true free-address accounting: AWS reserves the first four addresses and the last one of
 // every subnet; every other address is either free or owned by exactly one ENI (as an IP or inside a
-// /28 prefix).
+// /28 prefix). Addresses inside a subnet CIDR reservation (reservations.go) are never handed out to a
+// request for a count of addresses; those of a prefix reservation are where counted prefixes come from first.
 type subnet struct {
 	ID, VPCID, AZ string
 	CIDR          netip.Prefix
@@ -16,12 +18,18 @@ type subnet struct {
 	used          []bool
 	nUsed         int
 	cursor        uint32
+	// resv is each address's reservation type (resvNone when outside every reservation).
+	resv         []resvType
+	reservations []*cidrReservation
+	// scatter, when set, hands addresses out across the whole subnet, as EC2 does, rather than in order:
+	// single IPs then fragment the subnet so that no aligned /28 may be free though many addresses are.
+	scatter *rand.Rand
 }
 
 func newSubnet(id, vpcID, az string, p netip.Prefix) *subnet {
 	size := uint32(1) << (32 - p.Bits())
 	sn := &subnet{ID: id, VPCID: vpcID, AZ: az, CIDR: p, Tags: map[string]string{},
-		base: addrU32(p.Addr()), size: size, used: make([]bool, size), cursor: 4}
+		base: addrU32(p.Addr()), size: size, used: make([]bool, size), resv: make([]resvType, size), cursor: 4}
 	for _, off := range []uint32{0, 1, 2, 3, size - 1} {
 		sn.used[off] = true
 	}
@@ -71,23 +79,63 @@ func (sn *subnet) release(a netip.Addr) {
 	sn.nUsed--
 }
 
-// allocate takes n free addresses, scanning from a moving cursor so that consecutive allocations are
-// amortised O(1). The caller checks Free() first.
+// assignable says whether the address at off may be handed out for a count: free and outside every
+// reservation.
+func (sn *subnet) assignable(off uint32) bool { return !sn.used[off] && sn.resv[off] == resvNone }
+
+// Assignable is how many addresses a count of secondary IPs (or a new ENI's primary) may still take: the
+// free ones outside every reservation.
+func (sn *subnet) Assignable() int {
+	n := sn.Free()
+	for _, r := range sn.reservations {
+		off, _ := sn.offset(r.CIDR.Addr())
+		for i := off; i < off+r.size(); i++ {
+			if !sn.used[i] && sn.resv[i] != resvNone {
+				n--
+			}
+		}
+	}
+	return n
+}
+
+// allocate takes n assignable addresses, or fewer when there are not that many (the caller checks
+// Assignable() first). In order, it scans from a moving cursor so that consecutive allocations are
+// amortised O(1); scattered, it probes random addresses, then scans from a random one.
 func (sn *subnet) allocate(n int) []netip.Addr {
 	out := make([]netip.Addr, 0, n)
-	for scanned := uint32(0); len(out) < n && scanned < sn.size; scanned++ {
+	for len(out) < n {
+		off, ok := sn.nextAssignable()
+		if !ok {
+			break
+		}
+		sn.used[off] = true
+		sn.nUsed++
+		out = append(out, u32Addr(sn.base+off))
+	}
+	return out
+}
+
+func (sn *subnet) nextAssignable() (uint32, bool) {
+	usable := sn.size - 5
+	if sn.scatter != nil {
+		for range 32 {
+			if off := 4 + uint32(sn.scatter.IntN(int(usable))); sn.assignable(off) {
+				return off, true
+			}
+		}
+		sn.cursor = 4 + uint32(sn.scatter.IntN(int(usable)))
+	}
+	for scanned := uint32(0); scanned < usable; scanned++ {
 		off := sn.cursor
 		sn.cursor++
 		if sn.cursor >= sn.size-1 {
 			sn.cursor = 4
 		}
-		if !sn.used[off] {
-			sn.used[off] = true
-			sn.nUsed++
-			out = append(out, u32Addr(sn.base+off))
+		if sn.assignable(off) {
+			return off, true
 		}
 	}
-	return out
+	return 0, false
 }
 
 // prefixFree says whether the /28 p lies inside the subnet with all its 16 addresses free.
@@ -125,14 +173,17 @@ func (sn *subnet) releasePrefix(p netip.Prefix) {
 	}
 }
 
-// allocatePrefixes takes n aligned, wholly free /28s, or returns nil when the free space is too
-// fragmented (or too small) to provide them.
+// allocatePrefixes takes n aligned, wholly free /28s, those inside prefix reservations first, then those
+// outside every reservation, as EC2 does; it returns nil when the free space is too fragmented (or too
+// small) to provide them.
 func (sn *subnet) allocatePrefixes(n int) []netip.Prefix {
 	var out []netip.Prefix
-	for off := uint32(0); off+16 <= sn.size && len(out) < n; off += 16 {
-		p := netip.PrefixFrom(u32Addr(sn.base+off), 28)
-		if sn.prefixFree(p) {
-			out = append(out, p)
+	for _, kind := range []resvType{resvPrefix, resvNone} {
+		for off := uint32(0); off+16 <= sn.size && len(out) < n; off += 16 {
+			p := netip.PrefixFrom(u32Addr(sn.base+off), 28)
+			if sn.prefixFree(p) && sn.wholly(off, kind) {
+				out = append(out, p)
+			}
 		}
 	}
 	if len(out) < n {
@@ -142,4 +193,34 @@ func (sn *subnet) allocatePrefixes(n int) []netip.Prefix {
 		sn.takePrefix(p)
 	}
 	return out
+}
+
+// wholly says whether the 16 addresses from off all have reservation type kind.
+func (sn *subnet) wholly(off uint32, kind resvType) bool {
+	for i := off; i < off+16; i++ {
+		if sn.resv[i] != kind {
+			return false
+		}
+	}
+	return true
+}
+
+// assignableAmong is how many of the given addresses and /28s' addresses are assignable: what a request
+// naming them takes away from Assignable().
+func (sn *subnet) assignableAmong(addrs []netip.Addr, prefixes []netip.Prefix) int {
+	n := 0
+	for _, a := range addrs {
+		if off, ok := sn.offset(a); ok && sn.assignable(off) {
+			n++
+		}
+	}
+	for _, p := range prefixes {
+		off, ok := sn.offset(p.Addr())
+		for i := off; ok && i < off+16 && i < sn.size; i++ {
+			if sn.assignable(i) {
+				n++
+			}
+		}
+	}
+	return n
 }
