@@ -45,6 +45,8 @@ type ipam struct {
 	// ready says whether the node may hand out IPs; wake asks the pool manager to look at the pool.
 	ready func() (bool, string)
 	wake  func()
+	// avail says whether a free IP can be served now (see pool.View.Pick).
+	avail func(eniID, ip string) bool
 }
 
 func validAttachment(a api.Attachment) error {
@@ -76,7 +78,7 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		return out, p.podUp(ctx, *out)
 	}
 	now := p.clock.Now()
-	ip, e, ok := pool.NewView(p.books.st, now).Pick()
+	ip, e, ok := pool.NewView(p.books.st, now).Pick(p.avail)
 	if !ok {
 		p.books.mu.Unlock()
 		p.wake()
@@ -116,7 +118,8 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		return nil, fmt.Errorf("journaling assignment of %s: %w", ip, err)
 	}
 	if err := p.podUp(ctx, *out); err != nil {
-		if _, rerr := p.Release(context.WithoutCancel(ctx), api.ReleaseRequest{Attachment: req.Attachment}); rerr != nil {
+		// Nobody has heard of this IP yet, so no connection can have used it: it goes back without cooldown.
+		if _, rerr := p.release(context.WithoutCancel(ctx), req.Attachment, false); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 		p.metrics.assigns.WithLabelValues("error").Inc()
@@ -134,8 +137,14 @@ func (p *ipam) Release(ctx context.Context, req api.ReleaseRequest) (*api.Releas
 	if err := validAttachment(req.Attachment); err != nil {
 		return nil, err
 	}
+	return p.release(ctx, req.Attachment, true)
+}
+
+// release removes the attachment's assignment and tears its datapath down; with cooldown the IP waits out the
+// cooldown before it is handed out again, without it the IP is free at once.
+func (p *ipam) release(ctx context.Context, att api.Attachment, cooldown bool) (*api.ReleaseResponse, error) {
 	p.books.mu.Lock()
-	a := p.books.st.Assignment(req.ContainerID, req.IfName)
+	a := p.books.st.Assignment(att.ContainerID, att.IfName)
 	if a == nil {
 		p.books.mu.Unlock()
 		p.metrics.releases.WithLabelValues("unknown").Inc()
@@ -147,7 +156,9 @@ func (p *ipam) Release(ctx context.Context, req api.ReleaseRequest) (*api.Releas
 		st.Assignments = slices.DeleteFunc(st.Assignments, func(x journal.Assignment) bool {
 			return x.ContainerID == rel.ContainerID && x.IfName == rel.IfName
 		})
-		st.Cooldowns = append(st.Cooldowns, journal.Cooldown{IP: rel.IP, ENI: rel.ENI, Until: p.clock.Now().Add(p.cooldown)})
+		if cooldown {
+			st.Cooldowns = append(st.Cooldowns, journal.Cooldown{IP: rel.IP, ENI: rel.ENI, Until: p.clock.Now().Add(p.cooldown)})
+		}
 		return nil
 	})
 	p.books.mu.Unlock()
@@ -162,7 +173,11 @@ func (p *ipam) Release(ctx context.Context, req api.ReleaseRequest) (*api.Releas
 		p.log.Warn("tearing down pod datapath", "ip", rel.IP, "error", err)
 	}
 	p.metrics.releases.WithLabelValues("ok").Inc()
-	p.log.Info("IP released", "container", rel.ContainerID, "ifname", rel.IfName, "ip", rel.IP, "cooldown", p.cooldown)
+	wait := p.cooldown
+	if !cooldown {
+		wait = 0
+	}
+	p.log.Info("IP released", "container", rel.ContainerID, "ifname", rel.IfName, "ip", rel.IP, "cooldown", wait)
 	resp := &api.ReleaseResponse{Released: true, Assignment: out}
 	if p.removesVeth {
 		// The plugin's DEL skips its own (slow) deletion of the veth. A Release that found no record leaves the

@@ -90,12 +90,12 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	targets := pool.Targets{WarmENI: cfg.WarmENITarget, WarmIP: cfg.WarmIPTarget, MinimumIP: cfg.MinimumIPTarget,
 		MaxENI: cfg.MaxENI, MaxPods: cfg.MaxPods}
 	limits := pool.Limits{MaxENIs: deps.Node.MaxENIs, IPsPerENI: max(deps.Node.IPv4PerENI-1, 0)}
+	n.enis = &eniSync{books: n.books, dp: deps.Datapath, log: log, up: map[string]dptypes.ENI{}, failing: map[string]bool{}}
 	n.ipam = &ipam{books: n.books, dp: deps.Datapath, cooldown: cfg.Cooldown, targets: targets, limits: limits,
-		clock: deps.Clock, log: log, metrics: m, ready: n.Ready, wake: n.Wake}
+		clock: deps.Clock, log: log, metrics: m, ready: n.Ready, wake: n.Wake, avail: n.servable}
 	if r, ok := deps.Datapath.(interface{ RemovesHostVeth() bool }); ok {
 		n.ipam.removesVeth = r.RemovesHostVeth()
 	}
-	n.enis = &eniSync{books: n.books, dp: deps.Datapath, log: log, up: map[string]dptypes.ENI{}}
 	n.pool = &poolManager{books: n.books, eni: n.eni, targets: targets, limits: limits, releaseDelay: cfg.ReleaseDelay,
 		poolInterval: cfg.PoolInterval, subnetID: deps.Node.SubnetID, urgent: deps.Urgent, clock: deps.Clock, log: log,
 		metrics: m, status: n.status, wake: n.Wake, backoffs: map[string]backoff{}}
@@ -120,6 +120,9 @@ func (n *Node) Ready() (bool, string) {
 	}
 	return true, ""
 }
+
+// servable reports whether the node can hand out ip of eniID now: the ENI's datapath is up.
+func (n *Node) servable(eniID, _ string) bool { return n.enis.isUp(eniID) }
 
 // Wake asks the pool manager to look at the pool now.
 func (n *Node) Wake() {
