@@ -122,6 +122,7 @@ func (m *Manager) create(ctx context.Context, rec journal.ENI) error {
 	if err != nil {
 		return fmt.Errorf("journaling created ENI %s: %w", aws.ToString(ni.NetworkInterfaceId), err)
 	}
+	m.noteOwnIPs(secondaryIPs(ni), nil)
 	if reserved {
 		m.mu.Lock()
 		m.fresh[rec.OpID] = true

@@ -51,6 +51,7 @@ func (m *Manager) AssignIPs(ctx context.Context, eniID string, n int) error {
 	if err != nil {
 		return fmt.Errorf("journaling IPs of ENI %s: %w", eniID, err)
 	}
+	m.noteOwnIPs(ips, nil)
 	m.log.Info("IPs assigned to ENI", "eni", eniID, "count", len(ips))
 	return nil
 }
@@ -122,6 +123,7 @@ func (m *Manager) unassign(ctx context.Context, op journal.IPOp) error {
 	if err != nil {
 		return fmt.Errorf("journaling released IPs of ENI %s: %w", op.ENI, err)
 	}
+	m.noteOwnIPs(nil, op.IPs)
 	m.log.Info("IPs released from ENI", "eni", op.ENI, "count", len(op.IPs))
 	return nil
 }
@@ -151,7 +153,7 @@ func (m *Manager) ResumeIPOps(ctx context.Context) error {
 			}
 			err = m.books.Update(ctx, func(st *journal.State) error {
 				if e := st.ENIByID(op.ENI); e != nil && ni != nil {
-					fillIPs(e, secondaryIPs(ni), st)
+					m.fillIPs(e, secondaryIPs(ni), st)
 				}
 				st.IPOps = slices.DeleteFunc(st.IPOps, func(o journal.IPOp) bool { return o.OpID == op.OpID })
 				return nil
@@ -160,21 +162,4 @@ func (m *Manager) ResumeIPOps(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// fillIPs adds EC2's addresses that the books miss, leaving out the ones an unassign is taking away.
-func fillIPs(e *journal.ENI, ec2IPs []string, st *journal.State) {
-	leaving := map[string]bool{}
-	for _, op := range st.IPOps {
-		if op.Kind == journal.UnassignIPs && op.ENI == e.ID {
-			for _, ip := range op.IPs {
-				leaving[ip] = true
-			}
-		}
-	}
-	for _, ip := range ec2IPs {
-		if !slices.Contains(e.IPs, ip) && !leaving[ip] {
-			e.IPs = append(e.IPs, ip)
-		}
-	}
 }

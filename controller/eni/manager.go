@@ -79,6 +79,11 @@ type Manager struct {
 	// been called yet: their first attach needs no Describe. Lost on a crash, which is the point.
 	fresh   map[string]bool
 	foreign map[string]bool
+	// addedAt and unassignedAt are when our own calls added or removed an IP, for as long as a Describe may
+	// lag behind them (VisibilityGrace); lostReported are pods' IPs EC2 stopped listing, reported once.
+	addedAt      map[string]time.Time
+	unassignedAt map[string]time.Time
+	lostReported map[string]bool
 }
 
 // NewManager returns a Manager. imds may be nil.
@@ -93,7 +98,8 @@ func NewManager(cfg Config, api ec2client.EC2API, imds IMDS, books Books, clk cl
 		cfg.WaitTimeout = 2 * time.Minute
 	}
 	return &Manager{cfg: cfg, ec2: api, imds: imds, books: books, clock: clk, log: log,
-		occupied: map[int]string{}, foreign: map[string]bool{}, fresh: map[string]bool{}}
+		occupied: map[int]string{}, foreign: map[string]bool{}, fresh: map[string]bool{},
+		addedAt: map[string]time.Time{}, unassignedAt: map[string]time.Time{}, lostReported: map[string]bool{}}
 }
 
 // NeedsReconcile reports whether a surprising answer asked for a reconcile that has not run yet.
