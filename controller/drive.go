@@ -51,6 +51,9 @@ func (m *poolManager) advancePending(ctx context.Context) {
 // drive advances one operation until it rests, fails, or waits on its backoff.
 func (m *poolManager) drive(ctx context.Context, opID string) {
 	for range 8 {
+		if m.books.Broken() != nil {
+			return // the record may be in memory only: no EC2 call for it
+		}
 		m.mu.Lock()
 		b, ok := m.backoffs[opID]
 		m.mu.Unlock()

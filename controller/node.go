@@ -76,6 +76,10 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, info: deps.Node, clock: deps.Clock, store: store, wake: make(chan struct{}, 1),
 		books: &books{journal: j, st: st}, status: &poolStatus{log: log}}
+	n.books.onBroken = func(err error) {
+		log.Error("journal failed; the node stops so that a restart replays what the disk holds", "error", err)
+		n.Wake()
+	}
 	m, err := newMetrics(deps.Registerer, n.Status)
 	if err != nil {
 		store.Close()
@@ -115,6 +119,9 @@ func (n *Node) Snapshot() *journal.State { return n.books.Snapshot() }
 
 // Ready reports whether the journal is replayed and EC2 has answered the pool once; why not, if not.
 func (n *Node) Ready() (bool, string) {
+	if err := n.books.Broken(); err != nil {
+		return false, err.Error()
+	}
 	if !n.house.answered.Load() {
 		return false, "waiting for the first answer from EC2"
 	}
@@ -123,6 +130,10 @@ func (n *Node) Ready() (bool, string) {
 
 // servable reports whether the node can hand out ip of eniID now: the ENI's datapath is up.
 func (n *Node) servable(eniID, _ string) bool { return n.enis.isUp(eniID) }
+
+// Healthy returns the journal failure that stopped the node (it wraps journal.ErrBroken when the store broke),
+// or nil. Run returns the same error.
+func (n *Node) Healthy() error { return n.books.Broken() }
 
 // Wake asks the pool manager to look at the pool now.
 func (n *Node) Wake() {
@@ -157,7 +168,8 @@ func (n *Node) GC(ctx context.Context, valid []api.Attachment) (*api.GCResponse,
 	return n.ipam.GC(ctx, valid)
 }
 
-// Run restores the datapath from the books, then runs the pool manager until ctx ends.
+// Run restores the datapath from the books, then runs the pool manager until ctx ends, or until the journal
+// fails: then it returns that failure (see Healthy) and makes no further EC2 call.
 func (n *Node) Run(ctx context.Context) error {
 	n.enis.sync(ctx)
 	n.ipam.restorePods(ctx)
@@ -168,6 +180,9 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	for {
 		n.tick(ctx)
+		if err := n.books.Broken(); err != nil {
+			return fmt.Errorf("running the node controller: %w", err)
+		}
 		wait := n.cfg.PoolInterval
 		select {
 		case <-ctx.Done():
@@ -181,6 +196,9 @@ func (n *Node) Run(ctx context.Context) error {
 // tick is one round of the Run loop: reconcile when due, settle unfinished operations, then move the pool
 // toward its targets.
 func (n *Node) tick(ctx context.Context) {
+	if n.books.Broken() != nil {
+		return
+	}
 	now := n.clock.Now()
 	if n.house.reconcileDue(now) {
 		n.house.reconcile(ctx)

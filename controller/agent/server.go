@@ -31,6 +31,8 @@ type Controller interface {
 	GC(ctx context.Context, valid []api.Attachment) (*api.GCResponse, error)
 	Status() *api.Status
 	Ready() (bool, string)
+	// Healthy returns why the controller can no longer work (a broken journal), or nil.
+	Healthy() error
 }
 
 const maxBody = 1 << 20
@@ -132,11 +134,18 @@ func ListenSocket(path string) (net.Listener, error) {
 	return l, nil
 }
 
-// OpsHandler serves /metrics, /healthz (the process answers) and /readyz (journal replayed and EC2 answered).
+// OpsHandler serves /metrics, /healthz (the controller can work: its journal takes writes) and /readyz
+// (journal replayed and EC2 answered).
 func OpsHandler(c Controller, gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := c.Healthy(); err != nil {
+			http.Error(w, "unhealthy: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if ok, why := c.Ready(); !ok {
 			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
