@@ -224,6 +224,7 @@ func (m *Manager) attach(ctx context.Context, rec journal.ENI) error {
 	// The index is chosen and reserved (AttachTried with its DeviceIndex) in one change of the books, so
 	// concurrent attaches of one warm-up never pick the same one.
 	idx := -1
+	var inUse error
 	err := m.books.Update(ctx, func(st *journal.State) error {
 		e := st.ENIByOp(rec.OpID)
 		if e == nil {
@@ -231,7 +232,12 @@ func (m *Manager) attach(ctx context.Context, rec journal.ENI) error {
 		}
 		idx = m.freeDeviceIndex(st, rec.ID)
 		if idx < 0 {
-			// No room: this ENI was never attached, so deleting it is safe and the pool will ask again later.
+			// No room. An ENI that pods use (detached behind our back, its slot taken by foreign ENIs) is never
+			// deleted: EC2 would hand its addresses to others while the pods hold them. It waits for a slot.
+			if inUse = heldBy(st, e.ID, m.clock.Now()); inUse != nil {
+				return nil
+			}
+			// Nobody uses it, so deleting it is safe and the pool will ask again later.
 			e.State, e.ReleaseStep, e.Since = journal.Releasing, journal.StepDelete, m.clock.Now()
 			return nil
 		}
@@ -240,6 +246,9 @@ func (m *Manager) attach(ctx context.Context, rec journal.ENI) error {
 	})
 	if err != nil {
 		return fmt.Errorf("journaling attach of ENI %s: %w", rec.ID, err)
+	}
+	if inUse != nil {
+		return fmt.Errorf("attaching ENI %s: no free device index, and it is not deleted: %w", rec.ID, inUse)
 	}
 	if idx < 0 {
 		m.log.Warn("no free ENI slot; deleting unattached ENI", "op", rec.OpID, "eni", rec.ID)
