@@ -143,10 +143,17 @@ func (m *poolManager) grow(ctx context.Context, limits pool.Limits, now time.Tim
 	var plans []int
 	m.books.View(func(st *journal.State) {
 		c := pool.NewView(st, now).Counts()
+		// An ENI with an assign in flight or of unknown outcome gets no more until EC2 has been read back.
+		unsettled := map[string]bool{}
+		for _, op := range st.IPOps {
+			if op.Kind == journal.AssignIPs {
+				unsettled[op.ENI] = true
+			}
+		}
 		for range 4 * (limits.MaxENIs + 1) {
 			d := m.targets.Decide(limits, c)
 			if d.AddIPs > 0 {
-				i := slices.IndexFunc(c.ENIs, func(e pool.ENICount) bool { return e.IPs < limits.IPsPerENI })
+				i := slices.IndexFunc(c.ENIs, func(e pool.ENICount) bool { return e.IPs < limits.IPsPerENI && !unsettled[e.ID] })
 				if i < 0 {
 					break
 				}

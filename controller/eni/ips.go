@@ -19,14 +19,17 @@ func (m *Manager) AssignIPs(ctx context.Context, eniID string, n int) error {
 	if err := m.books.Update(ctx, func(st *journal.State) error { st.IPOps = append(st.IPOps, op); return nil }); err != nil {
 		return fmt.Errorf("journaling IP assignment on ENI %s: %w", eniID, err)
 	}
+	// One attempt: a count of IPs is not idempotent, so a call that may have been applied is never sent again
+	// blindly (the SDK would retry 5xx and transport errors); ResumeIPOps reads the ENI from EC2 instead.
 	out, err := m.ec2.AssignPrivateIpAddresses(ctx, &ec2.AssignPrivateIpAddressesInput{
 		NetworkInterfaceId: aws.String(eniID), SecondaryPrivateIpAddressCount: aws.Int32(int32(n)),
-	})
+	}, func(o *ec2.Options) { o.RetryMaxAttempts = 1 })
 	if err != nil {
-		err = classify(fmt.Sprintf("assigning %d IPs to ENI %s", n, eniID), err)
-		if ErrorCode(err) == "" || errors.Is(err, context.Canceled) {
-			return err // the answer may be lost, not the request: ResumeIPOps finds out
+		if mayHaveApplied(err) || errors.Is(err, context.Canceled) {
+			// Unknown, not refused: the op stays journaled, and ResumeIPOps reads EC2 before the ENI gets more.
+			return classify(fmt.Sprintf("assigning %d IPs to ENI %s (outcome unknown)", n, eniID), err)
 		}
+		err = classify(fmt.Sprintf("assigning %d IPs to ENI %s", n, eniID), err)
 		if errors.Is(err, ErrBooksWrong) {
 			m.RequestReconcile()
 		}
