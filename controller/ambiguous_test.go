@@ -11,12 +11,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-
-	"github.com/eniwire/eniwire/controller/ec2client"
 )
 
 // wireLog records every EC2 request on the wire, SDK retries included: its action, the ENI it names and the
@@ -67,16 +61,7 @@ func (l *wireLog) snapshot() []wireReq {
 func TestAnAmbiguousAssignIsReadBackBeforeAnyOtherAssign(t *testing.T) {
 	w := newWorld(t, "m5.large", 200)
 	wire := &wireLog{next: http.DefaultTransport}
-	sdk := ec2.New(ec2.Options{
-		Region: "us-west-2", BaseEndpoint: aws.String(w.srv.URL),
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
-		Retryer:     ec2client.NewSDKRetryer(3),
-		HTTPClient:  &http.Client{Transport: wire, Timeout: 10 * time.Second},
-	})
-	client, err := ec2client.New(sdk, ec2client.Config{Clock: w.clk}, nil, w.log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := w.ec2With(nil, &http.Client{Transport: wire, Timeout: 10 * time.Second})
 	w.sim.Faults().FailAfterApply("AssignPrivateIpAddresses", "InternalError", 1)
 	cfg := fastConfig(w.dir)
 	cfg.WarmIPTarget = 3

@@ -71,11 +71,16 @@ func newWorld(t testing.TB, itype string, factor float64) *world {
 
 // ec2 returns the real SDK client against the simulator, wrapped by the rate-limiting client.
 func (w *world) ec2(reg prometheus.Registerer) ec2client.EC2API {
+	return w.ec2With(reg, &http.Client{Timeout: 10 * time.Second})
+}
+
+// ec2With is ec2 over the given HTTP client.
+func (w *world) ec2With(reg prometheus.Registerer, hc *http.Client) ec2client.EC2API {
 	sdk := ec2.New(ec2.Options{
 		Region: "us-west-2", BaseEndpoint: aws.String(w.srv.URL),
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
 		Retryer:     ec2client.NewSDKRetryer(3),
-		HTTPClient:  &http.Client{Timeout: 10 * time.Second},
+		HTTPClient:  hc,
 	})
 	c, err := ec2client.New(sdk, ec2client.Config{Clock: w.clk}, reg, w.log)
 	if err != nil {

@@ -102,7 +102,7 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	}
 	n.pool = &poolManager{books: n.books, eni: n.eni, targets: targets, limits: limits, releaseDelay: cfg.ReleaseDelay,
 		poolInterval: cfg.PoolInterval, subnetID: deps.Node.SubnetID, urgent: deps.Urgent, clock: deps.Clock, log: log,
-		metrics: m, status: n.status, wake: n.Wake, backoffs: map[string]backoff{}}
+		metrics: m, status: n.status, wake: n.Wake, backoffs: map[string]backoff{}, driving: map[string]bool{}}
 	n.house = &housekeeping{eni: n.eni, reconcileInterval: cfg.ReconcileInterval,
 		maxReconcileInterval: cfg.MaxReconcileInterval, orphanSweepInterval: cfg.OrphanSweepInterval,
 		clock: deps.Clock, log: log, metrics: m, status: n.status, reconcileEvery: cfg.ReconcileInterval}
@@ -178,6 +178,8 @@ func (n *Node) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+	// The operations driven in the background end with ctx (or stop at a broken journal) before Run returns.
+	defer n.pool.drives.Wait()
 	for {
 		n.tick(ctx)
 		if err := n.books.Broken(); err != nil {

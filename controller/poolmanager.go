@@ -43,6 +43,10 @@ type poolManager struct {
 	backoffs map[string]backoff
 	until    time.Time
 	delay    time.Duration
+	// driving are the operations whose drive runs in the background (drive.go); drives is their group,
+	// which Run waits for before it returns.
+	driving map[string]bool
+	drives  sync.WaitGroup
 }
 
 // step makes one change toward the warm targets and reports whether it did something (and may do more).
@@ -108,7 +112,7 @@ func (m *poolManager) step(ctx context.Context) bool {
 		return m.result(err, "releasing ENI")
 	}
 	m.surplusSince = time.Time{}
-	m.drive(ctx, op)
+	m.launch(ctx, op)
 	return true
 }
 
@@ -131,9 +135,9 @@ func (m *poolManager) result(err error, what string) bool {
 
 // grow closes the whole deficit in one round: it asks the arithmetic again and again, counting each answer as
 // in flight (IPs on ENIs with room, with the full count per ENI in one call; new ENIs with their IPs in the
-// create), then runs all of it at once. Each new ENI is its own journaled commit with its own ClientToken;
-// their device indexes are reserved in the books. It reports whether anything succeeded, so the pool
-// manager looks again at once.
+// create), then runs all of it at once. Each new ENI is its own journaled commit with its own ClientToken,
+// driven in the background (launch); their device indexes are reserved in the books. It reports whether
+// anything succeeded (an assign, or a plan journaled), so the pool manager looks again at once.
 func (m *poolManager) grow(ctx context.Context, limits pool.Limits, now time.Time) bool {
 	type addIPs struct {
 		eni string
@@ -201,9 +205,8 @@ func (m *poolManager) grow(ctx context.Context, limits pool.Limits, now time.Tim
 				done(false, func() bool { return m.result(err, "planning ENI") })
 				return
 			}
-			m.drive(ctx, op)
-			rec, ok := m.eni.Record(op)
-			done(ok && rec.Usable(), nil)
+			m.launch(ctx, op)
+			done(true, nil)
 		})
 	}
 	wg.Wait()

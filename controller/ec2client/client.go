@@ -97,6 +97,11 @@ func (c *Client) limiter(action string) *limiter {
 	return l
 }
 
+// timeout is the wall-clock deadline of one attempt of action (Config.Timeouts is in the clock's time).
+func (c *Client) timeout(action string) time.Duration {
+	return time.Duration(float64(c.cfg.timeoutFor(action)) / c.clk.Factor())
+}
+
 // call runs one EC2 call under the action's limiter, retrying throttles.
 // bucket names the limiter (usually the action; see bucketKey), action the metrics.
 func call[T any](ctx context.Context, c *Client, action, bucket string, fn func(context.Context) (T, error)) (T, error) {
@@ -115,7 +120,9 @@ func call[T any](ctx context.Context, c *Client, action, bucket string, fn func(
 		c.metrics.wait.WithLabelValues(action, prio.String()).Observe(c.clk.Since(waitStart).Seconds())
 
 		start := c.clk.Now()
-		out, err := fn(ctx)
+		actx, cancel := context.WithTimeout(ctx, c.timeout(action))
+		out, err := fn(actx)
+		cancel()
 		c.metrics.observe(action, err, c.clk.Since(start))
 		switch {
 		case err == nil:

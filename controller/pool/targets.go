@@ -147,6 +147,9 @@ func (t Targets) Decide(l Limits, c Counts) Decision {
 			d.AddIPs = min(short, room)
 			return d
 		}
+		if short <= c.PendingENIs*perENI-c.PendingIPs {
+			return d // an ENI on its way has room for the rest: it gets the IPs once usable
+		}
 		if len(c.ENIs)+c.PendingENIs >= t.maxENIs(l) {
 			d.AtLimit = c.PendingENIs == 0
 			return d
