@@ -87,11 +87,25 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 		}
 		err := m.eni.Advance(ctx, opID)
 		if err == nil {
+			if rec.State == journal.Planned {
+				m.accepted(actionCreate)
+			}
 			m.clearBackoff(opID)
 			moved = true
 			continue
 		}
 		if ctx.Err() != nil {
+			return moved
+		}
+		if rec.State == journal.Planned && m.noteRefusal(actionCreate, err) {
+			// The plan is dropped; the pool plans again once the refusal's pause is over.
+			m.metrics.stepErrors.WithLabelValues(string(rec.State), eni.ErrorCode(err)).Inc()
+			m.clearBackoff(opID)
+			go func() {
+				if m.clock.Sleep(ctx, m.refusalEnd(actionCreate).Sub(m.clock.Now())) == nil {
+					m.wake()
+				}
+			}()
 			return moved
 		}
 		m.metrics.stepErrors.WithLabelValues(string(rec.State), eni.ErrorCode(err)).Inc()

@@ -47,6 +47,10 @@ type poolManager struct {
 	// which Run waits for before it returns.
 	driving map[string]bool
 	drives  sync.WaitGroup
+	// refused pauses an action after a definite refusal; refusalDelay is the pause per error code
+	// (refusals.go).
+	refused      map[string]refusal
+	refusalDelay map[string]time.Duration
 }
 
 // step makes one change toward the warm targets and reports whether it did something (and may do more).
@@ -157,6 +161,9 @@ func (m *poolManager) grow(ctx context.Context, limits pool.Limits, now time.Tim
 		for range 4 * (limits.MaxENIs + 1) {
 			d := m.targets.Decide(limits, c)
 			if d.AddIPs > 0 {
+				if m.refusedNow(actionAssign, now) {
+					break
+				}
 				i := slices.IndexFunc(c.ENIs, func(e pool.ENICount) bool { return e.IPs < limits.IPsPerENI && !unsettled[e.ID] })
 				if i < 0 {
 					break
@@ -167,6 +174,9 @@ func (m *poolManager) grow(ctx context.Context, limits pool.Limits, now time.Tim
 				continue
 			}
 			if d.NewENI {
+				if m.refusedNow(actionCreate, now) {
+					break
+				}
 				plans = append(plans, d.NewENIIPs)
 				c.PendingENIs++
 				c.PendingIPs += d.NewENIIPs
@@ -192,9 +202,14 @@ func (m *poolManager) grow(ctx context.Context, limits pool.Limits, now time.Tim
 	for _, a := range adds {
 		wg.Go(func() {
 			if err := m.eni.AssignIPs(ctx, a.eni, a.n); err != nil {
+				if m.noteRefusal(actionAssign, err) {
+					done(false, nil)
+					return
+				}
 				done(false, func() bool { return m.result(err, "assigning IPs") })
 				return
 			}
+			m.accepted(actionAssign)
 			done(true, nil)
 		})
 	}
