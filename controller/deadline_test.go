@@ -42,7 +42,7 @@ func TestABlackHoledCallDoesNotStopPodsGettingIPs(t *testing.T) {
 }
 
 func assignReq(cid string) api.AssignRequest {
-	return api.AssignRequest{Attachment: api.Attachment{ContainerID: cid, IfName: "eth0"}, Netns: "/var/run/netns/" + cid}
+	return api.AssignRequest{Attachment: api.Attachment{ContainerID: cid, IfName: "eth0"}, Netns: testNetnsDir + cid}
 }
 
 // TestASlowReleaseDoesNotHoldBackGrowth: the release of a surplus ENI waits for EC2 to finish the detach,

@@ -175,12 +175,16 @@ func waitReady(t testing.TB, n *controller.Node) {
 	})
 }
 
+// testNetnsDir holds the network namespaces the tests' pods name: a directory that does not exist, so the
+// node cannot tell whether they are gone and never releases their assignments as vanished.
+const testNetnsDir = "/nonexistent/eniwire-test/netns/"
+
 // assignRetrying asks until the pool has an IP (the CNI plugin's retry).
 func assignRetrying(t testing.TB, n *controller.Node, cid string) *api.Assignment {
 	t.Helper()
 	var out *api.Assignment
 	eventually(t, 30*time.Second, "assigning "+cid, func() error {
-		a, err := n.Assign(context.Background(), api.AssignRequest{Attachment: api.Attachment{ContainerID: cid, IfName: "eth0"}, Netns: "/var/run/netns/" + cid})
+		a, err := n.Assign(context.Background(), api.AssignRequest{Attachment: api.Attachment{ContainerID: cid, IfName: "eth0"}, Netns: testNetnsDir + cid})
 		out = a
 		return err
 	})

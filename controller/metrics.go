@@ -25,6 +25,7 @@ type metrics struct {
 	stepErrors   *prometheus.CounterVec
 	poolBackoffs prometheus.Counter
 	refusals     *prometheus.CounterVec
+	vanished     prometheus.Counter
 	orphans      prometheus.Counter
 	ready        prometheus.Gauge
 }
@@ -50,12 +51,14 @@ func newMetrics(reg prometheus.Registerer, status func() *api.Status) (*metrics,
 			Help: "Times the pool manager backed off after a capacity or IAM refusal."}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eniwire_ec2_refusals_total",
 			Help: "Definite refusals by EC2 that paused the pool's growth, by action and error code."}, []string{"action", "code"}),
+		vanished: prometheus.NewCounter(prometheus.CounterOpts{Name: "eniwire_vanished_pods_released_total",
+			Help: "Assignments released because their pod's network namespace was gone (the pod went without a DEL)."}),
 		orphans: prometheus.NewCounter(prometheus.CounterOpts{Name: "eniwire_orphaned_enis_collected_total",
 			Help: "Available ENIs of the cluster whose owner instance was gone, deleted by this node's sweep."}),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_ready", Help: "1 when the journal is replayed and EC2 has answered."}),
 	}
 	for _, c := range []prometheus.Collector{m.ips, m.enis, m.foreign, m.assigns, m.releases, m.reconciles, m.adopted,
-		m.collected, m.imdsMissing, m.ipsGone, m.podIPsLost, m.stepErrors, m.poolBackoffs, m.refusals, m.orphans, m.ready} {
+		m.collected, m.imdsMissing, m.ipsGone, m.podIPsLost, m.stepErrors, m.poolBackoffs, m.refusals, m.vanished, m.orphans, m.ready} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering metrics: %w", err)
 		}

@@ -38,6 +38,7 @@ type Node struct {
 	pool   *poolManager  // moves the pool toward its targets; Run loop only (backoffs: their own lock)
 	house  *housekeeping // reconcile and orphan-sweep pacing; Run loop only (answered: atomic)
 	status *poolStatus   // the pool's status line; its own lock
+	gone   *vanishedPods // releases assignments of pods that went without a DEL; Run loop only
 }
 
 // New opens the journal in cfg.StateDir, replays it into the books and returns the controller; Run starts it.
@@ -108,6 +109,8 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		maxReconcileInterval: cfg.MaxReconcileInterval, orphanSweepInterval: cfg.OrphanSweepInterval,
 		clock: deps.Clock, log: log, metrics: m, status: n.status, reconcileEvery: cfg.ReconcileInterval}
 	n.house.throttles, _ = deps.EC2.(throttleReporter)
+	n.gone = &vanishedPods{ipam: n.ipam, gone: netnsGone, grace: cfg.VanishedPodGrace, every: cfg.VanishedPodGrace / 4,
+		clock: deps.Clock, log: log, released: m.vanished, since: map[api.Attachment]time.Time{}}
 	log.Info("journal replayed", "enis", len(st.ENIs), "assignments", len(st.Assignments), "seq", st.Seq, "recovered", store.Recovered)
 	return n, nil
 }
@@ -214,6 +217,7 @@ func (n *Node) tick(ctx context.Context) {
 		return
 	}
 	n.house.sweepOrphans(ctx, now)
+	n.gone.check(ctx, now)
 	n.pool.expireCooldowns(ctx)
 	n.pool.advancePending(ctx)
 	n.enis.sync(ctx)
