@@ -86,7 +86,7 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		return nil, ErrNoIP
 	}
 	a := journal.Assignment{
-		ContainerID: req.ContainerID, IfName: req.IfName, Netns: req.Netns, PodNamespace: req.Pod.Namespace,
+		ContainerID: req.ContainerID, IfName: req.IfName, Network: req.Network, Netns: req.Netns, PodNamespace: req.Pod.Namespace,
 		PodName: req.Pod.Name, PodUID: req.Pod.UID, HostVeth: req.HostVeth, HostIfindex: req.HostIfindex,
 		IP: ip, ENI: e.ID, AssignedAt: now,
 	}
@@ -212,16 +212,17 @@ func (p *ipam) Assignments() []api.Assignment {
 	return out
 }
 
-// GC releases every assignment whose attachment is not in valid.
-func (p *ipam) GC(ctx context.Context, valid []api.Attachment) (*api.GCResponse, error) {
+// GC releases every assignment of the request's network whose attachment is not in its valid list; the
+// assignments of other networks are not touched.
+func (p *ipam) GC(ctx context.Context, req api.GCRequest) (*api.GCResponse, error) {
 	keep := map[api.Attachment]bool{}
-	for _, v := range valid {
+	for _, v := range req.Valid {
 		keep[v] = true
 	}
 	out := &api.GCResponse{Released: []api.Assignment{}}
 	var errs []error
 	for _, a := range p.Assignments() {
-		if keep[a.Attachment] {
+		if a.Network != req.Network || keep[a.Attachment] {
 			continue
 		}
 		r, err := p.Release(ctx, api.ReleaseRequest{Attachment: a.Attachment})
@@ -239,7 +240,7 @@ func (p *ipam) GC(ctx context.Context, valid []api.Attachment) (*api.GCResponse,
 // toAPI needs p.books.mu held (it reads the ENI record).
 func (p *ipam) toAPI(a journal.Assignment) *api.Assignment {
 	out := &api.Assignment{
-		Attachment: api.Attachment{ContainerID: a.ContainerID, IfName: a.IfName}, Netns: a.Netns,
+		Attachment: api.Attachment{ContainerID: a.ContainerID, IfName: a.IfName}, Network: a.Network, Netns: a.Netns,
 		Pod:      api.PodIdentity{Namespace: a.PodNamespace, Name: a.PodName, UID: a.PodUID},
 		HostVeth: a.HostVeth, HostIfindex: a.HostIfindex, IP: a.IP, ENI: a.ENI, AssignedAt: a.AssignedAt,
 	}

@@ -167,9 +167,10 @@ func (n *Node) Check(ctx context.Context, req api.CheckRequest) (*api.Assignment
 // Assignments lists every assignment.
 func (n *Node) Assignments() []api.Assignment { return n.ipam.Assignments() }
 
-// GC releases every assignment whose attachment is not in valid.
-func (n *Node) GC(ctx context.Context, valid []api.Attachment) (*api.GCResponse, error) {
-	return n.ipam.GC(ctx, valid)
+// GC releases every assignment of req's network whose attachment is not in req.Valid; other networks'
+// assignments are not touched.
+func (n *Node) GC(ctx context.Context, req api.GCRequest) (*api.GCResponse, error) {
+	return n.ipam.GC(ctx, req)
 }
 
 // Run restores the datapath from the books, then runs the pool manager until ctx ends, or until the journal

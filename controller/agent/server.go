@@ -28,7 +28,7 @@ type Controller interface {
 	Release(ctx context.Context, req api.ReleaseRequest) (*api.ReleaseResponse, error)
 	Check(ctx context.Context, req api.CheckRequest) (*api.Assignment, error)
 	Assignments() []api.Assignment
-	GC(ctx context.Context, valid []api.Attachment) (*api.GCResponse, error)
+	GC(ctx context.Context, req api.GCRequest) (*api.GCResponse, error)
 	Status() *api.Status
 	Ready() (bool, string)
 	// Healthy returns why the controller can no longer work (a broken journal), or nil.
@@ -46,9 +46,7 @@ func Handler(c Controller, log *slog.Logger) http.Handler {
 	mux.HandleFunc("POST "+api.PathAssign, post(log, c.Assign))
 	mux.HandleFunc("POST "+api.PathRelease, post(log, c.Release))
 	mux.HandleFunc("POST "+api.PathCheck, post(log, c.Check))
-	mux.HandleFunc("POST "+api.PathGC, post(log, func(ctx context.Context, req api.GCRequest) (*api.GCResponse, error) {
-		return c.GC(ctx, req.Valid)
-	}))
+	mux.HandleFunc("POST "+api.PathGC, post(log, c.GC))
 	mux.HandleFunc("GET "+api.PathAssignments, func(w http.ResponseWriter, r *http.Request) {
 		reply(w, log, c.Assignments(), nil)
 	})

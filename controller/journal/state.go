@@ -89,6 +89,7 @@ type IPOp struct {
 type Assignment struct {
 	ContainerID  string    `json:"containerID"`
 	IfName       string    `json:"ifName"`
+	Network      string    `json:"network,omitempty"`
 	Netns        string    `json:"netns,omitempty"`
 	PodNamespace string    `json:"podNamespace,omitempty"`
 	PodName      string    `json:"podName,omitempty"`

@@ -190,7 +190,7 @@ func (d *AgentDouble) assign(req api.AssignRequest) (any, error) {
 	ip := d.free[0]
 	d.free = d.free[1:]
 	a := &api.Assignment{
-		Attachment: req.Attachment, Netns: req.Netns, Pod: req.Pod, HostVeth: req.HostVeth,
+		Attachment: req.Attachment, Network: req.Network, Netns: req.Netns, Pod: req.Pod, HostVeth: req.HostVeth,
 		HostIfindex: req.HostIfindex, IP: ip, ENI: "eni-double", ENIMAC: "02:00:00:00:00:01", DeviceIndex: 1,
 		SubnetCIDR: "10.213.0.0/16", Gateway: "10.213.0.1", AssignedAt: time.Now(),
 	}
@@ -249,7 +249,7 @@ func (d *AgentDouble) check(req api.CheckRequest) (any, error) {
 func (d *AgentDouble) gc(req api.GCRequest) (any, error) {
 	resp := &api.GCResponse{Released: []api.Assignment{}}
 	for att, a := range d.assigned {
-		if !slices.Contains(req.Valid, att) {
+		if a.Network == req.Network && !slices.Contains(req.Valid, att) {
 			d.drop(a)
 			resp.Released = append(resp.Released, *a)
 		}
