@@ -50,7 +50,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 
 	att := api.Attachment{ContainerID: args.ContainerID, IfName: args.IfName}
 	asg, err := inv.agent.Assign(inv.ctx, api.AssignRequest{
-		Attachment: att, Netns: args.Netns, Pod: pod.PodIdentity,
+		Attachment: att, Network: inv.conf.Name, Netns: args.Netns, Pod: pod.PodIdentity,
 		HostVeth: hostName, HostIfindex: veth.HostIndex,
 	})
 	if err != nil {

@@ -338,6 +338,27 @@ func TestGCReleasesOnlyAttachmentsTheRuntimeNoLongerKnows(t *testing.T) {
 	}
 }
 
+// TestGCOfAnotherNetworkLeavesThisNetworksAssignments: under Multus two networks may use eniwire; the
+// runtime's GC of one names only that network's attachments, and must not release the other's.
+func TestGCOfAnotherNetworkLeavesThisNetworksAssignments(t *testing.T) {
+	h := newHarness(t)
+	conf := h.conf("1.1.0", nil)
+	if _, err := h.run(add, podArgs("ours", cnitest.NewNS(t), conf)); err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	var gcConf map[string]any
+	_ = json.Unmarshal(conf, &gcConf)
+	gcConf["name"] = "another-network"
+	gcConf["cni.dev/valid-attachments"] = []map[string]string{}
+	b, _ := json.Marshal(gcConf)
+	if _, err := h.run(gc, &skel.CmdArgs{StdinData: b}); err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	if as := h.agent.Assignments(); len(as) != 1 || as[0].ContainerID != "ours" || as[0].Network != "eniwire-test" {
+		t.Fatalf("after another network's GC the agent holds %+v, want ours, of network eniwire-test", as)
+	}
+}
+
 func TestDelSucceedsWhenThingsAreAlreadyGone(t *testing.T) {
 	h := newHarness(t)
 	conf := h.conf("1.1.0", nil)
