@@ -117,3 +117,26 @@ func TestAnADDThatFailsInTheDatapathGivesItsIPBackWithoutCooldown(t *testing.T) 
 		t.Fatal("the failed ADD kept its assignment")
 	}
 }
+
+// TestAReleaseOfAnUnusedIPSkipsTheCooldown: the plugin's ADD failed after the agent answered, before any
+// container of the pod ran; its Release says so and the IP goes straight back to the pool. A plain release
+// (a DEL) still cools down.
+func TestAReleaseOfAnUnusedIPSkipsTheCooldown(t *testing.T) {
+	w := newWorld(t, "m5.large", 200)
+	node := w.start(fastConfig(w.dir), nil, nil).node
+	waitReady(t, node)
+	assignRetrying(t, node, "unused")
+	assignRetrying(t, node, "used")
+	if _, err := node.Release(context.Background(), api.ReleaseRequest{Attachment: api.Attachment{ContainerID: "unused", IfName: "eth0"}, Unused: true}); err != nil {
+		t.Fatal(err)
+	}
+	if c := node.Snapshot().Cooldowns; len(c) != 0 {
+		t.Fatalf("an unused IP went into cooldown: %+v", c)
+	}
+	if _, err := node.Release(context.Background(), api0Release("used")); err != nil {
+		t.Fatal(err)
+	}
+	if c := node.Snapshot().Cooldowns; len(c) != 1 {
+		t.Fatalf("cooldowns after a DEL: %+v, want the used IP's", c)
+	}
+}

@@ -137,7 +137,7 @@ func (p *ipam) Release(ctx context.Context, req api.ReleaseRequest) (*api.Releas
 	if err := validAttachment(req.Attachment); err != nil {
 		return nil, err
 	}
-	return p.release(ctx, req.Attachment, true)
+	return p.release(ctx, req.Attachment, !req.Unused)
 }
 
 // release removes the attachment's assignment and tears its datapath down; with cooldown the IP waits out the

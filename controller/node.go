@@ -153,8 +153,8 @@ func (n *Node) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 	return n.ipam.Assign(ctx, req)
 }
 
-// Release puts the attachment's IP into cooldown and tears its datapath down. Releasing an unknown attachment
-// succeeds with Released false.
+// Release puts the attachment's IP into cooldown (or straight back to the pool when req.Unused) and tears its
+// datapath down. Releasing an unknown attachment succeeds with Released false.
 func (n *Node) Release(ctx context.Context, req api.ReleaseRequest) (*api.ReleaseResponse, error) {
 	return n.ipam.Release(ctx, req)
 }

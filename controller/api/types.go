@@ -71,6 +71,9 @@ type Assignment struct {
 // ReleaseRequest gives an attachment's IP back. Releasing an unknown attachment succeeds with Released false.
 type ReleaseRequest struct {
 	Attachment
+	// Unused says that the caller's ADD failed before the pod could use the IP (the runtime starts no
+	// container before ADD succeeds): the IP goes back to the pool without cooldown.
+	Unused bool `json:"unused,omitempty"`
 }
 
 // ReleaseResponse says whether the agent held an assignment for the attachment, and which.

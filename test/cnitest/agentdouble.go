@@ -47,6 +47,7 @@ type AgentDouble struct {
 	reason   string
 	badIP    bool
 	calls    map[string]int
+	unused   int // Release requests with Unused
 	routes   *hostroute.Routes
 	veths    *hostroute.Reaper
 
@@ -167,6 +168,13 @@ func (d *AgentDouble) Calls(path string) int {
 	return d.calls[path]
 }
 
+// UnusedReleases is how many Release requests said the IP was never used (ReleaseRequest.Unused).
+func (d *AgentDouble) UnusedReleases() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.unused
+}
+
 // Free is how many IPs the double can still hand out.
 func (d *AgentDouble) Free() int {
 	d.mu.Lock()
@@ -209,6 +217,9 @@ func (d *AgentDouble) assign(req api.AssignRequest) (any, error) {
 }
 
 func (d *AgentDouble) release(req api.ReleaseRequest) (any, error) {
+	if req.Unused {
+		d.unused++
+	}
 	a, ok := d.assigned[req.Attachment]
 	if !ok {
 		return &api.ReleaseResponse{}, nil
