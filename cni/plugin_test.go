@@ -266,6 +266,10 @@ func TestAddFailureAfterAssignmentGivesEverythingBack(t *testing.T) {
 	if h.agent.Calls(api.PathRelease) != 1 {
 		t.Errorf("ADD made %d Release calls after failing, want 1", h.agent.Calls(api.PathRelease))
 	}
+	// No container of the pod ran with the IP: it goes back without cooldown.
+	if h.agent.UnusedReleases() != 1 {
+		t.Errorf("the failed ADD's Release did not say the IP was never used (%d of 1)", h.agent.UnusedReleases())
+	}
 	assertNothingLeft(t, h, pod)
 }
 
