@@ -20,11 +20,16 @@ import (
 func (m *Manager) Plan(ctx context.Context, wantIPs int) (string, error) {
 	opID := NewOpID()
 	now := m.clock.Now()
+	rec := journal.ENI{
+		OpID: opID, ClientToken: ClientToken(opID), State: journal.Planned, WantIPs: wantIPs,
+		SubnetID: m.cfg.SubnetID, SubnetCIDR: m.cfg.SubnetCIDR, DeviceIndex: -1, CreatedAt: now, Since: now,
+		SecurityGroups: slices.Clone(m.cfg.SecurityGroups),
+	}
+	for _, t := range m.tags(rec) {
+		rec.Tags = append(rec.Tags, journal.Tag{Key: aws.ToString(t.Key), Value: aws.ToString(t.Value)})
+	}
 	err := m.books.Update(ctx, func(st *journal.State) error {
-		st.ENIs = append(st.ENIs, journal.ENI{
-			OpID: opID, ClientToken: ClientToken(opID), State: journal.Planned, WantIPs: wantIPs,
-			SubnetID: m.cfg.SubnetID, SubnetCIDR: m.cfg.SubnetCIDR, DeviceIndex: -1, CreatedAt: now, Since: now,
-		})
+		st.ENIs = append(st.ENIs, rec)
 		return nil
 	})
 	if err != nil {
@@ -70,19 +75,36 @@ func (m *Manager) tags(rec journal.ENI) []types.Tag {
 	return t
 }
 
-func (m *Manager) create(ctx context.Context, rec journal.ENI) error {
+// createRequest is the operation's CreateNetworkInterface: its parameters come from the record, as planned,
+// so that every replay of its ClientToken is the same request. Records of older builds carry no groups and
+// tags: theirs come from the settings.
+func (m *Manager) createRequest(rec journal.ENI) *ec2.CreateNetworkInterfaceInput {
+	groups, tags := rec.SecurityGroups, m.tags(rec)
+	if len(rec.Tags) > 0 {
+		tags = tags[:0]
+		for _, t := range rec.Tags {
+			tags = append(tags, types.Tag{Key: aws.String(t.Key), Value: aws.String(t.Value)})
+		}
+	} else {
+		groups = m.cfg.SecurityGroups
+	}
 	in := &ec2.CreateNetworkInterfaceInput{
 		SubnetId:    aws.String(rec.SubnetID),
 		ClientToken: aws.String(rec.ClientToken),
 		Description: aws.String("eniwire " + m.cfg.InstanceID),
-		Groups:      m.cfg.SecurityGroups,
+		Groups:      groups,
 		TagSpecifications: []types.TagSpecification{{
-			ResourceType: types.ResourceTypeNetworkInterface, Tags: m.tags(rec),
+			ResourceType: types.ResourceTypeNetworkInterface, Tags: tags,
 		}},
 	}
 	if rec.WantIPs > 0 {
 		in.SecondaryPrivateIpAddressCount = aws.Int32(int32(rec.WantIPs))
 	}
+	return in
+}
+
+func (m *Manager) create(ctx context.Context, rec journal.ENI) error {
+	in := m.createRequest(rec)
 	out, err := m.ec2.CreateNetworkInterface(ctx, in)
 	if err != nil {
 		err = classify("creating ENI for op "+rec.OpID, err)

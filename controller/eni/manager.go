@@ -142,8 +142,7 @@ func (m *Manager) Record(opID string) (journal.ENI, bool) {
 	ok := false
 	m.books.View(func(st *journal.State) {
 		if e := st.ENIByOp(opID); e != nil {
-			out = *e
-			out.IPs = append([]string(nil), e.IPs...)
+			out = e.Clone()
 			ok = true
 		}
 	})
