@@ -111,13 +111,7 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 	m.mu.Lock()
 	m.occupied = occupied
 	m.needReconcile = false
-	if m.capAtReconcile {
-		m.capAtReconcile = false
-		if n := max(len(occupied), 1); n < m.cfg.MaxENIs {
-			m.limitCap = n
-			m.log.Warn("EC2 refused an attach below the instance's ENI limit; lowering it", "limit", n, "typeLimit", m.cfg.MaxENIs)
-		}
-	}
+	m.learnLimitLocked(len(occupied), now)
 	for _, id := range rep.Foreign {
 		if !m.foreign[id] {
 			m.foreign[id] = true
