@@ -104,7 +104,7 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	n.pool = &poolManager{books: n.books, eni: n.eni, targets: targets, limits: limits, releaseDelay: cfg.ReleaseDelay,
 		poolInterval: cfg.PoolInterval, subnetID: deps.Node.SubnetID, urgent: deps.Urgent, clock: deps.Clock, log: log,
 		metrics: m, status: n.status, wake: n.Wake, backoffs: map[string]backoff{}, driving: map[string]bool{},
-		refused: map[string]refusal{}, refusalDelay: map[string]time.Duration{}}
+		refused: map[string]refusal{}, refusalDelay: map[string]time.Duration{}, closed: map[string]closure{}}
 	n.house = &housekeeping{eni: n.eni, reconcileInterval: cfg.ReconcileInterval,
 		maxReconcileInterval: cfg.MaxReconcileInterval, orphanSweepInterval: cfg.OrphanSweepInterval,
 		clock: deps.Clock, log: log, metrics: m, status: n.status, reconcileEvery: cfg.ReconcileInterval}

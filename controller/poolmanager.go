@@ -51,6 +51,8 @@ type poolManager struct {
 	// (refusals.go).
 	refused      map[string]refusal
 	refusalDelay map[string]time.Duration
+	// closed are ENIs EC2 refuses secondary IPs for (closed.go), and why.
+	closed map[string]closure
 }
 
 // step makes one change toward the warm targets and reports whether it did something (and may do more).
@@ -69,7 +71,7 @@ func (m *poolManager) step(ctx context.Context) bool {
 	limits.MaxENIs = m.eni.MaxENIs()
 	m.books.View(func(st *journal.State) {
 		v := pool.NewView(st, now)
-		c := v.Counts()
+		c := m.counts(v)
 		d = m.targets.Decide(limits, c)
 		free = c.Free()
 		if d.ReleaseIPs > 0 {
@@ -84,7 +86,7 @@ func (m *poolManager) step(ctx context.Context) bool {
 			m.mu.Lock()
 			m.delay = 0
 			m.mu.Unlock()
-			m.status.set("")
+			m.status.set(m.standingNote())
 		}
 		return false
 	}
@@ -144,13 +146,14 @@ func (m *poolManager) result(err error, what string) bool {
 // anything succeeded (an assign, or a plan journaled), so the pool manager looks again at once.
 func (m *poolManager) grow(ctx context.Context, limits pool.Limits, now time.Time) bool {
 	type addIPs struct {
-		eni string
-		n   int
+		eni     string
+		primary bool
+		n       int
 	}
 	var adds []addIPs
 	var plans []int
 	m.books.View(func(st *journal.State) {
-		c := pool.NewView(st, now).Counts()
+		c := m.counts(pool.NewView(st, now))
 		// An ENI with an assign in flight or of unknown outcome gets no more until EC2 has been read back.
 		unsettled := map[string]bool{}
 		for _, op := range st.IPOps {
@@ -164,12 +167,14 @@ func (m *poolManager) grow(ctx context.Context, limits pool.Limits, now time.Tim
 				if m.refusedNow(actionAssign, now) {
 					break
 				}
-				i := slices.IndexFunc(c.ENIs, func(e pool.ENICount) bool { return e.IPs < limits.IPsPerENI && !unsettled[e.ID] })
+				i := slices.IndexFunc(c.ENIs, func(e pool.ENICount) bool {
+					return e.IPs < limits.IPsPerENI && !unsettled[e.ID] && !e.Closed
+				})
 				if i < 0 {
 					break
 				}
 				k := min(d.AddIPs, limits.IPsPerENI-c.ENIs[i].IPs)
-				adds = append(adds, addIPs{c.ENIs[i].ID, k})
+				adds = append(adds, addIPs{c.ENIs[i].ID, c.ENIs[i].Primary, k})
 				c.ENIs[i].IPs += k
 				continue
 			}
@@ -202,6 +207,10 @@ func (m *poolManager) grow(ctx context.Context, limits pool.Limits, now time.Tim
 	for _, a := range adds {
 		wg.Go(func() {
 			if err := m.eni.AssignIPs(ctx, a.eni, a.n); err != nil {
+				if a.primary && m.closeIfRefused(a.eni, err) {
+					done(true, nil) // decide again: the deficit goes to secondary ENIs
+					return
+				}
 				if m.noteRefusal(actionAssign, err) {
 					done(false, nil)
 					return

@@ -51,6 +51,8 @@ func TestWarmTargetArithmetic(t *testing.T) {
 			Targets{WarmIP: 2}, m5large, Counts{ENIs: enis([4]int{9, 9, 0, 0}).ENIs, PendingENIs: 1, PendingIPs: 1}, Decision{}},
 		{"a deficit beyond a pending ENI's room still plans another",
 			Targets{WarmIP: 12}, m5large, Counts{ENIs: enis([4]int{9, 9, 0, 0}).ENIs, PendingENIs: 1, PendingIPs: 1}, Decision{NewENI: true, NewENIIPs: 9}},
+		{"a closed primary's room does not count: a new ENI is planned",
+			Targets{WarmENI: 1}, m5large, Counts{ENIs: []ENICount{{ID: "a", Primary: true, Closed: true}}}, Decision{NewENI: true, NewENIIPs: 9}},
 		{"IPs being assigned count toward the target",
 			Targets{WarmIP: 5}, m5large, Counts{ENIs: enis([4]int{4, 2, 0, 0}).ENIs, PendingIPs: 3}, Decision{}},
 		{"pending ENIs count against the instance's ENI limit",
