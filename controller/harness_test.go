@@ -166,6 +166,33 @@ func eventually(t testing.TB, wall time.Duration, what string, cond func() error
 	}
 }
 
+// passVirtual waits until d of the world's virtual time has passed, checking hold (may be nil) all along:
+// hold fails the test itself when what must hold meanwhile does not.
+func (w *world) passVirtual(d time.Duration, hold func()) {
+	w.t.Helper()
+	start := w.clk.Now()
+	eventually(w.t, time.Duration(float64(d)/w.clk.Factor())+20*time.Second, fmt.Sprintf("%s of virtual time", d), func() error {
+		if hold != nil {
+			hold()
+		}
+		if w.clk.Since(start) < d {
+			return fmt.Errorf("%s passed", w.clk.Since(start).Round(time.Second))
+		}
+		return nil
+	})
+}
+
+// readySecondaries counts the books' non-primary ENIs in state ready.
+func readySecondaries(st *journal.State) int {
+	n := 0
+	for _, e := range st.ENIs {
+		if !e.Primary && e.State == journal.Ready {
+			n++
+		}
+	}
+	return n
+}
+
 func waitReady(t testing.TB, n *controller.Node) {
 	eventually(t, 20*time.Second, "controller ready", func() error {
 		if ok, why := n.Ready(); !ok {

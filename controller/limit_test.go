@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/eniwire/eniwire/controller/journal"
 )
 
 // TestAnENILimitLearnedFromARefusalIsRaisedAgain: one AttachmentLimitExceeded below the instance type's
@@ -20,13 +18,7 @@ func TestAnENILimitLearnedFromARefusalIsRaisedAgain(t *testing.T) {
 	r := w.start(cfg, nil, nil)
 	waitReady(t, r.node)
 	eventually(t, 30*time.Second, "every secondary ENI ready after the refusal", func() error {
-		ready := 0
-		for _, e := range r.node.Snapshot().ENIs {
-			if !e.Primary && e.State == journal.Ready {
-				ready++
-			}
-		}
-		if ready != want {
+		if ready := readySecondaries(r.node.Snapshot()); ready != want {
 			return fmt.Errorf("%d of %d ready; limit %d (%s)", ready, want, r.node.Status().MaxENIs, r.node.Status().PoolStatus)
 		}
 		return nil

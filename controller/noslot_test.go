@@ -74,15 +74,10 @@ func TestAnENIHoldingPodsIsNeverDeletedForWantOfASlot(t *testing.T) {
 		}
 		foreign = append(foreign, id)
 	}
-	start := w.clk.Now()
-	eventually(t, 30*time.Second, "five virtual minutes with the ENI kept", func() error {
+	w.passVirtual(5*time.Minute, func() {
 		if _, ok := w.sim.ENI(onSecondary); !ok {
 			t.Fatalf("ENI %s, whose IPs pods hold, was deleted for want of a device index", onSecondary)
 		}
-		if w.clk.Since(start) < 5*time.Minute {
-			return fmt.Errorf("%s passed", w.clk.Since(start).Round(time.Second))
-		}
-		return nil
 	})
 	if a := r.node.Snapshot().Assignment(fmt.Sprintf("pod-%d", perENI+1), "eth0"); a == nil || a.ENI != onSecondary {
 		t.Fatalf("the assignment on %s is gone: %+v", onSecondary, a)
