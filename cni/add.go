@@ -50,7 +50,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 
 	att := api.Attachment{ContainerID: args.ContainerID, IfName: args.IfName}
 	asg, err := inv.agent.Assign(inv.ctx, api.AssignRequest{
-		Attachment: att, Netns: args.Netns, Pod: pod.PodIdentity,
+		Attachment: att, Network: inv.conf.Name, Netns: args.Netns, Pod: pod.PodIdentity,
 		HostVeth: hostName, HostIfindex: veth.HostIndex,
 	})
 	if err != nil {
@@ -61,7 +61,9 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 		if err == nil {
 			return
 		}
-		if _, relErr := inv.agent.Release(inv.ctx, api.ReleaseRequest{Attachment: att}); relErr != nil {
+		// No container of the pod runs before ADD succeeds, so the IP was never used, unless this ADD found
+		// the pair of an earlier one in place: then it cools down as after a DEL.
+		if _, relErr := inv.agent.Release(inv.ctx, api.ReleaseRequest{Attachment: att, Unused: !veth.Reused}); relErr != nil {
 			log.Error("releasing assignment after failed ADD", "ip", asg.IP, "err", relErr)
 		}
 	}()

@@ -33,8 +33,9 @@ func (p *Plugin) Status(args *skel.CmdArgs) error {
 	return nil
 }
 
-// GC releases every assignment whose attachment the runtime no longer lists, and removes the host veths those
-// assignments recorded if they are still there.
+// GC releases every assignment of this network (the conflist's name) whose attachment the runtime no longer
+// lists, and removes the host veths those assignments recorded if they are still there. Other networks'
+// assignments are not touched.
 func (p *Plugin) GC(args *skel.CmdArgs) error {
 	inv, err := p.start("GC", args)
 	if err != nil {
@@ -45,7 +46,7 @@ func (p *Plugin) GC(args *skel.CmdArgs) error {
 	for _, a := range inv.conf.ValidAttachments {
 		valid = append(valid, api.Attachment{ContainerID: a.ContainerID, IfName: a.IfName})
 	}
-	resp, err := inv.agent.GC(inv.ctx, api.GCRequest{Valid: valid})
+	resp, err := inv.agent.GC(inv.ctx, api.GCRequest{Network: inv.conf.Name, Valid: valid})
 	if err != nil {
 		return agentError("collecting stale assignments", inv.conf.AgentSocket, err)
 	}

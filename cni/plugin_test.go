@@ -270,6 +270,10 @@ func TestAddFailureAfterAssignmentGivesEverythingBack(t *testing.T) {
 	if h.agent.Calls(api.PathRelease) != 1 {
 		t.Errorf("ADD made %d Release calls after failing, want 1", h.agent.Calls(api.PathRelease))
 	}
+	// No container of the pod ran with the IP: it goes back without cooldown.
+	if h.agent.UnusedReleases() != 1 {
+		t.Errorf("the failed ADD's Release did not say the IP was never used (%d of 1)", h.agent.UnusedReleases())
+	}
 	assertNothingLeft(t, h, pod)
 }
 
@@ -339,6 +343,27 @@ func TestGCReleasesOnlyAttachmentsTheRuntimeNoLongerKnows(t *testing.T) {
 	}
 	if links := cnitest.Links(t, h.node, plumbing.HostVethPrefix); len(links) != 1 {
 		t.Errorf("after GC host veths are %v, want only keep's", links)
+	}
+}
+
+// TestGCOfAnotherNetworkLeavesThisNetworksAssignments: under Multus two networks may use eniwire; the
+// runtime's GC of one names only that network's attachments, and must not release the other's.
+func TestGCOfAnotherNetworkLeavesThisNetworksAssignments(t *testing.T) {
+	h := newHarness(t)
+	conf := h.conf("1.1.0", nil)
+	if _, err := h.run(add, podArgs("ours", cnitest.NewNS(t), conf)); err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	var gcConf map[string]any
+	_ = json.Unmarshal(conf, &gcConf)
+	gcConf["name"] = "another-network"
+	gcConf["cni.dev/valid-attachments"] = []map[string]string{}
+	b, _ := json.Marshal(gcConf)
+	if _, err := h.run(gc, &skel.CmdArgs{StdinData: b}); err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	if as := h.agent.Assignments(); len(as) != 1 || as[0].ContainerID != "ours" || as[0].Network != "eniwire-test" {
+		t.Fatalf("after another network's GC the agent holds %+v, want ours, of network eniwire-test", as)
 	}
 }
 

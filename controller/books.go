@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/eniwire/eniwire/controller/journal"
 )
@@ -27,6 +28,27 @@ type books struct {
 	st *journal.State
 	// seq is the newest journal record written (under mu): a repeated request waits for its commit.
 	seq uint64
+
+	// broken is the first failure of the journal. From then on the memory may hold changes the disk does not,
+	// so the books take no change, the node makes no EC2 call, and Run returns it: the agent exits and its
+	// restart replays what the disk holds. onBroken is told once (it logs and wakes the Run loop).
+	broken   atomic.Pointer[error]
+	onBroken func(error)
+}
+
+// Broken returns the journal failure that stopped the books, or nil.
+func (b *books) Broken() error {
+	if p := b.broken.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// fail records err as the journal failure that stops the books.
+func (b *books) fail(err error) {
+	if b.broken.CompareAndSwap(nil, &err) && b.onBroken != nil {
+		b.onBroken(err)
+	}
 }
 
 // Update implements eni.Books: fn changes the state and the result is durable (fsync'd, whatever the sync
@@ -47,6 +69,9 @@ func (b *books) Update(_ context.Context, fn func(st *journal.State) error) erro
 // durable: readers may act on it only in ways that a lost change cannot make wrong (answering a pod waits for
 // its own commit; an EC2 call follows only a commit of its own).
 func (b *books) appendLocked(fn func(st *journal.State) error) (uint64, error) {
+	if err := b.Broken(); err != nil {
+		return 0, fmt.Errorf("writing journal: %w", err)
+	}
 	before := b.st.Clone()
 	if err := fn(b.st); err != nil {
 		*b.st = *before
@@ -55,7 +80,9 @@ func (b *books) appendLocked(fn func(st *journal.State) error) (uint64, error) {
 	seq, err := b.journal.Append(b.st)
 	if err != nil {
 		*b.st = *before
-		return 0, fmt.Errorf("writing journal: %w", err)
+		err = fmt.Errorf("writing journal: %w", err)
+		b.fail(err)
+		return 0, err
 	}
 	b.seq = max(b.seq, seq)
 	return seq, nil
@@ -68,7 +95,9 @@ func (b *books) commit(seq uint64, d journal.Durability) error {
 		return nil
 	}
 	if err := b.journal.Commit(seq, d); err != nil {
-		return fmt.Errorf("committing journal: %w", err)
+		err = fmt.Errorf("committing journal: %w", err)
+		b.fail(err)
+		return err
 	}
 	return nil
 }

@@ -52,6 +52,10 @@ type Config struct {
 	// JournalSync is when pod assignments and releases reach the disk (ENIWIRE_JOURNAL_SYNC; see package
 	// journal). ENI and IP operations are fsync'd before their EC2 call under either policy.
 	JournalSync journal.SyncPolicy
+	// VanishedPodGrace: an assignment whose network namespace has been gone this long (the pod went without a
+	// DEL: a node reboot, a runtime that lost its state) is released (default 2 min). It is checked four times
+	// per grace period; only namespaces whose directory the agent sees are judged. Negative turns it off.
+	VanishedPodGrace time.Duration
 	// JournalBatchInterval bounds the fdatasync delay of a pod record under SyncBatched (default 10 ms).
 	JournalBatchInterval time.Duration
 	// PodMTU is the MTU every assignment answer carries for the pod's veth (api.Assignment.MTU): the node's
@@ -118,6 +122,9 @@ func (c *Config) defaults() {
 	}
 	if c.GCGrace == 0 {
 		c.GCGrace = 5 * time.Minute
+	}
+	if c.VanishedPodGrace == 0 {
+		c.VanishedPodGrace = 2 * time.Minute
 	}
 	if c.WarmENITarget == 0 && c.WarmIPTarget == 0 && c.MinimumIPTarget == 0 {
 		c.WarmENITarget = 1

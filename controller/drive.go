@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"time"
 
 	"github.com/eniwire/eniwire/controller/ec2client"
@@ -32,13 +31,12 @@ func (m *poolManager) advancePending(ctx context.Context) {
 			}
 		}
 	})
-	// Each operation is its own commit: drive them side by side, as the warm-up that started them did, so one
-	// waiting for an attach token does not hold back another that could create or modify.
-	var wg sync.WaitGroup
+	// Each operation is its own commit: drive them side by side in the background, so one waiting for an
+	// attach token, a slow detach or an EC2 call that does not answer holds back neither another operation
+	// nor the round (growth, the reconcile, the datapath's ENIs).
 	for _, op := range ops {
-		wg.Go(func() { m.drive(ctx, op) })
+		m.launch(ctx, op)
 	}
-	wg.Wait()
 	var pendingIPs bool
 	m.books.View(func(st *journal.State) { pendingIPs = len(st.IPOps) > 0 })
 	if pendingIPs {
@@ -48,27 +46,67 @@ func (m *poolManager) advancePending(ctx context.Context) {
 	}
 }
 
-// drive advances one operation until it rests, fails, or waits on its backoff.
-func (m *poolManager) drive(ctx context.Context, opID string) {
+// launch drives opID in the background unless its drive runs already (the steps of one operation never run
+// concurrently). The round does not wait for it; a drive that moved its operation on wakes the Run loop.
+func (m *poolManager) launch(ctx context.Context, opID string) {
+	m.mu.Lock()
+	if m.driving[opID] {
+		m.mu.Unlock()
+		return
+	}
+	m.driving[opID] = true
+	m.mu.Unlock()
+	m.drives.Go(func() {
+		moved := m.drive(ctx, opID)
+		m.mu.Lock()
+		delete(m.driving, opID)
+		m.mu.Unlock()
+		if moved {
+			m.wake()
+		}
+	})
+}
+
+// drive advances one operation until it rests, fails, or waits on its backoff, and reports whether a step
+// succeeded.
+func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 	for range 8 {
+		if m.books.Broken() != nil {
+			return moved // the record may be in memory only: no EC2 call for it
+		}
 		m.mu.Lock()
 		b, ok := m.backoffs[opID]
 		m.mu.Unlock()
 		if ok && m.clock.Now().Before(b.until) {
-			return
+			return moved
 		}
 		rec, ok := m.eni.Record(opID)
 		if !ok || rec.State == journal.Ready {
 			m.clearBackoff(opID)
-			return
+			return moved
 		}
 		err := m.eni.Advance(ctx, opID)
 		if err == nil {
+			if rec.State == journal.Planned {
+				m.accepted(actionCreate)
+			}
 			m.clearBackoff(opID)
+			moved = true
 			continue
 		}
 		if ctx.Err() != nil {
-			return
+			return moved
+		}
+		if rec.State == journal.Planned && m.noteRefusal(actionCreate, err) {
+			// The plan is dropped; the pool plans again once the refusal's pause is over.
+			m.metrics.stepErrors.WithLabelValues(string(rec.State), eni.ErrorCode(err)).Inc()
+			m.clearBackoff(opID)
+			go func() {
+				if m.clock.Sleep(ctx, m.refusalEnd(actionCreate).Sub(m.clock.Now())) == nil {
+					m.wake()
+				}
+			}()
+			return moved
 		}
 		m.metrics.stepErrors.WithLabelValues(string(rec.State), eni.ErrorCode(err)).Inc()
 		m.mu.Lock()
@@ -94,8 +132,9 @@ func (m *poolManager) drive(ctx context.Context, opID string) {
 		if errors.Is(err, eni.ErrBooksWrong) {
 			m.eni.RequestReconcile()
 		}
-		return
+		return moved
 	}
+	return moved
 }
 
 func (m *poolManager) clearBackoff(opID string) {

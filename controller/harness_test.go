@@ -71,11 +71,16 @@ func newWorld(t testing.TB, itype string, factor float64) *world {
 
 // ec2 returns the real SDK client against the simulator, wrapped by the rate-limiting client.
 func (w *world) ec2(reg prometheus.Registerer) ec2client.EC2API {
+	return w.ec2With(reg, &http.Client{Timeout: 10 * time.Second})
+}
+
+// ec2With is ec2 over the given HTTP client.
+func (w *world) ec2With(reg prometheus.Registerer, hc *http.Client) ec2client.EC2API {
 	sdk := ec2.New(ec2.Options{
 		Region: "us-west-2", BaseEndpoint: aws.String(w.srv.URL),
 		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
 		Retryer:     ec2client.NewSDKRetryer(3),
-		HTTPClient:  &http.Client{Timeout: 10 * time.Second},
+		HTTPClient:  hc,
 	})
 	c, err := ec2client.New(sdk, ec2client.Config{Clock: w.clk}, reg, w.log)
 	if err != nil {
@@ -161,6 +166,33 @@ func eventually(t testing.TB, wall time.Duration, what string, cond func() error
 	}
 }
 
+// passVirtual waits until d of the world's virtual time has passed, checking hold (may be nil) all along:
+// hold fails the test itself when what must hold meanwhile does not.
+func (w *world) passVirtual(d time.Duration, hold func()) {
+	w.t.Helper()
+	start := w.clk.Now()
+	eventually(w.t, time.Duration(float64(d)/w.clk.Factor())+20*time.Second, fmt.Sprintf("%s of virtual time", d), func() error {
+		if hold != nil {
+			hold()
+		}
+		if w.clk.Since(start) < d {
+			return fmt.Errorf("%s passed", w.clk.Since(start).Round(time.Second))
+		}
+		return nil
+	})
+}
+
+// readySecondaries counts the books' non-primary ENIs in state ready.
+func readySecondaries(st *journal.State) int {
+	n := 0
+	for _, e := range st.ENIs {
+		if !e.Primary && e.State == journal.Ready {
+			n++
+		}
+	}
+	return n
+}
+
 func waitReady(t testing.TB, n *controller.Node) {
 	eventually(t, 20*time.Second, "controller ready", func() error {
 		if ok, why := n.Ready(); !ok {
@@ -170,12 +202,16 @@ func waitReady(t testing.TB, n *controller.Node) {
 	})
 }
 
+// testNetnsDir holds the network namespaces the tests' pods name: a directory that does not exist, so the
+// node cannot tell whether they are gone and never releases their assignments as vanished.
+const testNetnsDir = "/nonexistent/eniwire-test/netns/"
+
 // assignRetrying asks until the pool has an IP (the CNI plugin's retry).
 func assignRetrying(t testing.TB, n *controller.Node, cid string) *api.Assignment {
 	t.Helper()
 	var out *api.Assignment
 	eventually(t, 30*time.Second, "assigning "+cid, func() error {
-		a, err := n.Assign(context.Background(), api.AssignRequest{Attachment: api.Attachment{ContainerID: cid, IfName: "eth0"}, Netns: "/var/run/netns/" + cid})
+		a, err := n.Assign(context.Background(), api.AssignRequest{Attachment: api.Attachment{ContainerID: cid, IfName: "eth0"}, Netns: testNetnsDir + cid})
 		out = a
 		return err
 	})

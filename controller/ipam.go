@@ -48,6 +48,8 @@ type ipam struct {
 
 	// podMTU is what every answer tells the plugin to set on the pod's veth.
 	podMTU int
+	// avail says whether a free IP can be served now (see pool.View.Pick).
+	avail func(eniID, ip string) bool
 }
 
 func validAttachment(a api.Attachment) error {
@@ -79,7 +81,7 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		return out, p.podUp(ctx, *out)
 	}
 	now := p.clock.Now()
-	ip, e, ok := pool.NewView(p.books.st, now).Pick()
+	ip, e, ok := pool.NewView(p.books.st, now).Pick(p.avail)
 	if !ok {
 		p.books.mu.Unlock()
 		p.wake()
@@ -87,7 +89,7 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		return nil, ErrNoIP
 	}
 	a := journal.Assignment{
-		ContainerID: req.ContainerID, IfName: req.IfName, Netns: req.Netns, PodNamespace: req.Pod.Namespace,
+		ContainerID: req.ContainerID, IfName: req.IfName, Network: req.Network, Netns: req.Netns, PodNamespace: req.Pod.Namespace,
 		PodName: req.Pod.Name, PodUID: req.Pod.UID, HostVeth: req.HostVeth, HostIfindex: req.HostIfindex,
 		IP: ip, ENI: e.ID, AssignedAt: now,
 	}
@@ -119,7 +121,8 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		return nil, fmt.Errorf("journaling assignment of %s: %w", ip, err)
 	}
 	if err := p.podUp(ctx, *out); err != nil {
-		if _, rerr := p.Release(context.WithoutCancel(ctx), api.ReleaseRequest{Attachment: req.Attachment}); rerr != nil {
+		// Nobody has heard of this IP yet, so no connection can have used it: it goes back without cooldown.
+		if _, rerr := p.release(context.WithoutCancel(ctx), req.Attachment, false); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
 		p.metrics.assigns.WithLabelValues("error").Inc()
@@ -137,8 +140,14 @@ func (p *ipam) Release(ctx context.Context, req api.ReleaseRequest) (*api.Releas
 	if err := validAttachment(req.Attachment); err != nil {
 		return nil, err
 	}
+	return p.release(ctx, req.Attachment, !req.Unused)
+}
+
+// release removes the attachment's assignment and tears its datapath down; with cooldown the IP waits out the
+// cooldown before it is handed out again, without it the IP is free at once.
+func (p *ipam) release(ctx context.Context, att api.Attachment, cooldown bool) (*api.ReleaseResponse, error) {
 	p.books.mu.Lock()
-	a := p.books.st.Assignment(req.ContainerID, req.IfName)
+	a := p.books.st.Assignment(att.ContainerID, att.IfName)
 	if a == nil {
 		p.books.mu.Unlock()
 		p.metrics.releases.WithLabelValues("unknown").Inc()
@@ -150,7 +159,9 @@ func (p *ipam) Release(ctx context.Context, req api.ReleaseRequest) (*api.Releas
 		st.Assignments = slices.DeleteFunc(st.Assignments, func(x journal.Assignment) bool {
 			return x.ContainerID == rel.ContainerID && x.IfName == rel.IfName
 		})
-		st.Cooldowns = append(st.Cooldowns, journal.Cooldown{IP: rel.IP, ENI: rel.ENI, Until: p.clock.Now().Add(p.cooldown)})
+		if cooldown {
+			st.Cooldowns = append(st.Cooldowns, journal.Cooldown{IP: rel.IP, ENI: rel.ENI, Until: p.clock.Now().Add(p.cooldown)})
+		}
 		return nil
 	})
 	p.books.mu.Unlock()
@@ -165,7 +176,11 @@ func (p *ipam) Release(ctx context.Context, req api.ReleaseRequest) (*api.Releas
 		p.log.Warn("tearing down pod datapath", "ip", rel.IP, "error", err)
 	}
 	p.metrics.releases.WithLabelValues("ok").Inc()
-	p.log.Info("IP released", "container", rel.ContainerID, "ifname", rel.IfName, "ip", rel.IP, "cooldown", p.cooldown)
+	wait := p.cooldown
+	if !cooldown {
+		wait = 0
+	}
+	p.log.Info("IP released", "container", rel.ContainerID, "ifname", rel.IfName, "ip", rel.IP, "cooldown", wait)
 	resp := &api.ReleaseResponse{Released: true, Assignment: out}
 	if p.removesVeth {
 		// The plugin's DEL skips its own (slow) deletion of the veth. A Release that found no record leaves the
@@ -200,16 +215,17 @@ func (p *ipam) Assignments() []api.Assignment {
 	return out
 }
 
-// GC releases every assignment whose attachment is not in valid.
-func (p *ipam) GC(ctx context.Context, valid []api.Attachment) (*api.GCResponse, error) {
+// GC releases every assignment of the request's network whose attachment is not in its valid list; the
+// assignments of other networks are not touched.
+func (p *ipam) GC(ctx context.Context, req api.GCRequest) (*api.GCResponse, error) {
 	keep := map[api.Attachment]bool{}
-	for _, v := range valid {
+	for _, v := range req.Valid {
 		keep[v] = true
 	}
 	out := &api.GCResponse{Released: []api.Assignment{}}
 	var errs []error
 	for _, a := range p.Assignments() {
-		if keep[a.Attachment] {
+		if a.Network != req.Network || keep[a.Attachment] {
 			continue
 		}
 		r, err := p.Release(ctx, api.ReleaseRequest{Attachment: a.Attachment})
@@ -227,7 +243,7 @@ func (p *ipam) GC(ctx context.Context, valid []api.Attachment) (*api.GCResponse,
 // toAPI needs p.books.mu held (it reads the ENI record).
 func (p *ipam) toAPI(a journal.Assignment) *api.Assignment {
 	out := &api.Assignment{
-		Attachment: api.Attachment{ContainerID: a.ContainerID, IfName: a.IfName}, Netns: a.Netns,
+		Attachment: api.Attachment{ContainerID: a.ContainerID, IfName: a.IfName}, Network: a.Network, Netns: a.Netns,
 		Pod:      api.PodIdentity{Namespace: a.PodNamespace, Name: a.PodName, UID: a.PodUID},
 		HostVeth: a.HostVeth, HostIfindex: a.HostIfindex, IP: a.IP, ENI: a.ENI, AssignedAt: a.AssignedAt,
 		MTU: p.podMTU,

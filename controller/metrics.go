@@ -20,8 +20,12 @@ type metrics struct {
 	adopted      prometheus.Counter
 	collected    prometheus.Counter
 	imdsMissing  prometheus.Gauge
+	ipsGone      prometheus.Counter
+	podIPsLost   prometheus.Gauge
 	stepErrors   *prometheus.CounterVec
 	poolBackoffs prometheus.Counter
+	refusals     *prometheus.CounterVec
+	vanished     prometheus.Counter
 	orphans      prometheus.Counter
 	ready        prometheus.Gauge
 }
@@ -38,15 +42,23 @@ func newMetrics(reg prometheus.Registerer, status func() *api.Status) (*metrics,
 		adopted:     prometheus.NewCounter(prometheus.CounterOpts{Name: "eniwire_enis_adopted_total", Help: "ENIs with our tags found attached but not in the books, adopted."}),
 		collected:   prometheus.NewCounter(prometheus.CounterOpts{Name: "eniwire_enis_collected_total", Help: "Leaked available ENIs of ours deleted by the reconciler."}),
 		imdsMissing: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_imds_missing_enis", Help: "Usable ENIs IMDS does not show yet (lag)."}),
-		stepErrors:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eniwire_eni_step_errors_total", Help: "Failed ENI commit steps by state and EC2 error code."}, []string{"state", "code"}),
+		ipsGone: prometheus.NewCounter(prometheus.CounterOpts{Name: "eniwire_ips_gone_total",
+			Help: "Free IPs EC2 confirmed no longer on their ENI (unassigned outside eniwire), removed from the books."}),
+		podIPsLost: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_pod_ips_missing_in_ec2",
+			Help: "IPs pods hold that EC2 no longer lists on their ENI (their traffic is broken)."}),
+		stepErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eniwire_eni_step_errors_total", Help: "Failed ENI commit steps by state and EC2 error code."}, []string{"state", "code"}),
 		poolBackoffs: prometheus.NewCounter(prometheus.CounterOpts{Name: "eniwire_pool_backoffs_total",
 			Help: "Times the pool manager backed off after a capacity or IAM refusal."}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eniwire_ec2_refusals_total",
+			Help: "Definite refusals by EC2 that paused the pool's growth, by action and error code."}, []string{"action", "code"}),
+		vanished: prometheus.NewCounter(prometheus.CounterOpts{Name: "eniwire_vanished_pods_released_total",
+			Help: "Assignments released because their pod's network namespace was gone (the pod went without a DEL)."}),
 		orphans: prometheus.NewCounter(prometheus.CounterOpts{Name: "eniwire_orphaned_enis_collected_total",
 			Help: "Available ENIs of the cluster whose owner instance was gone, deleted by this node's sweep."}),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_ready", Help: "1 when the journal is replayed and EC2 has answered."}),
 	}
 	for _, c := range []prometheus.Collector{m.ips, m.enis, m.foreign, m.assigns, m.releases, m.reconciles, m.adopted,
-		m.collected, m.imdsMissing, m.stepErrors, m.poolBackoffs, m.orphans, m.ready} {
+		m.collected, m.imdsMissing, m.ipsGone, m.podIPsLost, m.stepErrors, m.poolBackoffs, m.refusals, m.vanished, m.orphans, m.ready} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering metrics: %w", err)
 		}
@@ -64,6 +76,10 @@ func (m *metrics) observeReconcile(rep eni.Report, err error) {
 	m.adopted.Add(float64(len(rep.Adopted)))
 	m.collected.Add(float64(len(rep.Collected)))
 	m.imdsMissing.Set(float64(len(rep.IMDSMissing)))
+	m.ipsGone.Add(float64(len(rep.GoneIPs)))
+	if err == nil || rep.Attached > 0 {
+		m.podIPsLost.Set(float64(len(rep.LostPodIPs)))
+	}
 }
 
 // refresh sets the gauges from the books; called once per pool round, not per request.

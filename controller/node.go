@@ -37,6 +37,7 @@ type Node struct {
 	pool   *poolManager  // moves the pool toward its targets; Run loop only (backoffs: their own lock)
 	house  *housekeeping // reconcile and orphan-sweep pacing; Run loop only (answered: atomic)
 	status *poolStatus   // the pool's status line; its own lock
+	gone   *vanishedPods // releases assignments of pods that went without a DEL; Run loop only
 }
 
 // New opens the journal in cfg.StateDir, replays it into the books and returns the controller; Run starts it.
@@ -75,6 +76,10 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, info: deps.Node, clock: deps.Clock, store: store, wake: make(chan struct{}, 1),
 		books: &books{journal: j, st: st}, status: &poolStatus{log: log}}
+	n.books.onBroken = func(err error) {
+		log.Error("journal failed; the node stops so that a restart replays what the disk holds", "error", err)
+		n.Wake()
+	}
 	m, err := newMetrics(deps.Registerer, n.Status)
 	if err != nil {
 		store.Close()
@@ -88,18 +93,21 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	}, deps.EC2, deps.IMDS, n.books, deps.Clock, log)
 	targets, limits := poolTargets(cfg), poolLimits(deps.Node)
 	n.ipam = &ipam{books: n.books, dp: deps.Datapath, cooldown: cfg.Cooldown, targets: targets, limits: limits,
-		podMTU: cfg.PodMTU, clock: deps.Clock, log: log, metrics: m, ready: n.Ready, wake: n.Wake}
+		podMTU: cfg.PodMTU, clock: deps.Clock, log: log, metrics: m, ready: n.Ready, wake: n.Wake, avail: n.servable}
 	if r, ok := deps.Datapath.(interface{ RemovesHostVeth() bool }); ok {
 		n.ipam.removesVeth = r.RemovesHostVeth()
 	}
-	n.enis = &eniSync{books: n.books, dp: deps.Datapath, log: log, up: map[string]dptypes.ENI{}}
+	n.enis = &eniSync{books: n.books, dp: deps.Datapath, log: log, up: map[string]dptypes.ENI{}, failing: map[string]bool{}}
 	n.pool = &poolManager{books: n.books, eni: n.eni, targets: targets, limits: limits, releaseDelay: cfg.ReleaseDelay,
 		poolInterval: cfg.PoolInterval, subnetID: deps.Node.SubnetID, urgent: deps.Urgent, clock: deps.Clock, log: log,
-		metrics: m, status: n.status, wake: n.Wake, backoffs: map[string]backoff{}}
+		metrics: m, status: n.status, wake: n.Wake, backoffs: map[string]backoff{}, driving: map[string]bool{},
+		refused: map[string]refusal{}, refusalDelay: map[string]time.Duration{}, closed: map[string]closure{}}
 	n.house = &housekeeping{eni: n.eni, reconcileInterval: cfg.ReconcileInterval,
 		maxReconcileInterval: cfg.MaxReconcileInterval, orphanSweepInterval: cfg.OrphanSweepInterval,
 		clock: deps.Clock, log: log, metrics: m, status: n.status, reconcileEvery: cfg.ReconcileInterval}
 	n.house.throttles, _ = deps.EC2.(throttleReporter)
+	n.gone = &vanishedPods{ipam: n.ipam, gone: netnsGone, grace: cfg.VanishedPodGrace, every: cfg.VanishedPodGrace / 4,
+		clock: deps.Clock, log: log, released: m.vanished, since: map[api.Attachment]time.Time{}}
 	log.Info("journal replayed", "enis", len(st.ENIs), "assignments", len(st.Assignments), "seq", st.Seq, "recovered", store.Recovered)
 	return n, nil
 }
@@ -112,11 +120,21 @@ func (n *Node) Snapshot() *journal.State { return n.books.Snapshot() }
 
 // Ready reports whether the journal is replayed and EC2 has answered the pool once; why not, if not.
 func (n *Node) Ready() (bool, string) {
+	if err := n.books.Broken(); err != nil {
+		return false, err.Error()
+	}
 	if !n.house.answered.Load() {
 		return false, "waiting for the first answer from EC2"
 	}
 	return true, ""
 }
+
+// servable reports whether the node can hand out ip of eniID now: the ENI's datapath is up.
+func (n *Node) servable(eniID, _ string) bool { return n.enis.isUp(eniID) }
+
+// Healthy returns the journal failure that stopped the node (it wraps journal.ErrBroken when the store broke),
+// or nil. Run returns the same error.
+func (n *Node) Healthy() error { return n.books.Broken() }
 
 // Wake asks the pool manager to look at the pool now.
 func (n *Node) Wake() {
@@ -132,8 +150,8 @@ func (n *Node) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 	return n.ipam.Assign(ctx, req)
 }
 
-// Release puts the attachment's IP into cooldown and tears its datapath down. Releasing an unknown attachment
-// succeeds with Released false.
+// Release puts the attachment's IP into cooldown (or straight back to the pool when req.Unused) and tears its
+// datapath down. Releasing an unknown attachment succeeds with Released false.
 func (n *Node) Release(ctx context.Context, req api.ReleaseRequest) (*api.ReleaseResponse, error) {
 	return n.ipam.Release(ctx, req)
 }
@@ -146,12 +164,14 @@ func (n *Node) Check(ctx context.Context, req api.CheckRequest) (*api.Assignment
 // Assignments lists every assignment.
 func (n *Node) Assignments() []api.Assignment { return n.ipam.Assignments() }
 
-// GC releases every assignment whose attachment is not in valid.
-func (n *Node) GC(ctx context.Context, valid []api.Attachment) (*api.GCResponse, error) {
-	return n.ipam.GC(ctx, valid)
+// GC releases every assignment of req's network whose attachment is not in req.Valid; other networks'
+// assignments are not touched.
+func (n *Node) GC(ctx context.Context, req api.GCRequest) (*api.GCResponse, error) {
+	return n.ipam.GC(ctx, req)
 }
 
-// Run restores the datapath from the books, then runs the pool manager until ctx ends.
+// Run restores the datapath from the books, then runs the pool manager until ctx ends, or until the journal
+// fails: then it returns that failure (see Healthy) and makes no further EC2 call.
 func (n *Node) Run(ctx context.Context) error {
 	n.enis.sync(ctx)
 	n.ipam.restorePods(ctx)
@@ -160,8 +180,13 @@ func (n *Node) Run(ctx context.Context) error {
 			return nil
 		}
 	}
+	// The operations driven in the background end with ctx (or stop at a broken journal) before Run returns.
+	defer n.pool.drives.Wait()
 	for {
 		n.tick(ctx)
+		if err := n.books.Broken(); err != nil {
+			return fmt.Errorf("running the node controller: %w", err)
+		}
 		wait := n.cfg.PoolInterval
 		select {
 		case <-ctx.Done():
@@ -175,6 +200,9 @@ func (n *Node) Run(ctx context.Context) error {
 // tick is one round of the Run loop: reconcile when due, settle unfinished operations, then move the pool
 // toward its targets.
 func (n *Node) tick(ctx context.Context) {
+	if n.books.Broken() != nil {
+		return
+	}
 	now := n.clock.Now()
 	if n.house.reconcileDue(now) {
 		n.house.reconcile(ctx)
@@ -187,6 +215,7 @@ func (n *Node) tick(ctx context.Context) {
 		return
 	}
 	n.house.sweepOrphans(ctx, now)
+	n.gone.check(ctx, now)
 	n.pool.expireCooldowns(ctx)
 	n.pool.advancePending(ctx)
 	n.enis.sync(ctx)

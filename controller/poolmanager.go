@@ -43,6 +43,16 @@ type poolManager struct {
 	backoffs map[string]backoff
 	until    time.Time
 	delay    time.Duration
+	// driving are the operations whose drive runs in the background (drive.go); drives is their group,
+	// which Run waits for before it returns.
+	driving map[string]bool
+	drives  sync.WaitGroup
+	// refused pauses an action after a definite refusal; refusalDelay is the pause per error code
+	// (refusals.go).
+	refused      map[string]refusal
+	refusalDelay map[string]time.Duration
+	// closed are ENIs EC2 refuses secondary IPs for (closed.go), and why.
+	closed map[string]closure
 }
 
 // step makes one change toward the warm targets and reports whether it did something (and may do more).
@@ -61,7 +71,7 @@ func (m *poolManager) step(ctx context.Context) bool {
 	limits.MaxENIs = m.eni.MaxENIs()
 	m.books.View(func(st *journal.State) {
 		v := pool.NewView(st, now)
-		c := v.Counts()
+		c := m.counts(v)
 		d = m.targets.Decide(limits, c)
 		free = c.Free()
 		if d.ReleaseIPs > 0 {
@@ -76,7 +86,7 @@ func (m *poolManager) step(ctx context.Context) bool {
 			m.mu.Lock()
 			m.delay = 0
 			m.mu.Unlock()
-			m.status.set("")
+			m.status.set(m.standingNote())
 		}
 		return false
 	}
@@ -108,7 +118,7 @@ func (m *poolManager) step(ctx context.Context) bool {
 		return m.result(err, "releasing ENI")
 	}
 	m.surplusSince = time.Time{}
-	m.drive(ctx, op)
+	m.launch(ctx, op)
 	return true
 }
 
@@ -131,31 +141,47 @@ func (m *poolManager) result(err error, what string) bool {
 
 // grow closes the whole deficit in one round: it asks the arithmetic again and again, counting each answer as
 // in flight (IPs on ENIs with room, with the full count per ENI in one call; new ENIs with their IPs in the
-// create), then runs all of it at once. Each new ENI is its own journaled commit with its own ClientToken;
-// their device indexes are reserved in the books. It reports whether anything succeeded, so the pool
-// manager looks again at once.
+// create), then runs all of it at once. Each new ENI is its own journaled commit with its own ClientToken,
+// driven in the background (launch); their device indexes are reserved in the books. It reports whether
+// anything succeeded (an assign, or a plan journaled), so the pool manager looks again at once.
 func (m *poolManager) grow(ctx context.Context, limits pool.Limits, now time.Time) bool {
 	type addIPs struct {
-		eni string
-		n   int
+		eni     string
+		primary bool
+		n       int
 	}
 	var adds []addIPs
 	var plans []int
 	m.books.View(func(st *journal.State) {
-		c := pool.NewView(st, now).Counts()
+		c := m.counts(pool.NewView(st, now))
+		// An ENI with an assign in flight or of unknown outcome gets no more until EC2 has been read back.
+		unsettled := map[string]bool{}
+		for _, op := range st.IPOps {
+			if op.Kind == journal.AssignIPs {
+				unsettled[op.ENI] = true
+			}
+		}
 		for range 4 * (limits.MaxENIs + 1) {
 			d := m.targets.Decide(limits, c)
 			if d.AddIPs > 0 {
-				i := slices.IndexFunc(c.ENIs, func(e pool.ENICount) bool { return e.IPs < limits.IPsPerENI })
+				if m.refusedNow(actionAssign, now) {
+					break
+				}
+				i := slices.IndexFunc(c.ENIs, func(e pool.ENICount) bool {
+					return e.IPs < limits.IPsPerENI && !unsettled[e.ID] && !e.Closed
+				})
 				if i < 0 {
 					break
 				}
 				k := min(d.AddIPs, limits.IPsPerENI-c.ENIs[i].IPs)
-				adds = append(adds, addIPs{c.ENIs[i].ID, k})
+				adds = append(adds, addIPs{c.ENIs[i].ID, c.ENIs[i].Primary, k})
 				c.ENIs[i].IPs += k
 				continue
 			}
 			if d.NewENI {
+				if m.refusedNow(actionCreate, now) {
+					break
+				}
 				plans = append(plans, d.NewENIIPs)
 				c.PendingENIs++
 				c.PendingIPs += d.NewENIIPs
@@ -181,9 +207,18 @@ func (m *poolManager) grow(ctx context.Context, limits pool.Limits, now time.Tim
 	for _, a := range adds {
 		wg.Go(func() {
 			if err := m.eni.AssignIPs(ctx, a.eni, a.n); err != nil {
+				if a.primary && m.closeIfRefused(a.eni, err) {
+					done(true, nil) // decide again: the deficit goes to secondary ENIs
+					return
+				}
+				if m.noteRefusal(actionAssign, err) {
+					done(false, nil)
+					return
+				}
 				done(false, func() bool { return m.result(err, "assigning IPs") })
 				return
 			}
+			m.accepted(actionAssign)
 			done(true, nil)
 		})
 	}
@@ -194,9 +229,8 @@ func (m *poolManager) grow(ctx context.Context, limits pool.Limits, now time.Tim
 				done(false, func() bool { return m.result(err, "planning ENI") })
 				return
 			}
-			m.drive(ctx, op)
-			rec, ok := m.eni.Record(op)
-			done(ok && rec.Usable(), nil)
+			m.launch(ctx, op)
+			done(true, nil)
 		})
 	}
 	wg.Wait()

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"testing"
 	"time"
-
-	"github.com/eniwire/eniwire/controller/journal"
 )
 
 // TestPoolWaitsForTheFirstReconcile: the pool's arithmetic counts the primary ENI, which only a reconcile puts
@@ -32,13 +30,7 @@ func TestPoolWaitsForTheFirstReconcile(t *testing.T) {
 			r := w.start(cfg, nil, nil)
 			waitReady(t, r.node)
 			eventually(t, 20*time.Second, "every secondary ENI ready", func() error {
-				ready := 0
-				for _, e := range r.node.Snapshot().ENIs {
-					if !e.Primary && e.State == journal.Ready {
-						ready++
-					}
-				}
-				if ready != want {
+				if ready := readySecondaries(r.node.Snapshot()); ready != want {
 					return fmt.Errorf("%d of %d ready", ready, want)
 				}
 				return nil

@@ -145,3 +145,25 @@ func TestTheIAMPolicyLetsANodeChangeOnlyENIsCarryingTheClusterTag(t *testing.T) 
 		})
 	}
 }
+
+// A node may put new ENIs only in the cluster's security groups: every statement that allows
+// CreateNetworkInterface on security groups requires them in the cluster's VPC and tagged for the cluster,
+// so a compromised node cannot give an ENI (and the addresses behind it) another workload's groups.
+func TestTheIAMPolicyLetsANodeUseOnlyTheClustersSecurityGroups(t *testing.T) {
+	clusterTag := "aws:ResourceTag/kubernetes.io/cluster/CLUSTER_NAME"
+	covered := false
+	for _, s := range readPolicy(t) {
+		if s.Effect != "Allow" || !slices.Contains(s.Action, "ec2:CreateNetworkInterface") ||
+			!slices.ContainsFunc(s.Resource, func(r string) bool { return strings.Contains(r, ":security-group/") }) {
+			continue
+		}
+		covered = true
+		keys := condKeys(s)
+		if !slices.Contains(keys, clusterTag) || !slices.Contains(keys, "ec2:Vpc") {
+			t.Errorf("statement %s allows security groups with conditions %v, want %s and ec2:Vpc", s.Sid, keys, clusterTag)
+		}
+	}
+	if !covered {
+		t.Error("no statement allows CreateNetworkInterface on security groups")
+	}
+}

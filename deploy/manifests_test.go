@@ -134,6 +134,14 @@ func checkDeployment(t *testing.T, objs objects) {
 		if p := mounts["bpffs"].MountPropagation; p == nil || *p != corev1.MountPropagationHostToContainer {
 			t.Errorf("bpffs mountPropagation %v, want HostToContainer", p)
 		}
+		// The runtime's network namespaces, to release assignments of pods that went without a DEL.
+		if v := vols["netns"]; v.HostPath == nil || v.HostPath.Path != "/var/run/netns" {
+			t.Errorf("volume netns %+v, want hostPath /var/run/netns", v)
+		}
+		if m := mounts["netns"]; m.MountPath != "/var/run/netns" || !m.ReadOnly || m.MountPropagation == nil ||
+			*m.MountPropagation != corev1.MountPropagationHostToContainer {
+			t.Errorf("mount of netns %+v, want read-only at /var/run/netns with HostToContainer", m)
+		}
 		if v := vols["cni-conflist"]; v.ConfigMap == nil || v.ConfigMap.Name != cm.Name {
 			t.Errorf("volume cni-conflist %+v, want the ConfigMap %s", v, cm.Name)
 		}

@@ -28,9 +28,11 @@ type Controller interface {
 	Release(ctx context.Context, req api.ReleaseRequest) (*api.ReleaseResponse, error)
 	Check(ctx context.Context, req api.CheckRequest) (*api.Assignment, error)
 	Assignments() []api.Assignment
-	GC(ctx context.Context, valid []api.Attachment) (*api.GCResponse, error)
+	GC(ctx context.Context, req api.GCRequest) (*api.GCResponse, error)
 	Status() *api.Status
 	Ready() (bool, string)
+	// Healthy returns why the controller can no longer work (a broken journal), or nil.
+	Healthy() error
 }
 
 const maxBody = 1 << 20
@@ -44,9 +46,7 @@ func Handler(c Controller, log *slog.Logger) http.Handler {
 	mux.HandleFunc("POST "+api.PathAssign, post(log, c.Assign))
 	mux.HandleFunc("POST "+api.PathRelease, post(log, c.Release))
 	mux.HandleFunc("POST "+api.PathCheck, post(log, c.Check))
-	mux.HandleFunc("POST "+api.PathGC, post(log, func(ctx context.Context, req api.GCRequest) (*api.GCResponse, error) {
-		return c.GC(ctx, req.Valid)
-	}))
+	mux.HandleFunc("POST "+api.PathGC, post(log, c.GC))
 	mux.HandleFunc("GET "+api.PathAssignments, func(w http.ResponseWriter, r *http.Request) {
 		reply(w, log, c.Assignments(), nil)
 	})
@@ -113,30 +113,63 @@ func writeError(w http.ResponseWriter, status int, e *api.Error) {
 	_ = json.NewEncoder(w).Encode(e)
 }
 
-// ListenSocket opens the unix socket at path with mode 0600, replacing a stale socket file.
+// ListenSocket opens the unix socket at path with mode 0600, replacing a stale socket file. The socket never
+// exists at path with another mode, whatever the umask: it is bound inside a private directory (0700), given
+// its mode there, and only then renamed into place. Closing the listener removes the socket.
 func ListenSocket(path string) (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("creating socket directory: %w", err)
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("removing stale socket %s: %w", path, err)
+	private, err := os.MkdirTemp(dir, ".sock-")
+	if err != nil {
+		return nil, fmt.Errorf("creating a private directory for the socket: %w", err)
 	}
-	l, err := net.Listen("unix", path)
+	defer os.RemoveAll(private)
+	bound := filepath.Join(private, "s")
+	l, err := net.Listen("unix", bound)
 	if err != nil {
 		return nil, fmt.Errorf("listening on %s: %w", path, err)
 	}
-	if err := os.Chmod(path, 0o600); err != nil {
+	ul := l.(*net.UnixListener)
+	ul.SetUnlinkOnClose(false)
+	if err := os.Chmod(bound, 0o600); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("setting mode of %s: %w", path, err)
 	}
-	return l, nil
+	if err := os.Rename(bound, path); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("moving the socket to %s: %w", path, err)
+	}
+	return &socketListener{UnixListener: ul, path: path}, nil
 }
 
-// OpsHandler serves /metrics, /healthz (the process answers) and /readyz (journal replayed and EC2 answered).
+// socketListener removes its socket file when closed, as a listener bound in place would.
+type socketListener struct {
+	*net.UnixListener
+	path string
+}
+
+func (l *socketListener) Close() error {
+	err := l.UnixListener.Close()
+	if rerr := os.Remove(l.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
+		err = fmt.Errorf("removing socket %s: %w", l.path, rerr)
+	}
+	return err
+}
+
+// OpsHandler serves /metrics, /healthz (the controller can work: its journal takes writes) and /readyz
+// (journal replayed and EC2 answered).
 func OpsHandler(c Controller, gatherer prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := c.Healthy(); err != nil {
+			http.Error(w, "unhealthy: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if ok, why := c.Ready(); !ok {
 			http.Error(w, "not ready: "+why, http.StatusServiceUnavailable)
@@ -147,9 +180,11 @@ func OpsHandler(c Controller, gatherer prometheus.Gatherer) http.Handler {
 	return mux
 }
 
-// Serve serves h on l until ctx ends, then shuts down gracefully.
+// Serve serves h on l until ctx ends, then shuts down gracefully. A client has 10 s to send a request's
+// headers, and a keep-alive connection idle for 2 minutes is closed: neither a slow nor an idle client holds
+// a connection (and its goroutine) for ever.
 func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	select {

@@ -38,6 +38,9 @@ type Attachment struct {
 // attachment returns the same assignment.
 type AssignRequest struct {
 	Attachment
+	// Network is the name of the CNI network (the conflist's name) the attachment belongs to; GC of one
+	// network touches only its own assignments.
+	Network     string      `json:"network,omitempty"`
 	Netns       string      `json:"netns"`
 	Pod         PodIdentity `json:"pod"`
 	HostVeth    string      `json:"hostVeth"`
@@ -46,6 +49,8 @@ type AssignRequest struct {
 
 // Assignment is an IP given to a container interface, as the agent persisted it before answering.
 type Assignment struct {
+	// Network is the CNI network of the attachment (AssignRequest.Network).
+	Network string `json:"network,omitempty"`
 	Attachment
 	Netns       string      `json:"netns"`
 	Pod         PodIdentity `json:"pod"`
@@ -70,6 +75,9 @@ type Assignment struct {
 // ReleaseRequest gives an attachment's IP back. Releasing an unknown attachment succeeds with Released false.
 type ReleaseRequest struct {
 	Attachment
+	// Unused says that the caller's ADD failed before the pod could use the IP (the runtime starts no
+	// container before ADD succeeds): the IP goes back to the pool without cooldown.
+	Unused bool `json:"unused,omitempty"`
 }
 
 // ReleaseResponse says whether the agent held an assignment for the attachment, and which.
@@ -91,9 +99,12 @@ type CheckRequest struct {
 	Attachment
 }
 
-// GCRequest lists the attachments the runtime still knows; the agent releases every other assignment.
+// GCRequest lists the attachments the runtime still knows of one network; the agent releases every other
+// assignment of that network and leaves the other networks' alone. Assignments made without a network name
+// belong to the network "".
 type GCRequest struct {
-	Valid []Attachment `json:"valid"`
+	Network string       `json:"network,omitempty"`
+	Valid   []Attachment `json:"valid"`
 }
 
 // GCResponse lists what GC released.

@@ -97,6 +97,14 @@ func (c *Client) limiter(action string) *limiter {
 	return l
 }
 
+// timeout is the wall-clock deadline of one attempt of action. Config.Timeouts is in the clock's time, but a
+// request's latency is the machine's: on a scaled clock the deadline is never under a wall second (nor under
+// the configured value when that is smaller), so a loaded test machine does not time out calls that answer.
+func (c *Client) timeout(action string) time.Duration {
+	d := c.cfg.timeoutFor(action)
+	return max(time.Duration(float64(d)/c.clk.Factor()), min(d, time.Second))
+}
+
 // call runs one EC2 call under the action's limiter, retrying throttles.
 // bucket names the limiter (usually the action; see bucketKey), action the metrics.
 func call[T any](ctx context.Context, c *Client, action, bucket string, fn func(context.Context) (T, error)) (T, error) {
@@ -115,7 +123,9 @@ func call[T any](ctx context.Context, c *Client, action, bucket string, fn func(
 		c.metrics.wait.WithLabelValues(action, prio.String()).Observe(c.clk.Since(waitStart).Seconds())
 
 		start := c.clk.Now()
-		out, err := fn(ctx)
+		actx, cancel := context.WithTimeout(ctx, c.timeout(action))
+		out, err := fn(actx)
+		cancel()
 		c.metrics.observe(action, err, c.clk.Since(start))
 		switch {
 		case err == nil:

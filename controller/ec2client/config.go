@@ -63,6 +63,22 @@ func DefaultBuckets() map[string]Bucket {
 	return out
 }
 
+// DefaultTimeouts returns the per-attempt deadline of every action: 20 s for the calls EC2 takes longest to
+// answer (CreateNetworkInterface, AttachNetworkInterface), 10 s for every other. EC2 answers these actions in
+// well under a second normally; the deadlines leave room for the SDK's own retries.
+func DefaultTimeouts() map[string]time.Duration {
+	out := make(map[string]time.Duration, len(accountBuckets))
+	for action := range accountBuckets {
+		out[action] = defaultTimeout
+	}
+	out["CreateNetworkInterface"] = 20 * time.Second
+	out["AttachNetworkInterface"] = 20 * time.Second
+	return out
+}
+
+// defaultTimeout bounds an action missing from both the configuration and the defaults.
+const defaultTimeout = 10 * time.Second
+
 // fallbackBucket is used for an action missing from both the configuration and the defaults (a method added
 // to EC2API later): the smallest default, so that a forgotten entry errs on the side of the account's budget.
 var fallbackBucket = Bucket{RatePerSec: minDefaultRate, Burst: 5}
@@ -106,6 +122,12 @@ type Config struct {
 	RecoveryQuiet    time.Duration
 	RecoveryDoubling time.Duration
 
+	// Timeouts bound one attempt of a call per action (the SDK's own retries of transport errors and 5xx
+	// included), in the clock's time; actions it does not name keep DefaultTimeouts. A black-holed request
+	// then fails with context.DeadlineExceeded instead of holding its caller for as long as the connection
+	// stays open (the SDK's HTTP client has no overall timeout).
+	Timeouts map[string]time.Duration
+
 	// Clock is the time source of every wait (default clock.Real).
 	Clock clock.Clock
 	// Rand returns a uniform float64 in [0, 1) for the jitter (default math/rand/v2).
@@ -141,6 +163,17 @@ func (c Config) withDefaults() Config {
 		c.Clock = clock.Real{}
 	}
 	return c
+}
+
+// timeoutFor resolves the per-attempt deadline of one action: configuration first, then the defaults.
+func (c Config) timeoutFor(action string) time.Duration {
+	if d, ok := c.Timeouts[action]; ok && d > 0 {
+		return d
+	}
+	if d, ok := DefaultTimeouts()[action]; ok {
+		return d
+	}
+	return defaultTimeout
 }
 
 // bucketFor resolves the bucket of one action: configuration first, then the defaults.

@@ -20,11 +20,16 @@ import (
 func (m *Manager) Plan(ctx context.Context, wantIPs int) (string, error) {
 	opID := NewOpID()
 	now := m.clock.Now()
+	rec := journal.ENI{
+		OpID: opID, ClientToken: ClientToken(opID), State: journal.Planned, WantIPs: wantIPs,
+		SubnetID: m.cfg.SubnetID, SubnetCIDR: m.cfg.SubnetCIDR, DeviceIndex: -1, CreatedAt: now, Since: now,
+		SecurityGroups: slices.Clone(m.cfg.SecurityGroups),
+	}
+	for _, t := range m.tags(rec) {
+		rec.Tags = append(rec.Tags, journal.Tag{Key: aws.ToString(t.Key), Value: aws.ToString(t.Value)})
+	}
 	err := m.books.Update(ctx, func(st *journal.State) error {
-		st.ENIs = append(st.ENIs, journal.ENI{
-			OpID: opID, ClientToken: ClientToken(opID), State: journal.Planned, WantIPs: wantIPs,
-			SubnetID: m.cfg.SubnetID, SubnetCIDR: m.cfg.SubnetCIDR, DeviceIndex: -1, CreatedAt: now, Since: now,
-		})
+		st.ENIs = append(st.ENIs, rec)
 		return nil
 	})
 	if err != nil {
@@ -70,19 +75,36 @@ func (m *Manager) tags(rec journal.ENI) []types.Tag {
 	return t
 }
 
-func (m *Manager) create(ctx context.Context, rec journal.ENI) error {
+// createRequest is the operation's CreateNetworkInterface: its parameters come from the record, as planned,
+// so that every replay of its ClientToken is the same request. Records of older builds carry no groups and
+// tags: theirs come from the settings.
+func (m *Manager) createRequest(rec journal.ENI) *ec2.CreateNetworkInterfaceInput {
+	groups, tags := rec.SecurityGroups, m.tags(rec)
+	if len(rec.Tags) > 0 {
+		tags = tags[:0]
+		for _, t := range rec.Tags {
+			tags = append(tags, types.Tag{Key: aws.String(t.Key), Value: aws.String(t.Value)})
+		}
+	} else {
+		groups = m.cfg.SecurityGroups
+	}
 	in := &ec2.CreateNetworkInterfaceInput{
 		SubnetId:    aws.String(rec.SubnetID),
 		ClientToken: aws.String(rec.ClientToken),
 		Description: aws.String("eniwire " + m.cfg.InstanceID),
-		Groups:      m.cfg.SecurityGroups,
+		Groups:      groups,
 		TagSpecifications: []types.TagSpecification{{
-			ResourceType: types.ResourceTypeNetworkInterface, Tags: m.tags(rec),
+			ResourceType: types.ResourceTypeNetworkInterface, Tags: tags,
 		}},
 	}
 	if rec.WantIPs > 0 {
 		in.SecondaryPrivateIpAddressCount = aws.Int32(int32(rec.WantIPs))
 	}
+	return in
+}
+
+func (m *Manager) create(ctx context.Context, rec journal.ENI) error {
+	in := m.createRequest(rec)
 	out, err := m.ec2.CreateNetworkInterface(ctx, in)
 	if err != nil {
 		err = classify("creating ENI for op "+rec.OpID, err)
@@ -122,6 +144,7 @@ func (m *Manager) create(ctx context.Context, rec journal.ENI) error {
 	if err != nil {
 		return fmt.Errorf("journaling created ENI %s: %w", aws.ToString(ni.NetworkInterfaceId), err)
 	}
+	m.noteOwnIPs(secondaryIPs(ni), nil)
 	if reserved {
 		m.mu.Lock()
 		m.fresh[rec.OpID] = true
@@ -223,6 +246,7 @@ func (m *Manager) attach(ctx context.Context, rec journal.ENI) error {
 	// The index is chosen and reserved (AttachTried with its DeviceIndex) in one change of the books, so
 	// concurrent attaches of one warm-up never pick the same one.
 	idx := -1
+	var inUse error
 	err := m.books.Update(ctx, func(st *journal.State) error {
 		e := st.ENIByOp(rec.OpID)
 		if e == nil {
@@ -230,7 +254,12 @@ func (m *Manager) attach(ctx context.Context, rec journal.ENI) error {
 		}
 		idx = m.freeDeviceIndex(st, rec.ID)
 		if idx < 0 {
-			// No room: this ENI was never attached, so deleting it is safe and the pool will ask again later.
+			// No room. An ENI that pods use (detached behind our back, its slot taken by foreign ENIs) is never
+			// deleted: EC2 would hand its addresses to others while the pods hold them. It waits for a slot.
+			if inUse = heldBy(st, e.ID, m.clock.Now()); inUse != nil {
+				return nil
+			}
+			// Nobody uses it, so deleting it is safe and the pool will ask again later.
 			e.State, e.ReleaseStep, e.Since = journal.Releasing, journal.StepDelete, m.clock.Now()
 			return nil
 		}
@@ -239,6 +268,9 @@ func (m *Manager) attach(ctx context.Context, rec journal.ENI) error {
 	})
 	if err != nil {
 		return fmt.Errorf("journaling attach of ENI %s: %w", rec.ID, err)
+	}
+	if inUse != nil {
+		return fmt.Errorf("attaching ENI %s: no free device index, and it is not deleted: %w", rec.ID, inUse)
 	}
 	if idx < 0 {
 		m.log.Warn("no free ENI slot; deleting unattached ENI", "op", rec.OpID, "eni", rec.ID)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/aws/smithy-go"
+
+	"github.com/eniwire/eniwire/controller/ec2client"
 )
 
 // Kinds of failure the pool manager branches on. Every error the Manager returns wraps one of them or is a
@@ -47,6 +49,21 @@ func ErrorCode(err error) string {
 		return ae.ErrorCode()
 	}
 	return ""
+}
+
+// mayHaveApplied reports whether a failed call may nevertheless have been applied: no answer came (timeout,
+// dropped connection) or EC2 answered with a server error (5xx), after which the change may or may not have
+// happened. A throttle is a definite refusal, as is every client error.
+func mayHaveApplied(err error) bool {
+	if ec2client.IsThrottle(err) {
+		return false
+	}
+	switch ErrorCode(err) {
+	case "", "InternalError", "InternalFailure", "ServiceUnavailable", "Unavailable":
+		return true
+	}
+	var hs interface{ HTTPStatusCode() int }
+	return errors.As(err, &hs) && hs.HTTPStatusCode() >= 500
 }
 
 // classify wraps err (from an EC2 call doing what) in its kind.

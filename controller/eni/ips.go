@@ -19,14 +19,17 @@ func (m *Manager) AssignIPs(ctx context.Context, eniID string, n int) error {
 	if err := m.books.Update(ctx, func(st *journal.State) error { st.IPOps = append(st.IPOps, op); return nil }); err != nil {
 		return fmt.Errorf("journaling IP assignment on ENI %s: %w", eniID, err)
 	}
+	// One attempt: a count of IPs is not idempotent, so a call that may have been applied is never sent again
+	// blindly (the SDK would retry 5xx and transport errors); ResumeIPOps reads the ENI from EC2 instead.
 	out, err := m.ec2.AssignPrivateIpAddresses(ctx, &ec2.AssignPrivateIpAddressesInput{
 		NetworkInterfaceId: aws.String(eniID), SecondaryPrivateIpAddressCount: aws.Int32(int32(n)),
-	})
+	}, func(o *ec2.Options) { o.RetryMaxAttempts = 1 })
 	if err != nil {
-		err = classify(fmt.Sprintf("assigning %d IPs to ENI %s", n, eniID), err)
-		if ErrorCode(err) == "" || errors.Is(err, context.Canceled) {
-			return err // the answer may be lost, not the request: ResumeIPOps finds out
+		if mayHaveApplied(err) || errors.Is(err, context.Canceled) {
+			// Unknown, not refused: the op stays journaled, and ResumeIPOps reads EC2 before the ENI gets more.
+			return classify(fmt.Sprintf("assigning %d IPs to ENI %s (outcome unknown)", n, eniID), err)
 		}
+		err = classify(fmt.Sprintf("assigning %d IPs to ENI %s", n, eniID), err)
 		if errors.Is(err, ErrBooksWrong) {
 			m.RequestReconcile()
 		}
@@ -51,6 +54,7 @@ func (m *Manager) AssignIPs(ctx context.Context, eniID string, n int) error {
 	if err != nil {
 		return fmt.Errorf("journaling IPs of ENI %s: %w", eniID, err)
 	}
+	m.noteOwnIPs(ips, nil)
 	m.log.Info("IPs assigned to ENI", "eni", eniID, "count", len(ips))
 	return nil
 }
@@ -122,6 +126,7 @@ func (m *Manager) unassign(ctx context.Context, op journal.IPOp) error {
 	if err != nil {
 		return fmt.Errorf("journaling released IPs of ENI %s: %w", op.ENI, err)
 	}
+	m.noteOwnIPs(nil, op.IPs)
 	m.log.Info("IPs released from ENI", "eni", op.ENI, "count", len(op.IPs))
 	return nil
 }
@@ -151,7 +156,7 @@ func (m *Manager) ResumeIPOps(ctx context.Context) error {
 			}
 			err = m.books.Update(ctx, func(st *journal.State) error {
 				if e := st.ENIByID(op.ENI); e != nil && ni != nil {
-					fillIPs(e, secondaryIPs(ni), st)
+					m.fillIPs(e, secondaryIPs(ni), st)
 				}
 				st.IPOps = slices.DeleteFunc(st.IPOps, func(o journal.IPOp) bool { return o.OpID == op.OpID })
 				return nil
@@ -160,21 +165,4 @@ func (m *Manager) ResumeIPOps(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// fillIPs adds EC2's addresses that the books miss, leaving out the ones an unassign is taking away.
-func fillIPs(e *journal.ENI, ec2IPs []string, st *journal.State) {
-	leaving := map[string]bool{}
-	for _, op := range st.IPOps {
-		if op.Kind == journal.UnassignIPs && op.ENI == e.ID {
-			for _, ip := range op.IPs {
-				leaving[ip] = true
-			}
-		}
-	}
-	for _, ip := range ec2IPs {
-		if !slices.Contains(e.IPs, ip) && !leaving[ip] {
-			e.IPs = append(e.IPs, ip)
-		}
-	}
 }

@@ -75,10 +75,19 @@ type Manager struct {
 	// that follows the refusal (capAtReconcile) to the number of ENIs EC2 then shows attached.
 	limitCap       int
 	capAtReconcile bool
+	// capSince is when limitCap was set; capWait is how long it holds before the node tries the type's limit
+	// again (doubling each time EC2 proves the lower limit again).
+	capSince time.Time
+	capWait  time.Duration
 	// fresh are ops whose Created record reserved a device index in this process and whose attach has not
 	// been called yet: their first attach needs no Describe. Lost on a crash, which is the point.
 	fresh   map[string]bool
 	foreign map[string]bool
+	// addedAt and unassignedAt are when our own calls added or removed an IP, for as long as a Describe may
+	// lag behind them (VisibilityGrace); lostReported are pods' IPs EC2 stopped listing, reported once.
+	addedAt      map[string]time.Time
+	unassignedAt map[string]time.Time
+	lostReported map[string]bool
 }
 
 // NewManager returns a Manager. imds may be nil.
@@ -93,7 +102,8 @@ func NewManager(cfg Config, api ec2client.EC2API, imds IMDS, books Books, clk cl
 		cfg.WaitTimeout = 2 * time.Minute
 	}
 	return &Manager{cfg: cfg, ec2: api, imds: imds, books: books, clock: clk, log: log,
-		occupied: map[int]string{}, foreign: map[string]bool{}, fresh: map[string]bool{}}
+		occupied: map[int]string{}, foreign: map[string]bool{}, fresh: map[string]bool{},
+		addedAt: map[string]time.Time{}, unassignedAt: map[string]time.Time{}, lostReported: map[string]bool{}}
 }
 
 // NeedsReconcile reports whether a surprising answer asked for a reconcile that has not run yet.
@@ -120,6 +130,44 @@ func (m *Manager) MaxENIs() int {
 	return m.cfg.MaxENIs
 }
 
+// Bounds of how long a learned ENI limit holds before the node tries the instance type's again.
+const (
+	minCapWait = 10 * time.Minute
+	maxCapWait = 6 * time.Hour
+)
+
+// learnLimitLocked updates the ENI limit from a reconcile that saw attached ENIs attached to the instance
+// (m.mu held). After an AttachmentLimitExceeded below the type's limit, the limit is what EC2 shows attached.
+// It is raised back to the type's as soon as EC2 shows room (fewer attached than the learned limit: what
+// filled the slots went), or when it has held for capWait: EC2 refuses again if it still holds, and the
+// next wait is twice as long.
+func (m *Manager) learnLimitLocked(attached int, now time.Time) {
+	if m.capAtReconcile {
+		m.capAtReconcile = false
+		if n := max(attached, 1); n < m.cfg.MaxENIs {
+			m.limitCap, m.capSince = n, now
+			m.capWait = min(max(m.capWait*2, minCapWait), maxCapWait)
+			m.log.Warn("EC2 refused an attach below the instance's ENI limit; lowering it", "limit", n,
+				"typeLimit", m.cfg.MaxENIs, "retryIn", m.capWait)
+		}
+		return
+	}
+	if m.limitCap == 0 {
+		return
+	}
+	switch {
+	case attached < m.limitCap:
+		m.log.Info("EC2 shows room below the learned ENI limit; raising it back to the instance type's",
+			"attached", attached, "was", m.limitCap, "limit", m.cfg.MaxENIs)
+	case now.Sub(m.capSince) >= m.capWait:
+		m.log.Info("trying the instance type's ENI limit again", "was", m.limitCap, "limit", m.cfg.MaxENIs,
+			"heldFor", now.Sub(m.capSince))
+	default:
+		return
+	}
+	m.limitCap = 0
+}
+
 // NewOpID returns a random operation id; the ClientToken is derived from it.
 func NewOpID() string {
 	var b [12]byte
@@ -136,8 +184,7 @@ func (m *Manager) Record(opID string) (journal.ENI, bool) {
 	ok := false
 	m.books.View(func(st *journal.State) {
 		if e := st.ENIByOp(opID); e != nil {
-			out = *e
-			out.IPs = append([]string(nil), e.IPs...)
+			out = e.Clone()
 			ok = true
 		}
 	})

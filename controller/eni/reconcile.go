@@ -30,6 +30,10 @@ type Report struct {
 	Vanished []string
 	// IMDSMissing are usable ENIs IMDS does not show yet (lag; informational only).
 	IMDSMissing []string
+	// GoneIPs are free IPs EC2 confirmed no longer on their ENI (unassigned outside eniwire): they left the
+	// books. LostPodIPs are IPs pods hold that EC2 no longer lists: they stay with their pods, reported.
+	GoneIPs    []string
+	LostPodIPs []string
 }
 
 func tagValue(ni *types.NetworkInterface, key string) string {
@@ -56,6 +60,8 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 	}
 	rep.Attached = len(attached)
 	now := m.clock.Now()
+	m.forgetOldOwnIPs(now)
+	suspects := map[string][]string{}
 	seen := map[string]*types.NetworkInterface{}
 	occupied := map[int]string{}
 	var gc []string
@@ -67,7 +73,7 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 			if ni.Attachment != nil {
 				occupied[int(aws.ToInt32(ni.Attachment.DeviceIndex))] = id
 			}
-			m.reconcileAttached(st, ni, now, &rep)
+			m.reconcileAttached(st, ni, now, &rep, suspects)
 		}
 		for i := range mine {
 			ni := &mine[i]
@@ -105,13 +111,7 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 	m.mu.Lock()
 	m.occupied = occupied
 	m.needReconcile = false
-	if m.capAtReconcile {
-		m.capAtReconcile = false
-		if n := max(len(occupied), 1); n < m.cfg.MaxENIs {
-			m.limitCap = n
-			m.log.Warn("EC2 refused an attach below the instance's ENI limit; lowering it", "limit", n, "typeLimit", m.cfg.MaxENIs)
-		}
-	}
+	m.learnLimitLocked(len(occupied), now)
 	for _, id := range rep.Foreign {
 		if !m.foreign[id] {
 			m.foreign[id] = true
@@ -125,6 +125,7 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 
 	var errs []error
 	errs = append(errs, m.confirmMissing(ctx, seen, now, &rep))
+	errs = append(errs, m.confirmGoneIPs(ctx, suspects, &rep))
 	for _, id := range gc {
 		_, err := m.ec2.DeleteNetworkInterface(ctx, &ec2.DeleteNetworkInterfaceInput{NetworkInterfaceId: aws.String(id)})
 		if err != nil && ErrorCode(err) != codeENINotFound {
@@ -139,8 +140,9 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 	return rep, errors.Join(errs...)
 }
 
-// reconcileAttached folds one ENI EC2 shows attached to us into the books.
-func (m *Manager) reconcileAttached(st *journal.State, ni *types.NetworkInterface, now time.Time, rep *Report) {
+// reconcileAttached folds one ENI EC2 shows attached to us into the books, and notes in suspects the books'
+// IPs of it that EC2 did not list.
+func (m *Manager) reconcileAttached(st *journal.State, ni *types.NetworkInterface, now time.Time, rep *Report, suspects map[string][]string) {
 	id := aws.ToString(ni.NetworkInterfaceId)
 	primary := ni.Attachment != nil && aws.ToInt32(ni.Attachment.DeviceIndex) == 0
 	rec := st.ENIByID(id)
@@ -169,7 +171,10 @@ func (m *Manager) reconcileAttached(st *journal.State, ni *types.NetworkInterfac
 	ips := slices.Clone(rec.IPs)
 	fillFromEC2(rec, ni)
 	rec.IPs = ips
-	fillIPs(rec, secondaryIPs(ni), st)
+	m.fillIPs(rec, secondaryIPs(ni), st)
+	if gone := m.unlisted(rec, secondaryIPs(ni), st); len(gone) > 0 {
+		suspects[id] = gone
+	}
 	if rec.SubnetCIDR == "" {
 		rec.SubnetCIDR = m.cfg.SubnetCIDR
 	}

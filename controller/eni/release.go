@@ -29,15 +29,8 @@ func (m *Manager) StartRelease(ctx context.Context, eniID string) (string, error
 		if e.Primary {
 			return fmt.Errorf("releasing ENI %s: %w: primary", eniID, ErrBusy)
 		}
-		for _, a := range st.Assignments {
-			if a.ENI == eniID {
-				return fmt.Errorf("releasing ENI %s: %w: IP %s assigned", eniID, ErrBusy, a.IP)
-			}
-		}
-		for _, c := range st.Cooldowns {
-			if c.ENI == eniID && now.Before(c.Until) {
-				return fmt.Errorf("releasing ENI %s: %w: IP %s cooling down", eniID, ErrBusy, c.IP)
-			}
+		if err := heldBy(st, eniID, now); err != nil {
+			return fmt.Errorf("releasing ENI %s: %w", eniID, err)
 		}
 		for _, op := range st.IPOps {
 			if op.ENI == eniID {
@@ -57,6 +50,22 @@ func (m *Manager) StartRelease(ctx context.Context, eniID string) (string, error
 	}
 	m.log.Info("ENI release started", "op", opID, "eni", eniID)
 	return opID, nil
+}
+
+// heldBy returns an ErrBusy saying why the ENI's addresses must stay: a pod holds one, or one is cooling
+// down; nil when neither.
+func heldBy(st *journal.State, eniID string, now time.Time) error {
+	for _, a := range st.Assignments {
+		if a.ENI == eniID {
+			return fmt.Errorf("%w: IP %s assigned to %s", ErrBusy, a.IP, a.ContainerID)
+		}
+	}
+	for _, c := range st.Cooldowns {
+		if c.ENI == eniID && now.Before(c.Until) {
+			return fmt.Errorf("%w: IP %s cooling down", ErrBusy, c.IP)
+		}
+	}
+	return nil
 }
 
 func (m *Manager) setStep(ctx context.Context, opID string, step journal.ReleaseStep) error {

@@ -42,8 +42,7 @@ func newBooks(st *State) *books {
 	b := &books{instanceID: st.InstanceID, enis: make(map[string]ENI, len(st.ENIs)), ipOps: make(map[string]IPOp, len(st.IPOps)),
 		assignments: make(map[attKey]Assignment, len(st.Assignments)), cooldowns: make(map[string]Cooldown, len(st.Cooldowns))}
 	for _, e := range st.ENIs {
-		e.IPs = slices.Clone(e.IPs)
-		b.enis[e.OpID] = e
+		b.enis[e.OpID] = e.Clone()
 	}
 	for _, op := range st.IPOps {
 		op.IPs = slices.Clone(op.IPs)
@@ -74,7 +73,7 @@ func (b *books) diff(st *State) *record {
 		b.instanceID = st.InstanceID
 	}
 	r.ENIs, r.DropENIs = diffKind(st.ENIs, b.enis, func(e ENI) string { return e.OpID }, eqDeep[ENI],
-		func(e ENI) ENI { e.IPs = slices.Clone(e.IPs); return e })
+		ENI.Clone)
 	r.IPOps, r.DropIPOps = diffKind(st.IPOps, b.ipOps, func(o IPOp) string { return o.OpID }, eqDeep[IPOp],
 		func(o IPOp) IPOp { o.IPs = slices.Clone(o.IPs); return o })
 	r.Assignments, r.DropAssignments = diffKind(st.Assignments, b.assignments,

@@ -50,10 +50,15 @@ type ENI struct {
 	// IPs are the secondary private IPs the books hold for pods.
 	IPs []string `json:"ips,omitempty"`
 	// WantIPs is how many secondary IPs the create asks for; part of the idempotent request.
-	WantIPs             int    `json:"wantIPs,omitempty"`
-	AttachmentID        string `json:"attachmentID,omitempty"`
-	DeviceIndex         int    `json:"deviceIndex"`
-	DeleteOnTermination bool   `json:"deleteOnTermination,omitempty"`
+	WantIPs int `json:"wantIPs,omitempty"`
+	// SecurityGroups and Tags are the create's, as planned: a replay of its ClientToken sends them again,
+	// whatever the agent's settings became since (EC2 answers a token reused with other parameters with
+	// IdempotentParameterMismatch). Empty in records of older builds, whose create uses the settings.
+	SecurityGroups      []string `json:"securityGroups,omitempty"`
+	Tags                []Tag    `json:"tags,omitempty"`
+	AttachmentID        string   `json:"attachmentID,omitempty"`
+	DeviceIndex         int      `json:"deviceIndex"`
+	DeleteOnTermination bool     `json:"deleteOnTermination,omitempty"`
 	// AttachTried is set before AttachNetworkInterface is called: a resumed attach reads EC2 first.
 	AttachTried bool        `json:"attachTried,omitempty"`
 	ReleaseStep ReleaseStep `json:"releaseStep,omitempty"`
@@ -61,6 +66,20 @@ type ENI struct {
 	Since       time.Time   `json:"since"`
 	Attempts    int         `json:"attempts,omitempty"`
 	LastError   string      `json:"lastError,omitempty"`
+}
+
+// Tag is one tag of a planned ENI.
+type Tag struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+// Clone returns a copy of e that shares no slice with it.
+func (e ENI) Clone() ENI {
+	e.IPs = slices.Clone(e.IPs)
+	e.SecurityGroups = slices.Clone(e.SecurityGroups)
+	e.Tags = slices.Clone(e.Tags)
+	return e
 }
 
 // Usable reports whether the ENI's IPs may be handed to pods: attached, whether or not DeleteOnTermination
@@ -89,6 +108,7 @@ type IPOp struct {
 type Assignment struct {
 	ContainerID  string    `json:"containerID"`
 	IfName       string    `json:"ifName"`
+	Network      string    `json:"network,omitempty"`
 	Netns        string    `json:"netns,omitempty"`
 	PodNamespace string    `json:"podNamespace,omitempty"`
 	PodName      string    `json:"podName,omitempty"`
@@ -161,8 +181,7 @@ func (s *State) Clone() *State {
 	c := *s
 	c.ENIs = make([]ENI, len(s.ENIs))
 	for i, e := range s.ENIs {
-		e.IPs = slices.Clone(e.IPs)
-		c.ENIs[i] = e
+		c.ENIs[i] = e.Clone()
 	}
 	c.IPOps = make([]IPOp, len(s.IPOps))
 	for i, op := range s.IPOps {

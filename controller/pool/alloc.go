@@ -75,11 +75,13 @@ func (v *View) usableENIs() []*journal.ENI {
 	return out
 }
 
-// Pick returns a free IP and its ENI, or ok false when none is free.
-func (v *View) Pick() (ip string, eni *journal.ENI, ok bool) {
+// Pick returns a free IP that avail allows and its ENI, or ok false when there is none. avail says whether
+// the node can serve an IP of the ENI now (its datapath is up, EC2 has not stopped listing the IP); nil
+// allows every free IP.
+func (v *View) Pick(avail func(eniID, ip string) bool) (ip string, eni *journal.ENI, ok bool) {
 	for _, e := range v.usableENIs() {
 		for _, ip := range e.IPs {
-			if v.State(ip) == IPFree {
+			if v.State(ip) == IPFree && (avail == nil || avail(e.ID, ip)) {
 				return ip, e, true
 			}
 		}

@@ -32,6 +32,9 @@ type ENICount struct {
 	IPs      int // secondary IPs held
 	Assigned int // given to pods
 	Cooldown int // released, not yet reusable
+	// Closed: no secondary IP may be added to it (EC2 refuses, as IAM does on a primary ENI without the
+	// cluster tag); its room does not count.
+	Closed bool
 }
 
 // Counts summarises a pool.
@@ -141,11 +144,16 @@ func (t Targets) Decide(l Limits, c Counts) Decision {
 		}
 		room := 0
 		for _, e := range c.ENIs {
-			room += perENI - e.IPs
+			if !e.Closed {
+				room += perENI - e.IPs
+			}
 		}
 		if room > 0 {
 			d.AddIPs = min(short, room)
 			return d
+		}
+		if short <= c.PendingENIs*perENI-c.PendingIPs {
+			return d // an ENI on its way has room for the rest: it gets the IPs once usable
 		}
 		if len(c.ENIs)+c.PendingENIs >= t.maxENIs(l) {
 			d.AtLimit = c.PendingENIs == 0

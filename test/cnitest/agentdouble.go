@@ -48,6 +48,7 @@ type AgentDouble struct {
 	badIP    bool
 	mtu      int
 	calls    map[string]int
+	unused   int // Release requests with Unused
 	routes   *hostroute.Routes
 	veths    *hostroute.Reaper
 
@@ -179,6 +180,13 @@ func (d *AgentDouble) Calls(path string) int {
 	return d.calls[path]
 }
 
+// UnusedReleases is how many Release requests said the IP was never used (ReleaseRequest.Unused).
+func (d *AgentDouble) UnusedReleases() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.unused
+}
+
 // Free is how many IPs the double can still hand out.
 func (d *AgentDouble) Free() int {
 	d.mu.Lock()
@@ -202,7 +210,7 @@ func (d *AgentDouble) assign(req api.AssignRequest) (any, error) {
 	ip := d.free[0]
 	d.free = d.free[1:]
 	a := &api.Assignment{
-		Attachment: req.Attachment, Netns: req.Netns, Pod: req.Pod, HostVeth: req.HostVeth,
+		Attachment: req.Attachment, Network: req.Network, Netns: req.Netns, Pod: req.Pod, HostVeth: req.HostVeth,
 		HostIfindex: req.HostIfindex, IP: ip, ENI: "eni-double", ENIMAC: "02:00:00:00:00:01", DeviceIndex: 1,
 		SubnetCIDR: "10.213.0.0/16", Gateway: "10.213.0.1", AssignedAt: time.Now(), MTU: d.mtu,
 	}
@@ -221,6 +229,9 @@ func (d *AgentDouble) assign(req api.AssignRequest) (any, error) {
 }
 
 func (d *AgentDouble) release(req api.ReleaseRequest) (any, error) {
+	if req.Unused {
+		d.unused++
+	}
 	a, ok := d.assigned[req.Attachment]
 	if !ok {
 		return &api.ReleaseResponse{}, nil
@@ -261,7 +272,7 @@ func (d *AgentDouble) check(req api.CheckRequest) (any, error) {
 func (d *AgentDouble) gc(req api.GCRequest) (any, error) {
 	resp := &api.GCResponse{Released: []api.Assignment{}}
 	for att, a := range d.assigned {
-		if !slices.Contains(req.Valid, att) {
+		if a.Network == req.Network && !slices.Contains(req.Valid, att) {
 			d.drop(a)
 			resp.Released = append(resp.Released, *a)
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/plugins/pkg/ns"
 
 	"github.com/eniwire/eniwire/cni/plumbing"
@@ -48,43 +49,13 @@ func BenchmarkAddDelThroughLibcni(b *testing.B) {
 
 func benchAddDel(b *testing.B, node ns.NetNS, socket string) {
 	list := deployConflist(b, socket, "1.0.0", false)
-	cninet := newLibcni(b)
-	pods := make([]ns.NetNS, benchPods)
-	for i := range pods {
-		pods[i] = NewNS(b)
-	}
-	ctx := context.Background()
+	pods := newPods(b)
 	var adds, dels []time.Duration
 	for b.Loop() {
-		adds, dels = adds[:0], dels[:0]
-		for i, pod := range pods {
-			rt := runtimeConf(fmt.Sprintf("bench-%d", i), pod)
-			start := time.Now()
-			if err := inNode(b, node, func() error { _, err := cninet.AddNetworkList(ctx, list, rt); return err }); err != nil {
-				b.Fatalf("ADD %d: %v", i, err)
-			}
-			adds = append(adds, time.Since(start))
-		}
-		for i, pod := range pods {
-			rt := runtimeConf(fmt.Sprintf("bench-%d", i), pod)
-			start := time.Now()
-			if err := inNode(b, node, func() error { return cninet.DelNetworkList(ctx, list, rt) }); err != nil {
-				b.Fatalf("DEL %d: %v", i, err)
-			}
-			dels = append(dels, time.Since(start))
-		}
+		adds, dels = addDelAll(b, node, list, pods)
 	}
-	// The agent removes the host veths in the background after DEL: wait for that (off the clock) so the next
-	// run does not share the kernel with this one's deletions, and report how long the backlog took.
-	drain := time.Now()
-	if left := LinksGone(b, node, plumbing.HostVethPrefix, time.Minute); len(left) != 0 {
-		b.Errorf("%d host veths left a minute after the last DEL", len(left))
-	}
-	b.ReportMetric(ms(time.Since(drain)), "veth-drain-ms")
-	b.ReportMetric(ms(percentile(adds, 50)), "add-p50-ms")
-	b.ReportMetric(ms(percentile(adds, 99)), "add-p99-ms")
-	b.ReportMetric(ms(percentile(dels, 50)), "del-p50-ms")
-	b.ReportMetric(ms(percentile(dels, 99)), "del-p99-ms")
+	drainVeths(b, node)
+	reportAddDel(b, "", adds, dels)
 	b.ReportMetric(float64(peakRSS(b, node, socket)), "plugin-peak-rss-KiB")
 	for _, op := range []struct {
 		name string
@@ -94,6 +65,106 @@ func benchAddDel(b *testing.B, node ns.NetNS, socket string) {
 			b.Logf("%s p99 %v is over the 50 ms target", op.name, p99)
 		}
 	}
+}
+
+// BenchmarkAddDelVersusReferencePtp wires and unwires the same benchPods pods, in the same run, through
+// libcni with Debian's reference plugins (ptp with host-local IPAM, from /usr/lib/cni) and with eniwire
+// against the real agent on test/ec2sim (warm pool, no cooldown), and reports both sets of p50/p99 and the
+// ratio of eniwire's ADD p99 to the reference's, which must be at most 0.5.
+// Run it with: go test -run '^$' -bench AddDelVersusReference -benchtime 1x ./test/cnitest
+func BenchmarkAddDelVersusReferencePtp(b *testing.B) {
+	testenv.RequireRoot(b)
+	for _, p := range []string{"ptp", "host-local"} {
+		if _, err := os.Stat(filepath.Join(debianPluginDir, p)); err != nil {
+			b.Fatalf("the reference plugin %s: %v (apt-get install containernetworking-plugins)", p, err)
+		}
+	}
+	node := NewNode(b, "10.221.255.1")
+	agent := StartAgent(b, node, AgentOptions{
+		Binary: bins.Agent, InstanceType: "m5.4xlarge", SubnetCIDR: "10.221.0.0/20", WarmIPs: benchPods,
+		Env: []string{"IP_COOLDOWN_PERIOD=0s"},
+	})
+	eniwire := deployConflist(b, agent.Socket, "1.0.0", false)
+	reference := referenceConflist(b)
+	pods := newPods(b)
+	var refAdds, refDels, adds, dels []time.Duration
+	for b.Loop() {
+		refAdds, refDels = addDelAll(b, node, reference, pods)
+		adds, dels = addDelAll(b, node, eniwire, pods)
+	}
+	drainVeths(b, node)
+	reportAddDel(b, "ref-", refAdds, refDels)
+	reportAddDel(b, "", adds, dels)
+	b.Logf("ADD p50/p99: eniwire %v/%v, reference %v/%v; DEL p50/p99: eniwire %v/%v, reference %v/%v",
+		percentile(adds, 50), percentile(adds, 99), percentile(refAdds, 50), percentile(refAdds, 99),
+		percentile(dels, 50), percentile(dels, 99), percentile(refDels, 50), percentile(refDels, 99))
+	ratio := float64(percentile(adds, 99)) / float64(percentile(refAdds, 99))
+	b.ReportMetric(ratio, "add-p99-vs-ref")
+	b.ReportMetric(float64(percentile(dels, 99))/float64(percentile(refDels, 99)), "del-p99-vs-ref")
+	if ratio > 0.5 {
+		b.Errorf("eniwire's ADD p99 %v is %.2f x the reference's %v, want at most 0.5 x", percentile(adds, 99), ratio,
+			percentile(refAdds, 99))
+	}
+}
+
+// referenceConflist is Debian's ptp with host-local IPAM on a subnet of its own, its leases in a temp dir.
+func referenceConflist(b *testing.B) *libcni.NetworkConfigList {
+	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"reference-ptp-%d","plugins":[{"type":"ptp","mtu":1500,"ipMasq":false,`+
+		`"ipam":{"type":"host-local","ranges":[[{"subnet":"10.222.0.0/16"}]],"dataDir":%q}}]}`, os.Getpid(), b.TempDir())
+	list, err := libcni.ConfListFromBytes([]byte(conf))
+	if err != nil {
+		b.Fatalf("parsing the reference conflist: %v", err)
+	}
+	return list
+}
+
+func newPods(b *testing.B) []ns.NetNS {
+	pods := make([]ns.NetNS, benchPods)
+	for i := range pods {
+		pods[i] = NewNS(b)
+	}
+	return pods
+}
+
+// addDelAll ADDs every pod through list, then DELs every pod, and returns each call's time.
+func addDelAll(b *testing.B, node ns.NetNS, list *libcni.NetworkConfigList, pods []ns.NetNS) (adds, dels []time.Duration) {
+	cninet := newLibcni(b)
+	ctx := context.Background()
+	for i, pod := range pods {
+		rt := runtimeConf(fmt.Sprintf("bench-%d", i), pod)
+		start := time.Now()
+		if err := inNode(b, node, func() error { _, err := cninet.AddNetworkList(ctx, list, rt); return err }); err != nil {
+			b.Fatalf("ADD %d through %s: %v", i, list.Name, err)
+		}
+		adds = append(adds, time.Since(start))
+	}
+	for i, pod := range pods {
+		rt := runtimeConf(fmt.Sprintf("bench-%d", i), pod)
+		start := time.Now()
+		if err := inNode(b, node, func() error { return cninet.DelNetworkList(ctx, list, rt) }); err != nil {
+			b.Fatalf("DEL %d through %s: %v", i, list.Name, err)
+		}
+		dels = append(dels, time.Since(start))
+	}
+	return adds, dels
+}
+
+// drainVeths waits (off the clock) until the agent has removed the host veths it removes in the background
+// after DEL, so the next run does not share the kernel with this one's deletions, and reports how long.
+func drainVeths(b *testing.B, node ns.NetNS) {
+	drain := time.Now()
+	if left := LinksGone(b, node, plumbing.HostVethPrefix, time.Minute); len(left) != 0 {
+		b.Errorf("%d host veths left a minute after the last DEL", len(left))
+	}
+	b.ReportMetric(ms(time.Since(drain)), "veth-drain-ms")
+}
+
+// reportAddDel reports the p50 and p99 of ADD and DEL, their metric names prefixed.
+func reportAddDel(b *testing.B, prefix string, adds, dels []time.Duration) {
+	b.ReportMetric(ms(percentile(adds, 50)), prefix+"add-p50-ms")
+	b.ReportMetric(ms(percentile(adds, 99)), prefix+"add-p99-ms")
+	b.ReportMetric(ms(percentile(dels, 50)), prefix+"del-p50-ms")
+	b.ReportMetric(ms(percentile(dels, 99)), prefix+"del-p99-ms")
 }
 
 // peakRSS execs one ADD and one DEL directly (libcni hides the process) and returns the larger max RSS in KiB.

@@ -129,6 +129,11 @@ func (s *Sim) serveEC2(w http.ResponseWriter, r *http.Request) {
 		writeError(w, reqID, aerr)
 		return
 	}
+	if fe := s.faults.takeAfterApply(req.Action); fe != nil {
+		s.countError(req.Action, fe.Code)
+		writeError(w, reqID, fe)
+		return
+	}
 	b, err := marshalResponse(req.Action, reqID, out)
 	if err != nil {
 		writeError(w, reqID, apiErr(CodeInternalError, "An internal error has occurred"))

@@ -16,6 +16,7 @@ type Faults struct {
 	probs      map[string]map[string]float64
 	latency    map[string]time.Duration
 	drops      map[string]int
+	afterApply map[string][]string
 	visibility time.Duration
 	imdsLag    time.Duration
 }
@@ -37,6 +38,7 @@ func (f *Faults) Reset() {
 	f.probs = map[string]map[string]float64{}
 	f.latency = map[string]time.Duration{}
 	f.drops = map[string]int{}
+	f.afterApply = map[string][]string{}
 	f.visibility, f.imdsLag = 0, 0
 }
 
@@ -82,6 +84,32 @@ func (f *Faults) DropResponses(action string, n int) {
 	f.drops[action] += n
 }
 
+// FailAfterApply makes the next n calls of action take effect on the server and then answer with code (a
+// server error such as InternalError): the answer says failed, yet the change was made. Queued after any
+// earlier ones.
+func (f *Faults) FailAfterApply(action, code string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for range n {
+		f.afterApply[action] = append(f.afterApply[action], code)
+	}
+}
+
+// takeAfterApply consumes one FailAfterApply of this call.
+func (f *Faults) takeAfterApply(action string) *APIError {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	q := f.afterApply[action]
+	if len(q) == 0 {
+		return nil
+	}
+	f.afterApply[action] = q[1:]
+	if len(f.afterApply[action]) == 0 {
+		delete(f.afterApply, action)
+	}
+	return faultError(q[0])
+}
+
 // SetVisibilityDelay makes a new ENI unknown (InvalidNetworkInterfaceID.NotFound) to Describe, Attach and
 // the other calls naming it for d after its creation: EC2's eventual consistency.
 func (f *Faults) SetVisibilityDelay(d time.Duration) {
@@ -104,6 +132,7 @@ type FaultsState struct {
 	Probability  map[string]map[string]float64 `json:"probability"`
 	LatencyMS    map[string]int64              `json:"latencyMs"`
 	Drops        map[string]int                `json:"drops"`
+	AfterApply   map[string][]string           `json:"afterApply,omitempty"`
 	VisibilityMS int64                         `json:"visibilityMs"`
 	IMDSLagMS    int64                         `json:"imdsLagMs"`
 }
@@ -130,6 +159,12 @@ func (f *Faults) State() FaultsState {
 	}
 	for k, v := range f.drops {
 		st.Drops[k] = v
+	}
+	for k, v := range f.afterApply {
+		if st.AfterApply == nil {
+			st.AfterApply = map[string][]string{}
+		}
+		st.AfterApply[k] = append([]string(nil), v...)
 	}
 	return st
 }

@@ -72,6 +72,23 @@ func (s *Sim) attachmentENI(attID string) string {
 	return s.attachments[attID].ID
 }
 
+func TestAFailureAfterApplyChangesTheStateAndAnswersAServerError(t *testing.T) {
+	w := newWorld(t, nil)
+	ctx := ctxT(t)
+	id := *w.createENI(t, nil).NetworkInterfaceId
+	w.sim.Faults().FailAfterApply("AssignPrivateIpAddresses", CodeInternalError, 1)
+	_, err := w.ec2.AssignPrivateIpAddresses(ctx, &ec2.AssignPrivateIpAddressesInput{NetworkInterfaceId: aws.String(id),
+		SecondaryPrivateIpAddressCount: aws.Int32(2)})
+	wantAPIError(t, err, CodeInternalError, "An internal error has occurred", 500)
+	if st, _ := w.sim.ENI(id); len(st.IPs) != 3 {
+		t.Fatalf("ENI holds %v after a failure after apply, want its primary and the 2 assigned", st.IPs)
+	}
+	if _, err := w.ec2.AssignPrivateIpAddresses(ctx, &ec2.AssignPrivateIpAddressesInput{NetworkInterfaceId: aws.String(id),
+		SecondaryPrivateIpAddressCount: aws.Int32(1)}); err != nil {
+		t.Fatalf("the call after the one failure: %v", err)
+	}
+}
+
 func TestProbabilityLatencyAndVisibilityFaults(t *testing.T) {
 	t.Run("a probability of one always fails with the code and its status", func(t *testing.T) {
 		w := newWorld(t, nil)

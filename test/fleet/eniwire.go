@@ -86,7 +86,9 @@ func (n *eniwireNode) start(ctx context.Context) error {
 	if warm == 0 {
 		warm = n.it.MaxENIs
 	}
-	node, err := controller.New(controller.Config{StateDir: n.dir, Cluster: "fleet", WarmENITarget: warm, StartJitter: startJitter},
+	node, err := controller.New(controller.Config{StateDir: n.dir, Cluster: "fleet", WarmENITarget: warm, StartJitter: startJitter,
+		// The fleet's pods have no network namespaces: none of them vanished.
+		VanishedPodGrace: -1},
 		controller.Deps{EC2: api, Node: n.nodeInfo(), Clock: n.w.clk, Registerer: nopRegisterer{}, Logger: n.set.log,
 			Datapath: dptypes.NoDriver{}})
 	if err != nil {

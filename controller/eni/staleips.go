@@ -1,0 +1,166 @@
+package eni
+
+// The books' secondary IPs against EC2's lists. EC2 is eventually consistent: right after our own assign a
+// Describe may not list the new IPs yet, and right after our own unassign it may still list the old ones. So
+// the reconcile adds what EC2 lists except our recent unassigns, and removes what EC2 no longer lists only
+// when the IP is not one of our recent assigns and a second read, by ENI id, confirms it is gone.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/eniwire/eniwire/controller/journal"
+)
+
+// noteOwnIPs remembers IPs our own calls just added to or removed from an ENI, so that a lagging Describe is
+// not taken for a change made outside.
+func (m *Manager) noteOwnIPs(added, removed []string) {
+	now := m.clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, ip := range added {
+		m.addedAt[ip] = now
+		delete(m.unassignedAt, ip)
+	}
+	for _, ip := range removed {
+		m.unassignedAt[ip] = now
+		delete(m.addedAt, ip)
+	}
+}
+
+// recent reports whether at is within the visibility grace of now; m.mu held.
+func (m *Manager) recentLocked(at time.Time, ok bool, now time.Time) bool {
+	return ok && now.Sub(at) < m.cfg.VisibilityGrace
+}
+
+// forgetOldOwnIPs drops remembered changes older than the visibility grace.
+func (m *Manager) forgetOldOwnIPs(now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for ip, at := range m.addedAt {
+		if !m.recentLocked(at, true, now) {
+			delete(m.addedAt, ip)
+		}
+	}
+	for ip, at := range m.unassignedAt {
+		if !m.recentLocked(at, true, now) {
+			delete(m.unassignedAt, ip)
+		}
+	}
+}
+
+// fillIPs adds EC2's addresses that the books miss, leaving out the ones an unassign is taking away and the
+// ones our own recent unassign took away (a Describe that lags still lists them). It runs inside a books
+// update.
+func (m *Manager) fillIPs(e *journal.ENI, ec2IPs []string, st *journal.State) {
+	leaving := leavingIPs(st, e.ID)
+	now := m.clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, ip := range ec2IPs {
+		at, ok := m.unassignedAt[ip]
+		if !slices.Contains(e.IPs, ip) && !leaving[ip] && !m.recentLocked(at, ok, now) {
+			e.IPs = append(e.IPs, ip)
+		}
+	}
+}
+
+func leavingIPs(st *journal.State, eniID string) map[string]bool {
+	leaving := map[string]bool{}
+	for _, op := range st.IPOps {
+		if op.Kind == journal.UnassignIPs && op.ENI == eniID {
+			for _, ip := range op.IPs {
+				leaving[ip] = true
+			}
+		}
+	}
+	return leaving
+}
+
+// unlisted returns the books' IPs of e that EC2's list does not show, leaving out our own recent assigns (a
+// Describe that lags does not list them yet) and IPs an unassign is taking away. It runs inside a books
+// update.
+func (m *Manager) unlisted(e *journal.ENI, ec2IPs []string, st *journal.State) []string {
+	leaving := leavingIPs(st, e.ID)
+	now := m.clock.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, ip := range e.IPs {
+		at, ok := m.addedAt[ip]
+		if !slices.Contains(ec2IPs, ip) && !leaving[ip] && !m.recentLocked(at, ok, now) {
+			out = append(out, ip)
+		}
+	}
+	return out
+}
+
+// confirmGoneIPs reads each ENI whose IPs the list lacked by its id, and removes from the books the IPs that
+// read confirms gone. An IP a pod holds stays with its pod and is reported: the pod's traffic is broken and
+// only an operator (or the pod's deletion) can end that.
+func (m *Manager) confirmGoneIPs(ctx context.Context, suspects map[string][]string, rep *Report) error {
+	var errs []error
+	for eniID, ips := range suspects {
+		ni, err := m.describeOne(ctx, eniID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if ni == nil {
+			continue // the ENI itself is gone: confirmMissing's business
+		}
+		listed := secondaryIPs(ni)
+		var gone, held []string
+		err = m.books.Update(ctx, func(st *journal.State) error {
+			gone, held = nil, nil
+			e := st.ENIByID(eniID)
+			if e == nil {
+				return nil
+			}
+			for _, ip := range ips {
+				if slices.Contains(listed, ip) || !slices.Contains(e.IPs, ip) {
+					continue
+				}
+				if slices.ContainsFunc(st.Assignments, func(a journal.Assignment) bool { return a.IP == ip }) {
+					held = append(held, ip)
+					continue
+				}
+				gone = append(gone, ip)
+			}
+			e.IPs = slices.DeleteFunc(e.IPs, func(ip string) bool { return slices.Contains(gone, ip) })
+			st.Cooldowns = slices.DeleteFunc(st.Cooldowns, func(c journal.Cooldown) bool { return slices.Contains(gone, c.IP) })
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("journaling IPs gone from ENI %s: %w", eniID, err))
+			continue
+		}
+		if len(gone) > 0 {
+			rep.GoneIPs = append(rep.GoneIPs, gone...)
+			m.log.Warn("IPs unassigned outside eniwire; removed from the pool", "eni", eniID, "ips", gone)
+		}
+		m.reportHeld(eniID, held, rep)
+	}
+	return errors.Join(errs...)
+}
+
+// reportHeld reports, once per IP, pods whose IP EC2 no longer lists on their ENI.
+func (m *Manager) reportHeld(eniID string, held []string, rep *Report) {
+	rep.LostPodIPs = append(rep.LostPodIPs, held...)
+	m.mu.Lock()
+	var fresh []string
+	for _, ip := range held {
+		if !m.lostReported[ip] {
+			m.lostReported[ip] = true
+			fresh = append(fresh, ip)
+		}
+	}
+	m.mu.Unlock()
+	if len(fresh) > 0 {
+		m.log.Error("EC2 no longer lists IPs that pods hold; their traffic is broken, and the pods keep them until deleted",
+			"eni", eniID, "ips", fresh)
+	}
+}
