@@ -28,13 +28,15 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := plumbing.NetnsExists(args.Netns); err != nil {
-		return plumbingError("checking the pod's network namespace", err)
+	podNS, err := plumbing.OpenPod(args.Netns)
+	if err != nil {
+		return plumbingError("opening the pod's network namespace", err)
 	}
+	defer podNS.Close()
 	log := inv.log.With("netns", args.Netns, "pod", pod.Namespace+"/"+pod.Name)
 
 	hostName := hostVethName(pod.PodIdentity, args.ContainerID, args.IfName)
-	veth, err := plumbing.SetupVeth(args.Netns, hostName, args.IfName)
+	veth, err := podNS.SetupVeth(hostName, args.IfName)
 	if err != nil {
 		return plumbingError("creating the veth pair", err)
 	}
@@ -42,7 +44,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 		if err == nil || veth.Reused {
 			return
 		}
-		if _, rmErr := plumbing.RemovePodLink(args.Netns, args.IfName); rmErr != nil {
+		if _, rmErr := podNS.RemoveLink(args.IfName); rmErr != nil {
 			log.Warn("removing veth after failed ADD", "hostVeth", hostName, "err", rmErr)
 		}
 		_, _ = plumbing.RemoveHostVeth(hostName, veth.HostIndex, veth.HostMAC)
@@ -73,11 +75,11 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 		return types.NewError(types.ErrInternal, fmt.Sprintf("eniwire: the agent assigned %q, which is not an IPv4 address", asg.IP), "")
 	}
 	// The agent says the MTU (AWS_VPC_ENI_MTU, capped by the primary ENI's), on both ends alike.
-	if err := plumbing.SetMTU(args.Netns, veth, asg.MTU); err != nil {
+	if err := podNS.SetMTU(veth, asg.MTU); err != nil {
 		return plumbingError("setting the veth's MTU", err)
 	}
 	cfg := plumbing.PodConfig{IfName: args.IfName, IP: ip, HostMAC: veth.HostMAC, MTU: asg.MTU}
-	if err := plumbing.ConfigurePod(args.Netns, cfg); err != nil {
+	if err := podNS.Configure(cfg); err != nil {
 		return plumbingError("configuring the pod's interface", err)
 	}
 	result := buildResult(inv.conf.CNIVersion, args.Netns, veth, ip)

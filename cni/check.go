@@ -29,9 +29,11 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	if prev == nil {
 		return types.NewError(types.ErrInvalidNetworkConfig, "eniwire: CHECK needs the prevResult of ADD in the configuration", "")
 	}
-	if err := plumbing.NetnsExists(args.Netns); err != nil {
-		return plumbingError("checking the pod's network namespace", err)
+	podNS, err := plumbing.OpenPod(args.Netns)
+	if err != nil {
+		return plumbingError("opening the pod's network namespace", err)
 	}
+	defer podNS.Close()
 	rec, err := inv.agent.Check(inv.ctx, api.CheckRequest{Attachment: api.Attachment{ContainerID: args.ContainerID, IfName: args.IfName}})
 	if err != nil {
 		return agentError("reading the agent's record", inv.conf.AgentSocket, err)
@@ -49,7 +51,7 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 		return types.NewError(types.ErrInternal, "eniwire: CHECK: "+err.Error(), "")
 	}
 	cfg := plumbing.PodConfig{IfName: args.IfName, IP: ip, HostMAC: hostMAC, MTU: rec.MTU}
-	if err := plumbing.VerifyPod(args.Netns, cfg); err != nil {
+	if err := podNS.Verify(cfg); err != nil {
 		return plumbingError("CHECK", err)
 	}
 	inv.log.Debug("pod checked", "ip", rec.IP)

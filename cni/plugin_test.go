@@ -194,7 +194,12 @@ func assertPodWired(t *testing.T, h *harness, pod ns.NetNS, hostVeth, ip string,
 		t.Fatalf("host side: %v", err)
 	}
 	cfg := plumbing.PodConfig{IfName: "eth0", IP: net.ParseIP(ip), HostMAC: hostMAC, MTU: mtu}
-	if err := plumbing.VerifyPod(pod.Path(), cfg); err != nil {
+	podNS, err := plumbing.OpenPod(pod.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer podNS.Close()
+	if err := podNS.Verify(cfg); err != nil {
 		t.Fatalf("pod side: %v", err)
 	}
 }

@@ -24,18 +24,18 @@ func retryDump[T any](f func() (T, error)) (T, error) {
 	return out, err
 }
 
-func linkByName(name string) (netlink.Link, error) {
-	return retryDump(func() (netlink.Link, error) { return netlink.LinkByName(name) })
+func linkByName(h *netlink.Handle, name string) (netlink.Link, error) {
+	return retryDump(func() (netlink.Link, error) { return h.LinkByName(name) })
 }
 
-func addrList(link netlink.Link) ([]netlink.Addr, error) {
-	return retryDump(func() ([]netlink.Addr, error) { return netlink.AddrList(link, netlink.FAMILY_V4) })
+func addrList(h *netlink.Handle, link netlink.Link) ([]netlink.Addr, error) {
+	return retryDump(func() ([]netlink.Addr, error) { return h.AddrList(link, netlink.FAMILY_V4) })
 }
 
-func routeList(link netlink.Link) ([]netlink.Route, error) {
-	return retryDump(func() ([]netlink.Route, error) { return netlink.RouteList(link, netlink.FAMILY_V4) })
+func routeList(h *netlink.Handle, link netlink.Link) ([]netlink.Route, error) {
+	return retryDump(func() ([]netlink.Route, error) { return h.RouteList(link, netlink.FAMILY_V4) })
 }
 
-func neighList(index int) ([]netlink.Neigh, error) {
-	return retryDump(func() ([]netlink.Neigh, error) { return netlink.NeighList(index, netlink.FAMILY_V4) })
+func neighList(h *netlink.Handle, index int) ([]netlink.Neigh, error) {
+	return retryDump(func() ([]netlink.Neigh, error) { return h.NeighList(index, netlink.FAMILY_V4) })
 }

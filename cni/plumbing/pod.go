@@ -6,7 +6,6 @@ import (
 	"net"
 	"syscall"
 
-	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 )
 
@@ -14,7 +13,7 @@ import (
 // entry naming the host veth's MAC, so the host needs no address and answers no ARP for it.
 var GatewayIP = net.IPv4(169, 254, 1, 1).To4()
 
-// ErrMismatch is returned (wrapped) by VerifyPod when the pod's namespace differs from what it should hold.
+// ErrMismatch is returned (wrapped) by Pod.Verify when the pod's namespace differs from what it should hold.
 var ErrMismatch = errors.New("pod network does not match the assignment")
 
 // PodConfig is what the pod side of the veth carries.
@@ -25,110 +24,98 @@ type PodConfig struct {
 	MTU     int
 }
 
-// ConfigurePod puts cfg's /32 on the interface, a link route to GatewayIP, a permanent neighbour entry for it
-// and a default route through it. Every step replaces, so running it twice leaves the same state.
-func ConfigurePod(netnsPath string, cfg PodConfig) error {
-	err := ns.WithNetNSPath(netnsPath, func(ns.NetNS) error {
-		link, err := linkByName(cfg.IfName)
-		if err != nil {
-			return fmt.Errorf("looking up %s in the pod: %w", cfg.IfName, err)
-		}
-		idx := link.Attrs().Index
-		addr := &netlink.Addr{IPNet: hostNet(cfg.IP)}
-		if err := netlink.AddrReplace(link, addr); err != nil {
-			return fmt.Errorf("adding address %s to %s: %w", addr.IPNet, cfg.IfName, err)
-		}
-		// A pair reused from a released sandbox (the runtime kept the namespace, the agent had not yet removed
-		// the veth) still carries the old IP, which now belongs to the pool.
-		if err := removeOtherAddrs(link, addr); err != nil {
-			return err
-		}
-		if err := netlink.RouteReplace(gatewayRoute(idx)); err != nil {
-			return fmt.Errorf("adding route to %s: %w", GatewayIP, err)
-		}
-		neigh := &netlink.Neigh{
-			LinkIndex: idx, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
-			IP: GatewayIP, HardwareAddr: cfg.HostMAC,
-		}
-		if err := netlink.NeighSet(neigh); err != nil {
-			return fmt.Errorf("adding neighbour %s -> %s: %w", GatewayIP, cfg.HostMAC, err)
-		}
-		if err := netlink.RouteReplace(defaultRoute(idx)); err != nil {
-			return fmt.Errorf("adding default route via %s: %w", GatewayIP, err)
-		}
-		return nil
-	})
-	if err != nil && isMissingNS(err) {
-		return fmt.Errorf("%w: %s", ErrNetnsMissing, netnsPath)
+// Configure puts cfg's /32 on the pod's interface, a link route to GatewayIP, a permanent neighbour entry for
+// it and a default route through it. Every step replaces, so running it twice leaves the same state.
+func (p *Pod) Configure(cfg PodConfig) error {
+	link, err := linkByName(p.nl, cfg.IfName)
+	if err != nil {
+		return fmt.Errorf("looking up %s in the pod: %w", cfg.IfName, err)
 	}
-	return err
+	idx := link.Attrs().Index
+	addr := &netlink.Addr{IPNet: hostNet(cfg.IP)}
+	if err := p.nl.AddrReplace(link, addr); err != nil {
+		return fmt.Errorf("adding address %s to %s: %w", addr.IPNet, cfg.IfName, err)
+	}
+	// A pair reused from a released sandbox (the runtime kept the namespace, the agent had not yet removed
+	// the veth) still carries the old IP, which now belongs to the pool.
+	if err := p.removeOtherAddrs(link, addr); err != nil {
+		return err
+	}
+	if err := p.nl.RouteReplace(gatewayRoute(idx)); err != nil {
+		return fmt.Errorf("adding route to %s: %w", GatewayIP, err)
+	}
+	neigh := &netlink.Neigh{
+		LinkIndex: idx, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
+		IP: GatewayIP, HardwareAddr: cfg.HostMAC,
+	}
+	if err := p.nl.NeighSet(neigh); err != nil {
+		return fmt.Errorf("adding neighbour %s -> %s: %w", GatewayIP, cfg.HostMAC, err)
+	}
+	if err := p.nl.RouteReplace(defaultRoute(idx)); err != nil {
+		return fmt.Errorf("adding default route via %s: %w", GatewayIP, err)
+	}
+	return nil
 }
 
-// VerifyPod checks that the pod's namespace holds exactly what ConfigurePod puts there. Errors wrap
-// ErrMismatch (or ErrNetnsMissing) and say what differs.
-func VerifyPod(netnsPath string, cfg PodConfig) error {
-	err := ns.WithNetNSPath(netnsPath, func(ns.NetNS) error {
-		link, err := linkByName(cfg.IfName)
-		if err != nil {
-			return fmt.Errorf("%w: interface %s: %w", ErrMismatch, cfg.IfName, err)
-		}
-		idx := link.Attrs().Index
-		if link.Attrs().OperState == netlink.OperDown || link.Attrs().Flags&net.FlagUp == 0 {
-			return fmt.Errorf("%w: interface %s is down", ErrMismatch, cfg.IfName)
-		}
-		if cfg.MTU != 0 && link.Attrs().MTU != cfg.MTU {
-			return fmt.Errorf("%w: %s has MTU %d, want %d", ErrMismatch, cfg.IfName, link.Attrs().MTU, cfg.MTU)
-		}
-		addrs, err := addrList(link)
-		if err != nil {
-			return fmt.Errorf("listing addresses of %s: %w", cfg.IfName, err)
-		}
-		want := hostNet(cfg.IP).String()
-		found := false
-		for _, a := range addrs {
-			if a.IPNet.String() == want {
-				found = true
-			} else {
-				return fmt.Errorf("%w: %s carries %s besides %s", ErrMismatch, cfg.IfName, a.IPNet, want)
-			}
-		}
-		if !found {
-			return fmt.Errorf("%w: %s lacks address %s", ErrMismatch, cfg.IfName, want)
-		}
-		routes, err := routeList(link)
-		if err != nil {
-			return fmt.Errorf("listing routes of %s: %w", cfg.IfName, err)
-		}
-		if !hasRoute(routes, gatewayRoute(idx)) {
-			return fmt.Errorf("%w: no route to %s on %s", ErrMismatch, GatewayIP, cfg.IfName)
-		}
-		if !hasRoute(routes, defaultRoute(idx)) {
-			return fmt.Errorf("%w: no default route via %s on %s", ErrMismatch, GatewayIP, cfg.IfName)
-		}
-		neighs, err := neighList(idx)
-		if err != nil {
-			return fmt.Errorf("listing neighbours of %s: %w", cfg.IfName, err)
-		}
-		for _, n := range neighs {
-			if n.IP.Equal(GatewayIP) {
-				if n.State&netlink.NUD_PERMANENT == 0 || n.HardwareAddr.String() != cfg.HostMAC.String() {
-					return fmt.Errorf("%w: neighbour %s is %s (state %#x), want permanent %s",
-						ErrMismatch, GatewayIP, n.HardwareAddr, n.State, cfg.HostMAC)
-				}
-				return nil
-			}
-		}
-		return fmt.Errorf("%w: no neighbour entry for %s", ErrMismatch, GatewayIP)
-	})
-	if err != nil && isMissingNS(err) {
-		return fmt.Errorf("%w: %s", ErrNetnsMissing, netnsPath)
+// Verify checks that the pod's namespace holds exactly what Configure puts there. Errors wrap ErrMismatch and
+// say what differs.
+func (p *Pod) Verify(cfg PodConfig) error {
+	link, err := linkByName(p.nl, cfg.IfName)
+	if err != nil {
+		return fmt.Errorf("%w: interface %s: %w", ErrMismatch, cfg.IfName, err)
 	}
-	return err
+	idx := link.Attrs().Index
+	if link.Attrs().OperState == netlink.OperDown || link.Attrs().Flags&net.FlagUp == 0 {
+		return fmt.Errorf("%w: interface %s is down", ErrMismatch, cfg.IfName)
+	}
+	if cfg.MTU != 0 && link.Attrs().MTU != cfg.MTU {
+		return fmt.Errorf("%w: %s has MTU %d, want %d", ErrMismatch, cfg.IfName, link.Attrs().MTU, cfg.MTU)
+	}
+	addrs, err := addrList(p.nl, link)
+	if err != nil {
+		return fmt.Errorf("listing addresses of %s: %w", cfg.IfName, err)
+	}
+	want := hostNet(cfg.IP).String()
+	found := false
+	for _, a := range addrs {
+		if a.IPNet.String() == want {
+			found = true
+		} else {
+			return fmt.Errorf("%w: %s carries %s besides %s", ErrMismatch, cfg.IfName, a.IPNet, want)
+		}
+	}
+	if !found {
+		return fmt.Errorf("%w: %s lacks address %s", ErrMismatch, cfg.IfName, want)
+	}
+	routes, err := routeList(p.nl, link)
+	if err != nil {
+		return fmt.Errorf("listing routes of %s: %w", cfg.IfName, err)
+	}
+	if !hasRoute(routes, gatewayRoute(idx)) {
+		return fmt.Errorf("%w: no route to %s on %s", ErrMismatch, GatewayIP, cfg.IfName)
+	}
+	if !hasRoute(routes, defaultRoute(idx)) {
+		return fmt.Errorf("%w: no default route via %s on %s", ErrMismatch, GatewayIP, cfg.IfName)
+	}
+	neighs, err := neighList(p.nl, idx)
+	if err != nil {
+		return fmt.Errorf("listing neighbours of %s: %w", cfg.IfName, err)
+	}
+	for _, n := range neighs {
+		if n.IP.Equal(GatewayIP) {
+			if n.State&netlink.NUD_PERMANENT == 0 || n.HardwareAddr.String() != cfg.HostMAC.String() {
+				return fmt.Errorf("%w: neighbour %s is %s (state %#x), want permanent %s",
+					ErrMismatch, GatewayIP, n.HardwareAddr, n.State, cfg.HostMAC)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: no neighbour entry for %s", ErrMismatch, GatewayIP)
 }
 
 // removeOtherAddrs deletes every IPv4 address of link but keep.
-func removeOtherAddrs(link netlink.Link, keep *netlink.Addr) error {
-	addrs, err := addrList(link)
+func (p *Pod) removeOtherAddrs(link netlink.Link, keep *netlink.Addr) error {
+	addrs, err := addrList(p.nl, link)
 	if err != nil {
 		return fmt.Errorf("listing addresses of %s: %w", link.Attrs().Name, err)
 	}
@@ -136,7 +123,7 @@ func removeOtherAddrs(link netlink.Link, keep *netlink.Addr) error {
 		if a.IPNet.String() == keep.IPNet.String() {
 			continue
 		}
-		if err := netlink.AddrDel(link, &a); err != nil && !errors.Is(err, syscall.EADDRNOTAVAIL) {
+		if err := p.nl.AddrDel(link, &a); err != nil && !errors.Is(err, syscall.EADDRNOTAVAIL) {
 			return fmt.Errorf("removing stale address %s from %s: %w", a.IPNet, link.Attrs().Name, err)
 		}
 	}

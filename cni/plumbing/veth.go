@@ -1,6 +1,6 @@
 // Package plumbing holds the kernel work of the CNI plugin: the veth pair between node and pod, and the
-// pod side's address, routes and neighbour entry. Every function that touches the pod's network namespace
-// enters it with ns.WithNetNSPath on the calling thread and starts no goroutine while inside.
+// pod side's address, routes and neighbour entry. The pod's namespace is changed through a netlink socket
+// opened inside it (Pod), the node's through one socket for the whole process: no thread enters a namespace.
 package plumbing
 
 import (
@@ -45,41 +45,35 @@ type Veth struct {
 	Reused bool
 }
 
-// SetupVeth creates the veth pair hostName <-> ifName with ifName inside the namespace at netnsPath, both up
-// at the kernel's default MTU until SetMTU (the agent says the MTU in the answer that needs the host end's
-// ifindex). A pair that already joins the two ends is reused, so a repeated ADD changes nothing; a stale host
-// veth of the same name (a previous sandbox of the same pod) is replaced.
-// Errors wrap ErrNetnsMissing or ErrIfaceTaken where they apply.
-func SetupVeth(netnsPath, hostName, ifName string) (*Veth, error) {
-	podNS, err := openNS(netnsPath)
-	if err != nil {
-		return nil, err
-	}
-	defer podNS.Close()
-
-	if v, err := existingPair(podNS, hostName, ifName); err != nil || v != nil {
+// SetupVeth creates the veth pair hostName <-> ifName with ifName inside the pod, both up at the kernel's
+// default MTU until SetMTU (the agent says the MTU in the answer that needs the host end's ifindex). A pair that
+// already joins the two ends is reused, so a repeated ADD changes nothing; a stale host veth of the same name (a
+// previous sandbox of the same pod) is replaced. Errors wrap ErrIfaceTaken where it applies.
+func (p *Pod) SetupVeth(hostName, ifName string) (*Veth, error) {
+	if v, err := p.existingPair(hostName, ifName); err != nil || v != nil {
 		return v, err
 	}
-	if old, err := linkByName(hostName); err == nil {
-		// Same pod, earlier sandbox: its veth must give way to the new one.
-		if err := netlink.LinkDel(old); err != nil && !isNotFound(err) {
-			return nil, fmt.Errorf("removing stale host veth %s: %w", hostName, err)
-		}
-	}
-
+	// The host end is created up; a stale host veth of the same name is looked for only when the name is taken.
 	la := netlink.NewLinkAttrs()
-	la.Name = hostName
-	veth := &netlink.Veth{
-		LinkAttrs:     la,
-		PeerName:      ifName,
-		PeerNamespace: netlink.NsFd(int(podNS.Fd())),
+	la.Name, la.Flags = hostName, net.FlagUp
+	veth := &netlink.Veth{LinkAttrs: la, PeerName: ifName, PeerNamespace: netlink.NsFd(int(p.ns.Fd()))}
+	err := p.host.LinkAdd(veth)
+	if errors.Is(err, syscall.EEXIST) {
+		// Same pod, earlier sandbox: its veth must give way to the new one.
+		if old, lerr := linkByName(p.host, hostName); lerr == nil {
+			if derr := p.host.LinkDel(old); derr != nil && !isNotFound(derr) {
+				return nil, fmt.Errorf("removing stale host veth %s: %w", hostName, derr)
+			}
+		}
+		veth.Index = 0
+		err = p.host.LinkAdd(veth)
 	}
-	if err := netlink.LinkAdd(veth); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("creating veth pair %s/%s: %w", hostName, ifName, err)
 	}
-	v, err := bringUp(podNS, hostName, ifName)
+	v, err := p.bringUp(hostName, ifName)
 	if err != nil {
-		_ = netlink.LinkDel(veth)
+		_ = p.host.LinkDel(veth)
 		return nil, err
 	}
 	return v, nil
@@ -87,40 +81,27 @@ func SetupVeth(netnsPath, hostName, ifName string) (*Veth, error) {
 
 // existingPair returns the pair when ifName in the pod is already the peer of hostName, nil when ifName does not
 // exist, and ErrIfaceTaken when ifName exists but belongs to something else.
-func existingPair(podNS ns.NetNS, hostName, ifName string) (*Veth, error) {
-	var pod netlink.Link
-	err := podNS.Do(func(ns.NetNS) error {
-		l, err := linkByName(ifName)
-		if err != nil {
-			if isNotFound(err) {
-				return nil
-			}
-			return fmt.Errorf("looking up %s in the pod: %w", ifName, err)
+func (p *Pod) existingPair(hostName, ifName string) (*Veth, error) {
+	pod, err := linkByName(p.nl, ifName)
+	if err != nil {
+		if isNotFound(err) {
+			return nil, nil
 		}
-		pod = l
-		return nil
-	})
-	if err != nil || pod == nil {
-		return nil, err
+		return nil, fmt.Errorf("looking up %s in the pod: %w", ifName, err)
 	}
-	host, err := linkByName(hostName)
+	host, err := linkByName(p.host, hostName)
 	if err != nil && isNotFound(err) && pod.Type() == "veth" {
 		// The agent may be deleting the pair of a released sandbox of this namespace: the kernel takes both
 		// ends away together, so a pod end still seen a moment ago is gone too once the host end is.
-		gone := false
-		if derr := podNS.Do(func(ns.NetNS) error {
-			_, lerr := linkByName(ifName)
-			gone = isNotFound(lerr)
-			return nil
-		}); derr == nil && gone {
+		if _, lerr := linkByName(p.nl, ifName); isNotFound(lerr) {
 			return nil, nil
 		}
 	}
 	if err != nil || host.Type() != "veth" || pod.Type() != "veth" ||
 		pod.Attrs().ParentIndex != host.Attrs().Index || host.Attrs().ParentIndex != pod.Attrs().Index {
-		return nil, fmt.Errorf("%w: %s in %s", ErrIfaceTaken, ifName, podNS.Path())
+		return nil, fmt.Errorf("%w: %s in %s", ErrIfaceTaken, ifName, p.Path())
 	}
-	v, err := bringUp(podNS, hostName, ifName)
+	v, err := p.bringUp(hostName, ifName)
 	if v != nil {
 		v.Reused = true
 	}
@@ -128,93 +109,87 @@ func existingPair(podNS ns.NetNS, hostName, ifName string) (*Veth, error) {
 }
 
 // bringUp sets both ends up and reads their indexes and MACs.
-func bringUp(podNS ns.NetNS, hostName, ifName string) (*Veth, error) {
-	host, err := linkByName(hostName)
+func (p *Pod) bringUp(hostName, ifName string) (*Veth, error) {
+	host, err := linkByName(p.host, hostName)
 	if err != nil {
 		return nil, fmt.Errorf("looking up host veth %s: %w", hostName, err)
 	}
-	if err := netlink.LinkSetUp(host); err != nil {
+	if err := setUp(p.host, host); err != nil {
 		return nil, fmt.Errorf("setting host veth %s up: %w", hostName, err)
 	}
-	v := &Veth{HostName: hostName, HostIndex: host.Attrs().Index, HostMAC: host.Attrs().HardwareAddr, PodIfName: ifName}
-	err = podNS.Do(func(ns.NetNS) error {
-		pod, err := linkByName(ifName)
-		if err != nil {
-			return fmt.Errorf("looking up %s in the pod: %w", ifName, err)
-		}
-		if err := netlink.LinkSetUp(pod); err != nil {
-			return fmt.Errorf("setting %s up in the pod: %w", ifName, err)
-		}
-		v.PodIndex, v.PodMAC = pod.Attrs().Index, pod.Attrs().HardwareAddr
-		return nil
-	})
+	pod, err := linkByName(p.nl, ifName)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("looking up %s in the pod: %w", ifName, err)
 	}
-	return v, nil
+	if err := setUp(p.nl, pod); err != nil {
+		return nil, fmt.Errorf("setting %s up in the pod: %w", ifName, err)
+	}
+	return &Veth{HostName: hostName, HostIndex: host.Attrs().Index, HostMAC: host.Attrs().HardwareAddr,
+		PodIfName: ifName, PodIndex: pod.Attrs().Index, PodMAC: pod.Attrs().HardwareAddr}, nil
 }
 
-// SetMTU sets mtu on both ends of the pair v, each only where it differs; 0 changes nothing.
-func SetMTU(netnsPath string, v *Veth, mtu int) error {
+// setUp sets l up unless it is (a host end is created up, a reused pair may be up already).
+func setUp(h *netlink.Handle, l netlink.Link) error {
+	if l.Attrs().Flags&net.FlagUp != 0 {
+		return nil
+	}
+	return h.LinkSetUp(l)
+}
+
+// SetMTU sets mtu on both ends of the pair v, by index (setting an MTU a link has already changes nothing);
+// 0 changes nothing.
+func (p *Pod) SetMTU(v *Veth, mtu int) error {
 	if mtu == 0 {
 		return nil
 	}
-	host, err := linkByName(v.HostName)
-	if err != nil {
-		return fmt.Errorf("looking up host veth %s: %w", v.HostName, err)
-	}
-	if host.Attrs().MTU != mtu {
-		if err := netlink.LinkSetMTU(host, mtu); err != nil {
-			return fmt.Errorf("setting MTU %d on host veth %s: %w", mtu, v.HostName, err)
+	for _, end := range []struct {
+		nl    *netlink.Handle
+		index int
+		where string
+	}{{p.host, v.HostIndex, "host veth " + v.HostName}, {p.nl, v.PodIndex, "the pod's " + v.PodIfName}} {
+		l := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: end.index}}
+		if err := end.nl.LinkSetMTU(l, mtu); err != nil {
+			return fmt.Errorf("setting MTU %d on %s: %w", mtu, end.where, err)
 		}
 	}
-	err = ns.WithNetNSPath(netnsPath, func(ns.NetNS) error {
-		pod, err := linkByName(v.PodIfName)
-		if err != nil {
-			return fmt.Errorf("looking up %s in the pod: %w", v.PodIfName, err)
-		}
-		if pod.Attrs().MTU == mtu {
-			return nil
-		}
-		if err := netlink.LinkSetMTU(pod, mtu); err != nil {
-			return fmt.Errorf("setting MTU %d on %s in the pod: %w", mtu, v.PodIfName, err)
-		}
-		return nil
-	})
-	if err != nil && isMissingNS(err) {
-		return fmt.Errorf("%w: %s", ErrNetnsMissing, netnsPath)
-	}
-	return err
+	return nil
 }
 
-// RemovePodLink deletes ifName inside the namespace at netnsPath, which takes its host peer with it. A missing
-// namespace or link is not an error; removed says whether something was deleted.
+// RemoveLink deletes ifName in the pod, which takes its host peer with it. A missing link is not an error;
+// removed says whether something was deleted.
+func (p *Pod) RemoveLink(ifName string) (removed bool, err error) {
+	l, err := linkByName(p.nl, ifName)
+	if err != nil {
+		if isNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("looking up %s in the pod: %w", ifName, err)
+	}
+	if l.Type() != "veth" {
+		// Not ours to delete: eniwire only ever puts a veth there.
+		return false, nil
+	}
+	if err := p.nl.LinkDel(l); err != nil && !isNotFound(err) {
+		return false, fmt.Errorf("deleting %s in the pod: %w", ifName, err)
+	}
+	return true, nil
+}
+
+// RemovePodLink deletes ifName inside the namespace at netnsPath (see Pod.RemoveLink). A missing namespace is
+// not an error.
 func RemovePodLink(netnsPath, ifName string) (removed bool, err error) {
 	if netnsPath == "" {
 		return false, nil
 	}
-	err = ns.WithNetNSPath(netnsPath, func(ns.NetNS) error {
-		l, err := linkByName(ifName)
-		if err != nil {
-			if isNotFound(err) {
-				return nil
-			}
-			return fmt.Errorf("looking up %s in the pod: %w", ifName, err)
+	p, err := OpenPod(netnsPath)
+	if err != nil {
+		if isMissingNS(err) {
+			return false, nil
 		}
-		if l.Type() != "veth" {
-			// Not ours to delete: eniwire only ever puts a veth there.
-			return nil
-		}
-		if err := netlink.LinkDel(l); err != nil && !isNotFound(err) {
-			return fmt.Errorf("deleting %s in the pod: %w", ifName, err)
-		}
-		removed = true
-		return nil
-	})
-	if err != nil && isMissingNS(err) {
-		return false, nil
+		return false, err
 	}
-	return removed, err
+	defer p.Close()
+	return p.RemoveLink(ifName)
 }
 
 // RemoveHostVeth deletes the host veth name when it is the link eniwire recorded: index (if non-zero) and mac
@@ -224,7 +199,8 @@ func RemoveHostVeth(name string, index int, mac net.HardwareAddr) (removed bool,
 	if name == "" {
 		return false, nil
 	}
-	l, err := linkByName(name)
+	h := currentNS
+	l, err := linkByName(h, name)
 	if err != nil {
 		if isNotFound(err) {
 			return false, nil
@@ -235,19 +211,10 @@ func RemoveHostVeth(name string, index int, mac net.HardwareAddr) (removed bool,
 		(mac != nil && l.Attrs().HardwareAddr.String() != mac.String()) {
 		return false, nil
 	}
-	if err := netlink.LinkDel(l); err != nil && !isNotFound(err) {
+	if err := h.LinkDel(l); err != nil && !isNotFound(err) {
 		return false, fmt.Errorf("deleting host veth %s: %w", name, err)
 	}
 	return true, nil
-}
-
-// NetnsExists reports whether path is a network namespace; the error wraps ErrNetnsMissing when it is not.
-func NetnsExists(path string) error {
-	n, err := openNS(path)
-	if err != nil {
-		return err
-	}
-	return n.Close()
 }
 
 func openNS(path string) (ns.NetNS, error) {
@@ -274,7 +241,7 @@ func isNotFound(err error) bool {
 
 // HostLink returns the host-side link name, an error saying so when it is missing.
 func HostLink(name string) (netlink.Link, error) {
-	l, err := linkByName(name)
+	l, err := linkByName(currentNS, name)
 	if err != nil {
 		return nil, fmt.Errorf("looking up host veth %q: %w", name, err)
 	}

@@ -86,11 +86,12 @@ func BenchmarkAddDelVersusReferencePtp(b *testing.B) {
 	})
 	eniwire := deployConflist(b, agent.Socket, "1.0.0", false)
 	reference := referenceConflist(b)
-	pods := newPods(b)
+	// Each plugin wires its own set of identical fresh namespaces, the two taking turns call by call.
+	refPods, pods := newPods(b), newPods(b)
 	var refAdds, refDels, adds, dels []time.Duration
 	for b.Loop() {
-		refAdds, refDels = addDelAll(b, node, reference, pods)
-		adds, dels = addDelAll(b, node, eniwire, pods)
+		a, d := addDelAlternating(b, node, wiring{reference, refPods}, wiring{eniwire, pods})
+		refAdds, refDels, adds, dels = a[0], d[0], a[1], d[1]
 	}
 	drainVeths(b, node)
 	reportAddDel(b, "ref-", refAdds, refDels)
@@ -126,25 +127,47 @@ func newPods(b *testing.B) []ns.NetNS {
 	return pods
 }
 
+// wiring is a plugin chain and the pods it wires.
+type wiring struct {
+	list *libcni.NetworkConfigList
+	pods []ns.NetNS
+}
+
 // addDelAll ADDs every pod through list, then DELs every pod, and returns each call's time.
 func addDelAll(b *testing.B, node ns.NetNS, list *libcni.NetworkConfigList, pods []ns.NetNS) (adds, dels []time.Duration) {
+	a, d := addDelAlternating(b, node, wiring{list, pods})
+	return a[0], d[0]
+}
+
+// addDelAlternating ADDs every pod of every wiring, then DELs them, taking the wirings in turn call by call so
+// that a noisy machine slows each alike, and returns each wiring's call times. The wirings have as many pods.
+func addDelAlternating(b *testing.B, node ns.NetNS, ws ...wiring) (adds, dels [][]time.Duration) {
 	cninet := newLibcni(b)
 	ctx := context.Background()
-	for i, pod := range pods {
-		rt := runtimeConf(fmt.Sprintf("bench-%d", i), pod)
-		start := time.Now()
-		if err := inNode(b, node, func() error { _, err := cninet.AddNetworkList(ctx, list, rt); return err }); err != nil {
-			b.Fatalf("ADD %d through %s: %v", i, list.Name, err)
+	adds, dels = make([][]time.Duration, len(ws)), make([][]time.Duration, len(ws))
+	for _, op := range []struct {
+		name  string
+		times [][]time.Duration
+		call  func(*libcni.NetworkConfigList, *libcni.RuntimeConf) error
+	}{
+		{"ADD", adds, func(l *libcni.NetworkConfigList, rt *libcni.RuntimeConf) error {
+			_, err := cninet.AddNetworkList(ctx, l, rt)
+			return err
+		}},
+		{"DEL", dels, func(l *libcni.NetworkConfigList, rt *libcni.RuntimeConf) error {
+			return cninet.DelNetworkList(ctx, l, rt)
+		}},
+	} {
+		for i := range ws[0].pods {
+			for w, wr := range ws {
+				rt := runtimeConf(fmt.Sprintf("bench-%d", i), wr.pods[i])
+				start := time.Now()
+				if err := inNode(b, node, func() error { return op.call(wr.list, rt) }); err != nil {
+					b.Fatalf("%s %d through %s: %v", op.name, i, wr.list.Name, err)
+				}
+				op.times[w] = append(op.times[w], time.Since(start))
+			}
 		}
-		adds = append(adds, time.Since(start))
-	}
-	for i, pod := range pods {
-		rt := runtimeConf(fmt.Sprintf("bench-%d", i), pod)
-		start := time.Now()
-		if err := inNode(b, node, func() error { return cninet.DelNetworkList(ctx, list, rt) }); err != nil {
-			b.Fatalf("DEL %d through %s: %v", i, list.Name, err)
-		}
-		dels = append(dels, time.Since(start))
 	}
 	return adds, dels
 }
