@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/controller/metadata"
 	"github.com/eniwire/eniwire/test/ec2sim"
 	"github.com/eniwire/eniwire/test/vpcfabric"
 )
@@ -196,15 +198,36 @@ func (c *Cluster) startNode(ctx context.Context, n *Node) error {
 	if err := n.importImages(ctx, c.images); err != nil {
 		return err
 	}
-	it, ok := ec2sim.LookupInstanceType(n.Instance.Type)
-	if !ok {
-		return fmt.Errorf("unknown instance type %s", n.Instance.Type)
+	maxPods, err := MaxPods(n.Instance.Type, false)
+	if err != nil {
+		return err
 	}
-	maxPods := it.MaxENIs*(it.IPv4PerENI-1) + 2
 	if err := n.startKubelet(c.PKI, c.ControlPlane.Server, maxPods); err != nil {
 		return err
 	}
 	return n.StartProxy(ctx, c.PKI, c.ControlPlane.Server, c.ProxyMode)
+}
+
+// MaxPods is kubelet's --max-pods for an instance type as eniwire computes it (controller.KubeletMaxPods,
+// what `eniwirectl max-pods` prints), with /28 prefixes or secondary IPs.
+func MaxPods(instanceType string, prefixes bool) (int, error) {
+	it, ok := ec2sim.LookupInstanceType(instanceType)
+	if !ok {
+		return 0, fmt.Errorf("unknown instance type %s", instanceType)
+	}
+	l := metadata.Limits{MaxENIs: it.MaxENIs, IPv4PerENI: it.IPv4PerENI, VCPUs: it.VCPUs, Hypervisor: it.Hypervisor}
+	return controller.KubeletMaxPods(controller.Config{}, l, prefixes).MaxPods, nil
+}
+
+// RestartKubelet restarts n's kubelet with another --max-pods (as an operator does after turning prefix
+// delegation on); the pods keep running.
+func (c *Cluster) RestartKubelet(n *Node, maxPods int) error {
+	if n.kubelet != nil {
+		if err := n.kubelet.Stop(10 * time.Second); err != nil {
+			return fmt.Errorf("stopping the kubelet of %s: %w", n.Name, err)
+		}
+	}
+	return n.startKubelet(c.PKI, c.ControlPlane.Server, maxPods)
 }
 
 // Kubectl runs the built kubectl with the admin kubeconfig.
