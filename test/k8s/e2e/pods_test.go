@@ -64,8 +64,8 @@ func (s *suite) deployment(t *testing.T) string {
 	return fmt.Sprintf("30 pods Running in %.0fs on %s ENIs of %s; kubectl = eniwirectl = BPF map", took.Seconds(), enis, short(s.node1.Name))
 }
 
-// checkPodAddresses asserts that each pod's IP is a secondary IP of an ENI EC2 shows attached to the node
-// with DeleteOnTermination, that no IP is used twice, and that `eniwirectl pods` and the BPF pod map hold
+// checkPodAddresses asserts that each pod's IP is a secondary IP, or an address of a /28 prefix, of an ENI EC2
+// shows attached to the node with DeleteOnTermination, that no IP is used twice, and that `eniwirectl pods` and the BPF pod map hold
 // exactly the node's pods with those addresses.
 func checkPodAddresses(t *testing.T, c *cluster.Cluster, n *cluster.Node, pods []corev1.Pod) {
 	t.Helper()
@@ -75,9 +75,21 @@ func checkPodAddresses(t *testing.T, c *cluster.Cluster, n *cluster.Node, pods [
 		if e.Attachment == nil || e.Attachment.InstanceID != n.Instance.ID {
 			continue
 		}
+		if !e.Attachment.DeleteOnTermination {
+			continue
+		}
 		for _, ip := range e.IPs {
-			if ip != e.PrimaryIP && e.Attachment.DeleteOnTermination {
+			if ip != e.PrimaryIP {
 				ec2[ip] = e.ID
+			}
+		}
+		for _, p := range e.Prefixes {
+			pfx, err := netip.ParsePrefix(p)
+			if err != nil {
+				t.Fatalf("EC2 lists prefix %q on %s: %v", p, e.ID, err)
+			}
+			for a := pfx.Addr(); pfx.Contains(a); a = a.Next() {
+				ec2[a.String()] = e.ID
 			}
 		}
 	}
@@ -88,7 +100,7 @@ func checkPodAddresses(t *testing.T, c *cluster.Cluster, n *cluster.Node, pods [
 		}
 		kubectl[p.Status.PodIP] = p.Namespace + "/" + p.Name
 		if _, ok := ec2[p.Status.PodIP]; !ok {
-			t.Errorf("pod %s has %s, which EC2 does not list as a secondary IP of a delete-on-termination ENI of %s", p.Name, p.Status.PodIP, n.Instance.ID)
+			t.Errorf("pod %s has %s, which EC2 does not list on a delete-on-termination ENI of %s (a secondary IP or in a /28 prefix)", p.Name, p.Status.PodIP, n.Instance.ID)
 		}
 	}
 	out, err := c.Eniwirectl(ctx, n.Name, "pods", "--output", "json")
