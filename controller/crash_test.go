@@ -21,12 +21,32 @@ func churnConfig(dir string) controller.Config {
 	return cfg
 }
 
+// workload is what a crash test runs: pods come on an instance type, then go.
+type workload struct {
+	itype  string
+	pods   int
+	config func(dir string) controller.Config
+}
+
+// secondaryIPChurn: twelve pods on an m5.large with secondary IPs.
+var secondaryIPChurn = workload{itype: "m5.large", pods: churnPods, config: churnConfig}
+
+// prefixChurn: in prefix mode on a t3.micro (one IPv4 slot per ENI), twenty pods fill the primary's /28 and
+// a second ENI is created with a prefix, attached and marked; then the pods go, the second ENI's prefix is
+// unassigned and the ENI detached and deleted.
+var prefixChurn = workload{itype: "t3.micro", pods: 20, config: func(dir string) controller.Config {
+	cfg := churnConfig(dir)
+	cfg.EnablePrefixDelegation = true
+	return cfg
+}}
+
 // runChurn runs the workload with a crash at point at (0: none), restarting from the journal after the
 // crash, and returns the crash points it saw. It fails the test if any promise breaks.
-func runChurn(t *testing.T, at int64) []string {
-	w := newWorld(t, "m5.large", 500)
+func runChurn(t *testing.T, wl workload, at int64) []string {
+	w := newWorld(t, wl.itype, 500)
 	c := &crash{at: at}
 	api0 := w.ec2(nil)
+	churnConfig := wl.config
 	r := w.start(churnConfig(w.dir), crashEC2{EC2API: api0, c: c}, func(j controller.Journal) controller.Journal { return crashJournal{inner: j, c: c} })
 	restarted := false
 	answered := map[string]string{}
@@ -68,7 +88,7 @@ func runChurn(t *testing.T, at int64) []string {
 			return err
 		})
 	}
-	for i := range churnPods {
+	for i := range wl.pods {
 		cid := fmt.Sprintf("pod-%d", i)
 		step("assigning "+cid, func(n *controller.Node) error {
 			a, err := n.Assign(context.Background(), api.AssignRequest{Attachment: api.Attachment{ContainerID: cid, IfName: "eth0"}})
@@ -87,7 +107,7 @@ func runChurn(t *testing.T, at int64) []string {
 			return nil
 		})
 	}
-	for i := range churnPods {
+	for i := range wl.pods {
 		cid := fmt.Sprintf("pod-%d", i)
 		releasing = cid
 		step("releasing "+cid, func(n *controller.Node) error {
@@ -116,7 +136,16 @@ func runChurn(t *testing.T, at int64) []string {
 }
 
 func TestCrashAtEveryStepLosesNothing(t *testing.T) {
-	points := runChurn(t, 0)
+	crashEveryStep(t, secondaryIPChurn)
+}
+
+func TestCrashAtEveryStepOfPrefixModeLosesNothing(t *testing.T) {
+	crashEveryStep(t, prefixChurn)
+}
+
+// crashEveryStep runs the workload once to list its crash points, then once per point with a crash there.
+func crashEveryStep(t *testing.T, wl workload) {
+	points := runChurn(t, wl, 0)
 	kinds := map[string]int{}
 	for _, p := range points {
 		kinds[p]++
@@ -130,7 +159,7 @@ func TestCrashAtEveryStepLosesNothing(t *testing.T) {
 	for at := int64(1); at <= int64(len(points)); at++ {
 		t.Run(fmt.Sprintf("crash after point %d (%s)", at, points[at-1]), func(t *testing.T) {
 			t.Parallel()
-			got := runChurn(t, at)
+			got := runChurn(t, wl, at)
 			if len(got) < int(at) {
 				t.Logf("crash point %d not reached this run (%d points): %s", at, len(got), strings.Join(got, ","))
 			}

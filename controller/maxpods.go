@@ -9,13 +9,17 @@ import (
 // node may hold (MAX_ENI, or the instance's limit) times their secondary IPs, plus 2 for host-network pods
 // (the VPC CNI's formula). The agent sizes the datapath's per-pod maps by it.
 func MaxPods(cfg Config, info NodeInfo) int {
-	return poolTargets(cfg).MaxPodsFor(poolLimits(info))
+	return poolTargets(cfg, info).MaxPodsFor(poolLimits(info))
 }
 
-// poolTargets are the pool's settings from the node's.
-func poolTargets(cfg Config) pool.Targets {
-	return pool.Targets{WarmENI: cfg.WarmENITarget, WarmIP: cfg.WarmIPTarget, MinimumIP: cfg.MinimumIPTarget,
-		MaxENI: cfg.MaxENI, MaxPods: cfg.MaxPods}
+// poolTargets are the pool's settings from the node's. WARM_PREFIX_TARGET counts only in prefix mode.
+func poolTargets(cfg Config, info NodeInfo) pool.Targets {
+	t := pool.Targets{WarmENI: cfg.WarmENITarget, WarmIP: cfg.WarmIPTarget, MinimumIP: cfg.MinimumIPTarget,
+		MaxENI: cfg.MaxENI, MaxPods: cfg.MaxPods, Prefixes: prefixMode(cfg, info)}
+	if t.Prefixes {
+		t.WarmPrefix = cfg.WarmPrefixTarget
+	}
+	return t
 }
 
 // poolLimits are the instance's limits as the pool counts them: secondary IPs per ENI, its primary IP aside.
@@ -57,7 +61,7 @@ func KubeletMaxPods(cfg Config, l metadata.Limits, prefixes bool) PodLimit {
 	if out.Prefixes {
 		pl.IPsPerENI *= IPsPerPrefix
 	}
-	out.MaxAllowed = poolTargets(cfg).MaxPodsFor(pl)
+	out.MaxAllowed = poolTargets(cfg, NodeInfo{}).MaxPodsFor(pl)
 	out.MaxPods = min(out.MaxAllowed, out.Ceiling)
 	return out
 }

@@ -16,7 +16,8 @@ func (n *Node) Status() *api.Status {
 	ready, why := n.Ready()
 	ps := n.status.get()
 	out := &api.Status{Ready: ready, Reason: why, InstanceID: n.info.InstanceID, InstanceType: n.info.InstanceType,
-		MaxENIs: n.eni.MaxENIs(), IPsPerENI: n.pool.limits.IPsPerENI, PoolStatus: ps, ENIs: []api.ENIStatus{}, Pending: []api.PendingOp{}}
+		MaxENIs: n.eni.MaxENIs(), IPsPerENI: n.pool.limits.IPsPerENI, PoolStatus: ps, ENIs: []api.ENIStatus{}, Pending: []api.PendingOp{},
+		PrefixDelegation: n.pool.targets.Prefixes, PrefixFallback: n.pool.fallback.status()}
 	n.books.View(func(st *journal.State) {
 		v := pool.NewView(st, n.clock.Now())
 		for _, e := range st.ENIs {
@@ -25,7 +26,7 @@ func (n *Node) Status() *api.Status {
 			if es.IPs == nil {
 				es.IPs = []string{}
 			}
-			for _, ip := range e.IPs {
+			for _, ip := range e.Addrs() {
 				switch v.State(ip) {
 				case pool.IPAssigned:
 					es.Assigned++

@@ -98,6 +98,12 @@ func printStatus(out io.Writer, s *api.Status, pods []api.Assignment) error {
 	}
 	fmt.Fprintf(out, "instance %s (%s)  ready: %s\nlimits: %d ENIs, %d IPs per ENI\nIPs: %d assigned, %d warm, %d cooldown\n",
 		s.InstanceID, s.InstanceType, ready, s.MaxENIs, s.IPsPerENI, s.Assigned, s.Warm, s.Cooldown)
+	if s.PrefixDelegation {
+		fmt.Fprintln(out, "prefix delegation: on (/28 prefixes, 16 IPs each)")
+	}
+	if s.PrefixFallback != "" {
+		fmt.Fprintf(out, "prefix fallback: %s\n", s.PrefixFallback)
+	}
 	if s.PoolStatus != "" {
 		fmt.Fprintf(out, "pool: %s\n", s.PoolStatus)
 	}

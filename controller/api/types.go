@@ -114,17 +114,18 @@ type GCResponse struct {
 
 // ENIStatus is one ENI as the agent's books hold it.
 type ENIStatus struct {
-	ID                  string   `json:"id"`
-	MAC                 string   `json:"mac"`
-	DeviceIndex         int      `json:"deviceIndex"`
-	State               string   `json:"state"`
-	Primary             bool     `json:"primary"`
-	DeleteOnTermination bool     `json:"deleteOnTermination"`
-	SubnetCIDR          string   `json:"subnetCIDR"`
-	IPs                 []string `json:"ips"`
-	Assigned            int      `json:"assigned"`
-	Warm                int      `json:"warm"`
-	Cooldown            int      `json:"cooldown"`
+	ID                  string `json:"id"`
+	MAC                 string `json:"mac"`
+	DeviceIndex         int    `json:"deviceIndex"`
+	State               string `json:"state"`
+	Primary             bool   `json:"primary"`
+	DeleteOnTermination bool   `json:"deleteOnTermination"`
+	SubnetCIDR          string `json:"subnetCIDR"`
+	// IPs are the ENI's IPv4 slots for pods: secondary IPs, and /28 prefixes in CIDR notation.
+	IPs      []string `json:"ips"`
+	Assigned int      `json:"assigned"`
+	Warm     int      `json:"warm"`
+	Cooldown int      `json:"cooldown"`
 }
 
 // PendingOp is an ENI operation the journal holds that has not reached a resting state.
@@ -151,4 +152,8 @@ type Status struct {
 	Pending      []PendingOp `json:"pending"`
 	// PoolStatus is the pool manager's last word, e.g. "subnet exhausted, backing off until ...".
 	PoolStatus string `json:"poolStatus,omitempty"`
+	// PrefixDelegation says whether new room comes as /28 prefixes; PrefixFallback, while set, why it comes
+	// as single IPs for now (a subnet with no free /28) and when prefixes are tried again.
+	PrefixDelegation bool   `json:"prefixDelegation"`
+	PrefixFallback   string `json:"prefixFallback,omitempty"`
 }
