@@ -30,6 +30,7 @@ type metrics struct {
 	ready        prometheus.Gauge
 	// prefixFallback is 1 while a fragmented subnet refuses prefixes and the node grows with single IPs.
 	prefixFallback prometheus.Gauge
+	maxPods        prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, status func() *api.Status) (*metrics, error) {
@@ -60,9 +61,11 @@ func newMetrics(reg prometheus.Registerer, status func() *api.Status) (*metrics,
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_ready", Help: "1 when the journal is replayed and EC2 has answered."}),
 		prefixFallback: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_prefix_fallback",
 			Help: "1 while the subnet has no free /28 (InsufficientCidrBlocks) and new room comes as single IPs; prefixes are retried with backoff."}),
+		maxPods: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_max_pods",
+			Help: "The most pods the node runs (MAX_PODS, else kubelet's --max-pods for the instance); the pool holds no more IPs."}),
 	}
 	for _, c := range []prometheus.Collector{m.ips, m.enis, m.foreign, m.assigns, m.releases, m.reconciles, m.adopted,
-		m.collected, m.imdsMissing, m.ipsGone, m.podIPsLost, m.stepErrors, m.poolBackoffs, m.refusals, m.vanished, m.orphans, m.ready, m.prefixFallback} {
+		m.collected, m.imdsMissing, m.ipsGone, m.podIPsLost, m.stepErrors, m.poolBackoffs, m.refusals, m.vanished, m.orphans, m.ready, m.prefixFallback, m.maxPods} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering metrics: %w", err)
 		}
@@ -92,6 +95,7 @@ func (m *metrics) refresh() {
 	m.ips.WithLabelValues("assigned").Set(float64(s.Assigned))
 	m.ips.WithLabelValues("warm").Set(float64(s.Warm))
 	m.ips.WithLabelValues("cooldown").Set(float64(s.Cooldown))
+	m.maxPods.Set(float64(s.MaxPods))
 	m.enis.Reset()
 	for _, e := range s.ENIs {
 		m.enis.WithLabelValues(e.State).Inc()

@@ -92,6 +92,7 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		GCGrace: cfg.GCGrace,
 	}, deps.EC2, deps.IMDS, n.books, deps.Clock, log)
 	targets, limits := poolTargets(cfg, deps.Node), poolLimits(deps.Node)
+	log.Info("pool limits", "maxPods", targets.MaxPods, "prefixDelegation", targets.Prefixes)
 	if cfg.EnablePrefixDelegation && !targets.Prefixes {
 		log.Warn("prefix delegation asked for, but the instance type does not take prefixes (not Nitro); using secondary IPs",
 			"type", deps.Node.InstanceType)

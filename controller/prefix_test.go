@@ -307,3 +307,37 @@ func TestNewENIInPrefixModeIsCreatedWithItsPrefix(t *testing.T) {
 		}
 	}
 }
+
+func TestThePoolHoldsNoMoreIPsThanKubeletsMaxPods(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		prefixes bool
+		maxPods  int
+		holds    int // the most IPs: max pods, rounded up to a whole prefix in prefix mode
+	}{
+		{"secondary IPs on an m5.large: 29", false, 29, 27},
+		{"prefixes on an m5.large: kubelet's ceiling of 110", true, 110, 112},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorld(t, "m5.large", 200)
+			reg := prometheus.NewRegistry()
+			cfg := fastConfig(w.dir)
+			cfg.EnablePrefixDelegation = c.prefixes
+			cfg.MinimumIPTarget = 500
+			r := w.startWith(cfg, controller.Deps{Registerer: reg})
+			waitReady(t, r.node)
+			w.settle(r, nil, c.holds)
+			w.passVirtual(time.Minute, func() {
+				if s := r.node.Status(); s.Warm+s.Assigned+s.Cooldown > c.holds {
+					t.Fatalf("the pool holds %d IPs, want at most %d", s.Warm+s.Assigned+s.Cooldown, c.holds)
+				}
+			})
+			if s := r.node.Status(); s.MaxPods != c.maxPods {
+				t.Errorf("status max pods = %d, want %d", s.MaxPods, c.maxPods)
+			}
+			if v := gaugeValue(t, reg, "eniwire_max_pods"); v != float64(c.maxPods) {
+				t.Errorf("eniwire_max_pods = %v, want %d", v, c.maxPods)
+			}
+		})
+	}
+}

@@ -17,7 +17,7 @@ func (n *Node) Status() *api.Status {
 	ps := n.status.get()
 	out := &api.Status{Ready: ready, Reason: why, InstanceID: n.info.InstanceID, InstanceType: n.info.InstanceType,
 		MaxENIs: n.eni.MaxENIs(), IPsPerENI: n.pool.limits.IPsPerENI, PoolStatus: ps, ENIs: []api.ENIStatus{}, Pending: []api.PendingOp{},
-		PrefixDelegation: n.pool.targets.Prefixes, PrefixFallback: n.pool.fallback.status()}
+		MaxPods: n.pool.targets.MaxPods, PrefixDelegation: n.pool.targets.Prefixes, PrefixFallback: n.pool.fallback.status()}
 	n.books.View(func(st *journal.State) {
 		v := pool.NewView(st, n.clock.Now())
 		for _, e := range st.ENIs {

@@ -52,7 +52,7 @@ var table = []setting{
 	{"enable-prefix-delegation", "ENABLE_PREFIX_DELEGATION", "false", "true: new room comes as /28 prefixes, 16 pod IPs per ENI slot (Nitro types; others keep secondary IPs); a subnet with no free /28 gets single IPs until prefixes can be assigned again"},
 	{"warm-prefix-target", "WARM_PREFIX_TARGET", "1", "prefix mode: /28 prefixes' worth of free IPs to keep (unused when a WARM_IP/MINIMUM_IP target is set; 0: WARM_ENI_TARGET applies)"},
 	{"max-eni", "MAX_ENI", "0", "ENIs to hold at most, primary included (0: the instance limit)"},
-	{"max-pods", "MAX_PODS", "0", "pods the node runs at most; the pool never holds more IPs and the per-pod traffic map no more pods (0: ENIs x (IPs per ENI - 1) + 2)"},
+	{"max-pods", "MAX_PODS", "0", "pods the node runs at most; the pool never holds more IPs and the per-pod traffic map no more pods (0: what eniwirectl max-pods prints for the instance: ENIs x (IPs per ENI - 1) + 2, 16 IPs a slot in prefix mode, capped at 110 up to 30 vCPUs, else 250)"},
 	{"ip-cooldown-period", "IP_COOLDOWN_PERIOD", "120s", "time a released IP stays out of use (seconds or a duration)"},
 	{"reconcile-interval", "ENIWIRE_RECONCILE_INTERVAL", "60s", "time between reconciles with EC2"},
 	{"max-reconcile-interval", "ENIWIRE_MAX_RECONCILE_INTERVAL", "10m", "while EC2 throttles this node's describes, the reconcile interval stretches up to this"},

@@ -96,8 +96,8 @@ func printStatus(out io.Writer, s *api.Status, pods []api.Assignment) error {
 	if !s.Ready {
 		ready = "no (" + s.Reason + ")"
 	}
-	fmt.Fprintf(out, "instance %s (%s)  ready: %s\nlimits: %d ENIs, %d IPs per ENI\nIPs: %d assigned, %d warm, %d cooldown\n",
-		s.InstanceID, s.InstanceType, ready, s.MaxENIs, s.IPsPerENI, s.Assigned, s.Warm, s.Cooldown)
+	fmt.Fprintf(out, "instance %s (%s)  ready: %s\nlimits: %d ENIs, %d IPs per ENI, %d pods\nIPs: %d assigned, %d warm, %d cooldown\n",
+		s.InstanceID, s.InstanceType, ready, s.MaxENIs, s.IPsPerENI, s.MaxPods, s.Assigned, s.Warm, s.Cooldown)
 	if s.PrefixDelegation {
 		fmt.Fprintln(out, "prefix delegation: on (/28 prefixes, 16 IPs each)")
 	}

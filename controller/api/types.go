@@ -139,17 +139,19 @@ type PendingOp struct {
 
 // Status is the agent's view of the node: readiness, ENIs, IP counts and pending work.
 type Status struct {
-	Ready        bool        `json:"ready"`
-	Reason       string      `json:"reason,omitempty"`
-	InstanceID   string      `json:"instanceID"`
-	InstanceType string      `json:"instanceType"`
-	MaxENIs      int         `json:"maxENIs"`
-	IPsPerENI    int         `json:"ipsPerENI"`
-	ENIs         []ENIStatus `json:"enis"`
-	Assigned     int         `json:"assigned"`
-	Warm         int         `json:"warm"`
-	Cooldown     int         `json:"cooldown"`
-	Pending      []PendingOp `json:"pending"`
+	Ready        bool   `json:"ready"`
+	Reason       string `json:"reason,omitempty"`
+	InstanceID   string `json:"instanceID"`
+	InstanceType string `json:"instanceType"`
+	MaxENIs      int    `json:"maxENIs"`
+	IPsPerENI    int    `json:"ipsPerENI"`
+	// MaxPods is the most pods the node runs (kubelet's --max-pods for it); the pool holds no more IPs.
+	MaxPods  int         `json:"maxPods"`
+	ENIs     []ENIStatus `json:"enis"`
+	Assigned int         `json:"assigned"`
+	Warm     int         `json:"warm"`
+	Cooldown int         `json:"cooldown"`
+	Pending  []PendingOp `json:"pending"`
 	// PoolStatus is the pool manager's last word, e.g. "subnet exhausted, backing off until ...".
 	PoolStatus string `json:"poolStatus,omitempty"`
 	// PrefixDelegation says whether new room comes as /28 prefixes; PrefixFallback, while set, why it comes

@@ -25,7 +25,8 @@ type Targets struct {
 	MinimumIP int
 	// MaxENI caps the ENIs the node holds (0: the instance limit).
 	MaxENI int
-	// MaxPods caps the IPs the node holds: never more than its pods could use.
+	// MaxPods caps the IPs the node holds: never more than its pods could use. In prefix mode growth stops
+	// once it is reached, so the last prefix may take the pool up to 15 IPs past it (112 for 110).
 	MaxPods int
 }
 
