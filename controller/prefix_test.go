@@ -82,6 +82,17 @@ func TestPrefixModePacksPodsIntoPrefixesAndReleasesTheEmptyOnes(t *testing.T) {
 		t.Errorf("pods per prefix = %v, want [4 16] (the fullest prefix filled first)", counts)
 	}
 	w.settle(r, answered, 16)
+	var shown []int
+	for _, e := range r.node.Status().ENIs {
+		for _, p := range e.Prefixes {
+			if p.Assigned > 0 {
+				shown = append(shown, p.Assigned)
+			}
+		}
+	}
+	if slices.Sort(shown); !slices.Equal(shown, []int{4, 16}) {
+		t.Errorf("status shows pods per prefix %v, want [4 16]", shown)
+	}
 	c := w.sim.Counters()
 	if n := c["AssignPrivateIpAddresses"].Calls; n > 3 {
 		t.Errorf("AssignPrivateIpAddresses called %d times for 20 pods, want at most 3", n)

@@ -26,16 +26,24 @@ func (n *Node) Status() *api.Status {
 			if es.IPs == nil {
 				es.IPs = []string{}
 			}
-			for _, ip := range e.Addrs() {
-				switch v.State(ip) {
-				case pool.IPAssigned:
-					es.Assigned++
-				case pool.IPCooldown, pool.IPLeaving:
-					es.Cooldown++
-				default:
-					if e.Usable() {
-						es.Warm++
+			for _, slot := range e.IPs {
+				var ps api.PrefixStatus
+				for _, ip := range journal.Addresses(slot) {
+					switch v.State(ip) {
+					case pool.IPAssigned:
+						ps.Assigned++
+					case pool.IPCooldown, pool.IPLeaving:
+						ps.Cooldown++
+					default:
+						if e.Usable() {
+							ps.Warm++
+						}
 					}
+				}
+				es.Assigned, es.Cooldown, es.Warm = es.Assigned+ps.Assigned, es.Cooldown+ps.Cooldown, es.Warm+ps.Warm
+				if journal.IsPrefix(slot) {
+					ps.CIDR = slot
+					es.Prefixes = append(es.Prefixes, ps)
 				}
 			}
 			out.Assigned += es.Assigned

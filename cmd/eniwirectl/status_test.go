@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,10 +89,20 @@ func TestStatusShowsTheLiveAgentsPool(t *testing.T) {
 func TestStatusShowsPrefixModeAndItsFallback(t *testing.T) {
 	s := &api.Status{Ready: true, InstanceID: "i-1", InstanceType: "m5.large", MaxENIs: 3, IPsPerENI: 9, MaxPods: 110,
 		PrefixDelegation: true, PrefixFallback: "subnet subnet-1 has no free /28 (InsufficientCidrBlocks)",
-		ENIs: []api.ENIStatus{{ID: "eni-1", Primary: true, State: "ready", IPs: []string{"10.0.1.16/28", "10.0.1.5"}}}}
+		ENIs: []api.ENIStatus{{ID: "eni-1", Primary: true, State: "ready", IPs: []string{"10.0.1.16/28", "10.0.1.5"},
+			Assigned: 4, Warm: 13, Prefixes: []api.PrefixStatus{{CIDR: "10.0.1.16/28", Assigned: 3, Warm: 12, Cooldown: 1}}}}}
 	var out bytes.Buffer
 	if err := printStatus(&out, s, nil); err != nil {
 		t.Fatal(err)
+	}
+	var prefixRow string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "  prefix ") {
+			prefixRow = line
+		}
+	}
+	if f := strings.Fields(prefixRow); !slices.Equal(f, []string{"prefix", "10.0.1.16/28", "16", "3", "12", "1"}) {
+		t.Errorf("prefix row %q: want the prefix with 16 IPs, 3 assigned, 12 warm, 1 cooling down", prefixRow)
 	}
 	for _, want := range []string{"9 IPs per ENI, 110 pods", "prefix delegation: on", "prefix fallback: subnet subnet-1 has no free /28"} {
 		if !strings.Contains(out.String(), want) {

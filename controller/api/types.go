@@ -126,6 +126,16 @@ type ENIStatus struct {
 	Assigned int      `json:"assigned"`
 	Warm     int      `json:"warm"`
 	Cooldown int      `json:"cooldown"`
+	// Prefixes are the /28 prefixes among IPs, each with its own counts.
+	Prefixes []PrefixStatus `json:"prefixes,omitempty"`
+}
+
+// PrefixStatus is one /28 prefix of an ENI: how many of its 16 IPs pods hold, are warm or cool down.
+type PrefixStatus struct {
+	CIDR     string `json:"cidr"`
+	Assigned int    `json:"assigned"`
+	Warm     int    `json:"warm"`
+	Cooldown int    `json:"cooldown"`
 }
 
 // PendingOp is an ENI operation the journal holds that has not reached a resting state.
