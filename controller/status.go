@@ -40,7 +40,7 @@ func (n *Node) Status() *api.Status {
 						}
 					}
 				}
-				es.Assigned, es.Cooldown, es.Warm = es.Assigned+ps.Assigned, es.Cooldown+ps.Cooldown, es.Warm+ps.Warm
+				es.Add(ps.IPCounts)
 				if journal.IsPrefix(slot) {
 					ps.CIDR = slot
 					es.Prefixes = append(es.Prefixes, ps)

@@ -90,7 +90,8 @@ func TestStatusShowsPrefixModeAndItsFallback(t *testing.T) {
 	s := &api.Status{Ready: true, InstanceID: "i-1", InstanceType: "m5.large", MaxENIs: 3, IPsPerENI: 9, MaxPods: 110,
 		PrefixDelegation: true, PrefixFallback: "subnet subnet-1 has no free /28 (InsufficientCidrBlocks)",
 		ENIs: []api.ENIStatus{{ID: "eni-1", Primary: true, State: "ready", IPs: []string{"10.0.1.16/28", "10.0.1.5"},
-			Assigned: 4, Warm: 13, Prefixes: []api.PrefixStatus{{CIDR: "10.0.1.16/28", Assigned: 3, Warm: 12, Cooldown: 1}}}}}
+			IPCounts: api.IPCounts{Assigned: 4, Warm: 13},
+			Prefixes: []api.PrefixStatus{{CIDR: "10.0.1.16/28", IPCounts: api.IPCounts{Assigned: 3, Warm: 12, Cooldown: 1}}}}}}
 	var out bytes.Buffer
 	if err := printStatus(&out, s, nil); err != nil {
 		t.Fatal(err)

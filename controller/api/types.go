@@ -122,20 +122,28 @@ type ENIStatus struct {
 	DeleteOnTermination bool   `json:"deleteOnTermination"`
 	SubnetCIDR          string `json:"subnetCIDR"`
 	// IPs are the ENI's IPv4 slots for pods: secondary IPs, and /28 prefixes in CIDR notation.
-	IPs      []string `json:"ips"`
-	Assigned int      `json:"assigned"`
-	Warm     int      `json:"warm"`
-	Cooldown int      `json:"cooldown"`
+	IPs []string `json:"ips"`
+	IPCounts
 	// Prefixes are the /28 prefixes among IPs, each with its own counts.
 	Prefixes []PrefixStatus `json:"prefixes,omitempty"`
 }
 
+// IPCounts are how many pod IPs are assigned, warm (free and usable) and cooling down.
+type IPCounts struct {
+	Assigned int `json:"assigned"`
+	Warm     int `json:"warm"`
+	Cooldown int `json:"cooldown"`
+}
+
+// Add adds o's counts to c.
+func (c *IPCounts) Add(o IPCounts) {
+	c.Assigned, c.Warm, c.Cooldown = c.Assigned+o.Assigned, c.Warm+o.Warm, c.Cooldown+o.Cooldown
+}
+
 // PrefixStatus is one /28 prefix of an ENI: how many of its 16 IPs pods hold, are warm or cool down.
 type PrefixStatus struct {
-	CIDR     string `json:"cidr"`
-	Assigned int    `json:"assigned"`
-	Warm     int    `json:"warm"`
-	Cooldown int    `json:"cooldown"`
+	CIDR string `json:"cidr"`
+	IPCounts
 }
 
 // PendingOp is an ENI operation the journal holds that has not reached a resting state.
