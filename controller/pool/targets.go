@@ -206,13 +206,7 @@ func (t Targets) Decide(l Limits, c Counts) Decision {
 		if short <= 0 {
 			return d // what is in flight covers the deficit
 		}
-		room := 0
-		for _, e := range c.ENIs {
-			if !e.Closed {
-				room += (perENI - e.Slots) * grain
-			}
-		}
-		if room > 0 {
+		if room := t.room(l, c); room > 0 {
 			d.AddIPs = min(short, room)
 			return d
 		}
@@ -247,7 +241,9 @@ func (t Targets) Decide(l Limits, c Counts) Decision {
 			return d
 		}
 	}
-	// An ENI with nothing assigned nor cooling down may go when the rest still meets the targets.
+	// An ENI with nothing assigned nor cooling down may go when the rest still meets the targets. One that
+	// holds a prefix may also go when the rest can meet them by growing on its own free slots: a prefix cannot
+	// be given back in part, so the last ENI's would otherwise keep the warm pool, and the ENI, for good.
 	for _, e := range c.ENIs {
 		if e.Primary || e.Assigned > 0 || e.Cooldown > 0 {
 			continue
@@ -258,10 +254,23 @@ func (t Targets) Decide(l Limits, c Counts) Decision {
 				rest.ENIs = append(rest.ENIs, o)
 			}
 		}
-		if t.Short(l, rest) == 0 && (t.ipMode() || rest.Free() >= t.warmFree(l)) {
+		short := t.Short(l, rest)
+		if short == 0 && (t.ipMode() || rest.Free() >= t.warmFree(l)) ||
+			e.EmptyPrefixes > 0 && short > 0 && short <= t.room(l, rest) {
 			d.ReleaseENI = e.ID
 			return d
 		}
 	}
 	return d
+}
+
+// room is how many addresses the ENIs of c can still take on their free slots, at the current grain.
+func (t Targets) room(l Limits, c Counts) int {
+	n := 0
+	for _, e := range c.ENIs {
+		if !e.Closed {
+			n += (l.IPsPerENI - e.Slots) * t.Grain()
+		}
+	}
+	return n
 }
