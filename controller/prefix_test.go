@@ -352,3 +352,21 @@ func TestThePoolHoldsNoMoreIPsThanKubeletsMaxPods(t *testing.T) {
 		})
 	}
 }
+
+func TestAXenTypeAskedForPrefixesKeepsSecondaryIPs(t *testing.T) {
+	w := newWorld(t, "m4.large", 200)
+	r := w.start(prefixConfig(w.dir), nil, nil)
+	waitReady(t, r.node)
+	answered := map[string]string{}
+	assignPods(t, r.node, answered, 0, 4)
+	w.settle(r, answered, 1)
+	if prefixes, singles := slotsOf(r.node.Snapshot()); len(prefixes) != 0 || len(singles) < 4 {
+		t.Fatalf("books hold prefixes %v and single IPs %v, want single IPs only", prefixes, singles)
+	}
+	if s := r.node.Status(); s.PrefixDelegation || s.MaxPods != 20 {
+		t.Errorf("status says prefix delegation %v, max pods %d; want false, 20 (2 ENIs x 9 + 2)", s.PrefixDelegation, s.MaxPods)
+	}
+	if n := w.sim.Counters()["AssignPrivateIpAddresses"].Errors["InvalidParameterValue"]; n != 0 {
+		t.Errorf("EC2 refused %d assigns: the node asked a Xen type for prefixes", n)
+	}
+}
