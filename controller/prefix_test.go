@@ -370,3 +370,46 @@ func TestAXenTypeAskedForPrefixesKeepsSecondaryIPs(t *testing.T) {
 		t.Errorf("EC2 refused %d assigns: the node asked a Xen type for prefixes", n)
 	}
 }
+
+// TestAPrefixUnassignedOutsideEniwireLeavesTheBooks: the reconcile compares the books' prefixes with EC2's as
+// it does single IPs. A free prefix that EC2 no longer lists leaves the books and a new one takes its place.
+func TestAPrefixUnassignedOutsideEniwireLeavesTheBooks(t *testing.T) {
+	w := newWorld(t, "m5.large", 200)
+	r := w.start(prefixConfig(w.dir), nil, nil)
+	waitReady(t, r.node)
+	answered := map[string]string{}
+	assignPods(t, r.node, answered, 0, 20)
+	w.settle(r, answered, 16)
+	st := r.node.Snapshot()
+	prim := primaryID(st)
+	prefixes, _ := slotsOf(st)
+	var free string
+	for _, p := range prefixes {
+		held := false
+		for _, ip := range answered {
+			held = held || journal.Covers(p, ip)
+		}
+		if !held {
+			free = p
+		}
+	}
+	if free == "" {
+		t.Fatalf("no free prefix among %v", prefixes)
+	}
+	outsider := w.ec2(nil)
+	if _, err := outsider.UnassignPrivateIpAddresses(context.Background(), &ec2.UnassignPrivateIpAddressesInput{
+		NetworkInterfaceId: aws.String(prim), Ipv4Prefixes: []string{free}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the prefix EC2 no longer lists leaves the books", func() error {
+		if eni, ok := booksIPs(r.node.Snapshot())[free]; ok {
+			return fmt.Errorf("%s still in the books on %s", free, eni)
+		}
+		return nil
+	})
+	w.settle(r, answered, 16)
+	// More pods: every address they get is held by its ENI in EC2 (settle's checkBooks), the prefix EC2 may
+	// hand out again included.
+	assignPods(t, r.node, answered, 20, 36)
+	w.settle(r, answered, 16)
+}
