@@ -100,7 +100,7 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 		if ctx.Err() != nil {
 			return moved
 		}
-		if rec.State == journal.Planned && m.prefixRefused(actionCreate, err) {
+		if rec.State == journal.Planned && m.prefixRefused(err) {
 			// The plan goes only now that the fallback holds: the pool plans again at once, with single IPs.
 			if derr := m.eni.DropPlan(ctx, opID); derr != nil {
 				m.log.Warn("dropping a plan for prefixes", "op", opID, "error", derr)

@@ -229,7 +229,7 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 	for _, a := range adds {
 		wg.Go(func() {
 			if err := assign(ctx, a.eni, a.n); err != nil {
-				if m.prefixRefused(actionAssign, err) {
+				if m.prefixRefused(err) {
 					done(true, nil) // decide again: the deficit comes as single IPs
 					return
 				}
@@ -273,13 +273,13 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 func slotsFor(n, grain int) int { return (n + grain - 1) / grain }
 
 // prefixRefused starts or prolongs the single-IP fallback when err is a fragmented subnet's refusal of a
-// prefix, and reports whether it was one.
-func (m *poolManager) prefixRefused(action string, err error) bool {
+// prefix, and reports whether it was one. It pauses no growth, so eniwire_ec2_refusals_total does not count
+// it; eniwire_prefix_fallback says it.
+func (m *poolManager) prefixRefused(err error) bool {
 	if !errors.Is(err, eni.ErrNoPrefix) {
 		return false
 	}
 	m.fallback.refused(m.clock.Now(), err)
-	m.metrics.refusals.WithLabelValues(action, eni.ErrorCode(err)).Inc()
 	return true
 }
 
