@@ -26,6 +26,14 @@ type Config struct {
 	MinimumIPTarget int
 	MaxENI          int
 	MaxPods         int
+	// EnablePrefixDelegation (ENABLE_PREFIX_DELEGATION): new room comes as /28 prefixes, 16 pod IPs per IPv4
+	// slot of an ENI, on Nitro types (a Xen type keeps secondary IPs, with a warning). WarmPrefixTarget
+	// (WARM_PREFIX_TARGET) keeps that many prefixes' worth of free IPs; WARM_IP_TARGET and MINIMUM_IP_TARGET
+	// override it and count IPs, rounded up to whole prefixes; WARM_ENI_TARGET applies only when all three are
+	// 0. When a fragmented subnet refuses prefixes the node grows with single IPs for a while
+	// (prefixfallback.go). Default (all unset): WarmPrefixTarget 1, not the AWS VPC CNI's whole ENI of prefixes.
+	EnablePrefixDelegation bool
+	WarmPrefixTarget       int
 	// Cooldown keeps a released IP out of use (default 120 s, the conntrack SYN_SENT timeout).
 	Cooldown time.Duration
 	// ReconcileInterval between reconciles (default 60 s, jittered by 10%).
@@ -77,6 +85,15 @@ type NodeInfo struct {
 	// MaxENIs per instance (primary included) and IPv4PerENI (primary address included).
 	MaxENIs    int
 	IPv4PerENI int
+	// Hypervisor is "nitro" or "xen"; only Nitro types take /28 prefixes ("" counts as Nitro).
+	Hypervisor string
+	// VCPUs of the instance type; they set kubelet's pod ceiling (110 up to 30 vCPUs, 250 above).
+	VCPUs int
+}
+
+// prefixMode says whether the node grows in /28 prefixes: asked for, on a type that takes them.
+func prefixMode(cfg Config, info NodeInfo) bool {
+	return cfg.EnablePrefixDelegation && info.Hypervisor != "xen"
 }
 
 // Deps are what a node controller is built from. Only EC2 and Node are required.
@@ -127,6 +144,10 @@ func (c *Config) defaults() {
 		c.VanishedPodGrace = 2 * time.Minute
 	}
 	if c.WarmENITarget == 0 && c.WarmIPTarget == 0 && c.MinimumIPTarget == 0 {
+		// WARM_ENI_TARGET=1 also serves a type that turns prefix mode down.
+		if c.EnablePrefixDelegation && c.WarmPrefixTarget == 0 {
+			c.WarmPrefixTarget = 1
+		}
 		c.WarmENITarget = 1
 	}
 }

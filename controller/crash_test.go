@@ -9,6 +9,7 @@ import (
 
 	"github.com/eniwire/eniwire/controller"
 	"github.com/eniwire/eniwire/controller/api"
+	"github.com/eniwire/eniwire/test/ec2sim"
 )
 
 // churn is the workload of the crash tests: twelve pods come (the primary fills, a second ENI is created,
@@ -21,12 +22,48 @@ func churnConfig(dir string) controller.Config {
 	return cfg
 }
 
+// workload is what a crash test runs: pods come on an instance type, then go.
+type workload struct {
+	itype  string
+	pods   int
+	config func(dir string) controller.Config
+	// fragment, when set, puts the node in a /24 whose addresses are scattered and gives a legacy node that
+	// many single IPs first, so that no /28 is free.
+	fragment int
+}
+
+// secondaryIPChurn: twelve pods on an m5.large with secondary IPs.
+var secondaryIPChurn = workload{itype: "m5.large", pods: churnPods, config: churnConfig}
+
+// prefixChurn: in prefix mode on a t3.micro (one IPv4 slot per ENI), twenty pods fill the primary's /28 and
+// a second ENI is created with a prefix, attached and marked; then the pods go, the second ENI's prefix is
+// unassigned and the ENI detached and deleted.
+var prefixChurn = workload{itype: "t3.micro", pods: 20, config: prefixChurnConfig}
+
+// fragmentedChurn: in prefix mode on an m5.large in a fragmented subnet, every prefix asked for is refused
+// (the assign on the primary, then the create of the second ENI): the node falls back to single IPs and
+// runs secondaryIPChurn's twelve pods.
+var fragmentedChurn = workload{itype: "m5.large", pods: churnPods, config: prefixChurnConfig, fragment: 120}
+
+func prefixChurnConfig(dir string) controller.Config {
+	cfg := churnConfig(dir)
+	cfg.EnablePrefixDelegation = true
+	return cfg
+}
+
 // runChurn runs the workload with a crash at point at (0: none), restarting from the journal after the
 // crash, and returns the crash points it saw. It fails the test if any promise breaks.
-func runChurn(t *testing.T, at int64) []string {
-	w := newWorld(t, "m5.large", 500)
+func runChurn(t *testing.T, wl workload, at int64) []string {
+	var w *world
+	if wl.fragment > 0 {
+		w = newWorldIn(t, wl.itype, 500, ec2sim.SubnetSpec{ID: "subnet-1", VPCID: "vpc-1", CIDR: "10.0.64.0/24", AZ: "us-west-2a", Scatter: true})
+		w.fragmentSubnet(wl.fragment)
+	} else {
+		w = newWorld(t, wl.itype, 500)
+	}
 	c := &crash{at: at}
 	api0 := w.ec2(nil)
+	churnConfig := wl.config
 	r := w.start(churnConfig(w.dir), crashEC2{EC2API: api0, c: c}, func(j controller.Journal) controller.Journal { return crashJournal{inner: j, c: c} })
 	restarted := false
 	answered := map[string]string{}
@@ -68,7 +105,7 @@ func runChurn(t *testing.T, at int64) []string {
 			return err
 		})
 	}
-	for i := range churnPods {
+	for i := range wl.pods {
 		cid := fmt.Sprintf("pod-%d", i)
 		step("assigning "+cid, func(n *controller.Node) error {
 			a, err := n.Assign(context.Background(), api.AssignRequest{Attachment: api.Attachment{ContainerID: cid, IfName: "eth0"}})
@@ -87,7 +124,7 @@ func runChurn(t *testing.T, at int64) []string {
 			return nil
 		})
 	}
-	for i := range churnPods {
+	for i := range wl.pods {
 		cid := fmt.Sprintf("pod-%d", i)
 		releasing = cid
 		step("releasing "+cid, func(n *controller.Node) error {
@@ -105,7 +142,8 @@ func runChurn(t *testing.T, at int64) []string {
 		}
 		for _, e := range w.sim.Snapshot().ENIs {
 			if e.Tags["eniwire.io/instance-id"] == w.inst.ID {
-				return fmt.Errorf("ENI %s still exists (%s)", e.ID, e.Status)
+				st := r.node.Snapshot()
+				return fmt.Errorf("ENI %s still exists (%s); books %+v ipops %+v assignments %d cooldowns %+v status %q", e.ID, e.Status, st.ENIs, st.IPOps, len(st.Assignments), st.Cooldowns, r.node.Status().PoolStatus)
 			}
 		}
 		return w.checkBooks(r.node.Snapshot(), answered)
@@ -116,7 +154,20 @@ func runChurn(t *testing.T, at int64) []string {
 }
 
 func TestCrashAtEveryStepLosesNothing(t *testing.T) {
-	points := runChurn(t, 0)
+	crashEveryStep(t, secondaryIPChurn)
+}
+
+func TestCrashAtEveryStepOfPrefixModeLosesNothing(t *testing.T) {
+	crashEveryStep(t, prefixChurn)
+}
+
+func TestCrashAtEveryStepOfTheSingleIPFallbackLosesNothing(t *testing.T) {
+	crashEveryStep(t, fragmentedChurn)
+}
+
+// crashEveryStep runs the workload once to list its crash points, then once per point with a crash there.
+func crashEveryStep(t *testing.T, wl workload) {
+	points := runChurn(t, wl, 0)
 	kinds := map[string]int{}
 	for _, p := range points {
 		kinds[p]++
@@ -130,7 +181,7 @@ func TestCrashAtEveryStepLosesNothing(t *testing.T) {
 	for at := int64(1); at <= int64(len(points)); at++ {
 		t.Run(fmt.Sprintf("crash after point %d (%s)", at, points[at-1]), func(t *testing.T) {
 			t.Parallel()
-			got := runChurn(t, at)
+			got := runChurn(t, wl, at)
 			if len(got) < int(at) {
 				t.Logf("crash point %d not reached this run (%d points): %s", at, len(got), strings.Join(got, ","))
 			}

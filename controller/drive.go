@@ -89,6 +89,9 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 		if err == nil {
 			if rec.State == journal.Planned {
 				m.accepted(actionCreate)
+				if rec.WantPrefixes > 0 {
+					m.fallback.accepted(m.clock.Now())
+				}
 			}
 			m.clearBackoff(opID)
 			moved = true
@@ -96,6 +99,14 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 		}
 		if ctx.Err() != nil {
 			return moved
+		}
+		if rec.State == journal.Planned && m.prefixRefused(err) {
+			// The plan goes only now that the fallback holds: the pool plans again at once, with single IPs.
+			if derr := m.eni.DropPlan(ctx, opID); derr != nil {
+				m.log.Warn("dropping a plan for prefixes", "op", opID, "error", derr)
+			}
+			m.clearBackoff(opID)
+			return true
 		}
 		if rec.State == journal.Planned && m.noteRefusal(actionCreate, err) {
 			// The plan is dropped; the pool plans again once the refusal's pause is over.

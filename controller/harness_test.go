@@ -42,6 +42,12 @@ type world struct {
 
 func newWorld(t testing.TB, itype string, factor float64) *world {
 	t.Helper()
+	return newWorldIn(t, itype, factor, ec2sim.SubnetSpec{ID: "subnet-1", VPCID: "vpc-1", CIDR: "10.0.0.0/20", AZ: "us-west-2a"})
+}
+
+// newWorldIn is newWorld with the instance in the subnet spec describes.
+func newWorldIn(t testing.TB, itype string, factor float64, subnet ec2sim.SubnetSpec) *world {
+	t.Helper()
 	clk := clock.NewScaled(factor)
 	cfg := ec2sim.DefaultConfig()
 	cfg.Clock = clk
@@ -49,10 +55,10 @@ func newWorld(t testing.TB, itype string, factor float64) *world {
 	if err := sim.AddVPC("vpc-1", "10.0.0.0/16"); err != nil {
 		t.Fatal(err)
 	}
-	if err := sim.AddSubnet(ec2sim.SubnetSpec{ID: "subnet-1", VPCID: "vpc-1", CIDR: "10.0.0.0/20", AZ: "us-west-2a"}); err != nil {
+	if err := sim.AddSubnet(subnet); err != nil {
 		t.Fatal(err)
 	}
-	inst, err := sim.AddInstance(ec2sim.InstanceSpec{Type: itype, SubnetID: "subnet-1"})
+	inst, err := sim.AddInstance(ec2sim.InstanceSpec{Type: itype, SubnetID: subnet.ID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +102,8 @@ func (w *world) nodeInfo() controller.NodeInfo {
 	}
 	return controller.NodeInfo{InstanceID: w.inst.ID, InstanceType: w.inst.Type, AZ: w.inst.AZ, PrimaryMAC: w.inst.PrimaryMAC,
 		PrimaryIP: w.inst.PrimaryIP, VPCCIDRs: []string{w.inst.VPCCIDR}, SubnetID: w.inst.SubnetID, SubnetCIDR: w.inst.SubnetCIDR,
-		SecurityGroups: w.inst.SecurityGroups, MaxENIs: it.MaxENIs, IPv4PerENI: it.IPv4PerENI}
+		SecurityGroups: w.inst.SecurityGroups, MaxENIs: it.MaxENIs, IPv4PerENI: it.IPv4PerENI, Hypervisor: it.Hypervisor,
+		VCPUs: it.VCPUs}
 }
 
 // fastConfig runs every loop quickly in virtual time.
@@ -236,6 +243,9 @@ func (w *world) checkBooks(st *journal.State, answered map[string]string) error 
 	simIPs := map[string][]string{}
 	for _, e := range snap.ENIs {
 		simIPs[e.ID] = e.IPs
+		for _, p := range e.Prefixes {
+			simIPs[e.ID] = append(simIPs[e.ID], journal.Addresses(p)...)
+		}
 		if e.Tags[eni.TagOwner] != w.inst.ID {
 			continue
 		}

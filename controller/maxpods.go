@@ -5,17 +5,36 @@ import (
 	"github.com/eniwire/eniwire/controller/pool"
 )
 
-// MaxPods is the most pods the node runs, as the pool manager caps it: MAX_PODS when set, else the ENIs the
-// node may hold (MAX_ENI, or the instance's limit) times their secondary IPs, plus 2 for host-network pods
-// (the VPC CNI's formula). The agent sizes the datapath's per-pod maps by it.
+// MaxPods is the most pods the node runs, and so the most IPs the pool holds: MAX_PODS when set, else what
+// kubelet's --max-pods should be on the instance (KubeletMaxPods: the ENIs the node may hold, MAX_ENI or the
+// instance's limit, times their secondary IPs, or 16 addresses a slot in prefix mode, plus 2 for host-network
+// pods, capped by kubelet's ceiling of 110 or 250). The ceiling needs the type's vCPUs; without them the number
+// is uncapped. The agent sizes the datapath's per-pod maps by it.
 func MaxPods(cfg Config, info NodeInfo) int {
-	return poolTargets(cfg).MaxPodsFor(poolLimits(info))
+	if cfg.MaxPods > 0 {
+		return cfg.MaxPods
+	}
+	hv := info.Hypervisor
+	if hv == "" {
+		hv = "nitro"
+	}
+	pl := KubeletMaxPods(cfg, metadata.Limits{MaxENIs: info.MaxENIs, IPv4PerENI: info.IPv4PerENI, VCPUs: info.VCPUs,
+		Hypervisor: hv}, cfg.EnablePrefixDelegation)
+	if info.VCPUs == 0 {
+		return pl.MaxAllowed
+	}
+	return pl.MaxPods
 }
 
-// poolTargets are the pool's settings from the node's.
-func poolTargets(cfg Config) pool.Targets {
-	return pool.Targets{WarmENI: cfg.WarmENITarget, WarmIP: cfg.WarmIPTarget, MinimumIP: cfg.MinimumIPTarget,
-		MaxENI: cfg.MaxENI, MaxPods: cfg.MaxPods}
+// poolTargets are the pool's settings from the node's: the pod cap is MaxPods. WARM_PREFIX_TARGET counts only
+// in prefix mode.
+func poolTargets(cfg Config, info NodeInfo) pool.Targets {
+	t := pool.Targets{WarmENI: cfg.WarmENITarget, WarmIP: cfg.WarmIPTarget, MinimumIP: cfg.MinimumIPTarget,
+		MaxENI: cfg.MaxENI, MaxPods: MaxPods(cfg, info), Prefixes: prefixMode(cfg, info)}
+	if t.Prefixes {
+		t.WarmPrefix = cfg.WarmPrefixTarget
+	}
+	return t
 }
 
 // poolLimits are the instance's limits as the pool counts them: secondary IPs per ENI, its primary IP aside.
@@ -50,14 +69,14 @@ func PodCeiling(vcpus int) int {
 // KubeletMaxPods computes PodLimit the way the AWS VPC CNI's max-pods-calculator.sh does: the ceiling
 // applies with and without prefixes, and a type that is not Nitro falls back to secondary IPs. The
 // secondary-IP number is MaxPods's, so it matches the AWS VPC CNI's published eni-max-pods.txt (which is
-// uncapped: MaxAllowed). The agent itself keeps MaxPods (uncapped, no prefixes) until prefix mode exists.
+// uncapped: MaxAllowed). The agent holds no more IPs than its MaxPods.
 func KubeletMaxPods(cfg Config, l metadata.Limits, prefixes bool) PodLimit {
 	pl := poolLimits(NodeInfo{MaxENIs: l.MaxENIs, IPv4PerENI: l.IPv4PerENI})
 	out := PodLimit{Ceiling: PodCeiling(l.VCPUs), Prefixes: prefixes && l.Nitro()}
 	if out.Prefixes {
 		pl.IPsPerENI *= IPsPerPrefix
 	}
-	out.MaxAllowed = poolTargets(cfg).MaxPodsFor(pl)
+	out.MaxAllowed = pool.Targets{MaxENI: cfg.MaxENI, MaxPods: cfg.MaxPods}.MaxPodsFor(pl)
 	out.MaxPods = min(out.MaxAllowed, out.Ceiling)
 	return out
 }

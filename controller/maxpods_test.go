@@ -17,9 +17,38 @@ func TestMaxPodsIsTheSettingElseWhatTheENIsHold(t *testing.T) {
 		{"MAX_PODS when set", controller.Config{MaxPods: 17}, 17},
 		{"else ENIs x (IPs per ENI - 1) + 2", controller.Config{}, 3*9 + 2},
 		{"with MAX_ENI counting only the ENIs the node may hold", controller.Config{MaxENI: 2}, 2*9 + 2},
+		{"in prefix mode, 16 addresses a slot, uncapped while the vCPUs are unknown", controller.Config{EnablePrefixDelegation: true}, 3*9*16 + 2},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := controller.MaxPods(c.cfg, m5large); got != c.want {
+				t.Errorf("MaxPods = %d, want %d", got, c.want)
+			}
+		})
+	}
+}
+
+func TestTheAgentsMaxPodsIsKubeletsForItsInstance(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		cfg  controller.Config
+		info controller.NodeInfo
+		want int
+	}{
+		{"m5.large with secondary IPs: 29", controller.Config{},
+			controller.NodeInfo{MaxENIs: 3, IPv4PerENI: 10, VCPUs: 2, Hypervisor: "nitro"}, 29},
+		{"m5.large in prefix mode: kubelet's ceiling of 110", controller.Config{EnablePrefixDelegation: true},
+			controller.NodeInfo{MaxENIs: 3, IPv4PerENI: 10, VCPUs: 2, Hypervisor: "nitro"}, 110},
+		{"m5.4xlarge with secondary IPs: 234 capped at 110", controller.Config{},
+			controller.NodeInfo{MaxENIs: 8, IPv4PerENI: 30, VCPUs: 16, Hypervisor: "nitro"}, 110},
+		{"c5.18xlarge in prefix mode: 250", controller.Config{EnablePrefixDelegation: true},
+			controller.NodeInfo{MaxENIs: 15, IPv4PerENI: 50, VCPUs: 72, Hypervisor: "nitro"}, 250},
+		{"m4.large (Xen) asking for prefixes keeps secondary IPs: 20", controller.Config{EnablePrefixDelegation: true},
+			controller.NodeInfo{MaxENIs: 2, IPv4PerENI: 10, VCPUs: 2, Hypervisor: "xen"}, 20},
+		{"MAX_PODS wins", controller.Config{MaxPods: 64, EnablePrefixDelegation: true},
+			controller.NodeInfo{MaxENIs: 3, IPv4PerENI: 10, VCPUs: 2, Hypervisor: "nitro"}, 64},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := controller.MaxPods(c.cfg, c.info); got != c.want {
 				t.Errorf("MaxPods = %d, want %d", got, c.want)
 			}
 		})

@@ -28,12 +28,15 @@ type metrics struct {
 	vanished     prometheus.Counter
 	orphans      prometheus.Counter
 	ready        prometheus.Gauge
+	// prefixFallback is 1 while a fragmented subnet refuses prefixes and the node grows with single IPs.
+	prefixFallback prometheus.Gauge
+	maxPods        prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer, status func() *api.Status) (*metrics, error) {
 	m := &metrics{
 		status:      status,
-		ips:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eniwire_ips", Help: "Secondary IPs in the books by state (assigned, warm, cooldown)."}, []string{"state"}),
+		ips:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eniwire_ips", Help: "Pod IPs in the books (secondary IPs and the addresses of /28 prefixes) by state (assigned, warm, cooldown)."}, []string{"state"}),
 		enis:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eniwire_enis", Help: "ENIs in the books by commit state."}, []string{"state"}),
 		foreign:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_foreign_enis", Help: "ENIs attached to the instance by someone else, left alone."}),
 		assigns:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eniwire_assign_total", Help: "Pod IP assignments by result."}, []string{"result"}),
@@ -56,9 +59,13 @@ func newMetrics(reg prometheus.Registerer, status func() *api.Status) (*metrics,
 		orphans: prometheus.NewCounter(prometheus.CounterOpts{Name: "eniwire_orphaned_enis_collected_total",
 			Help: "Available ENIs of the cluster whose owner instance was gone, deleted by this node's sweep."}),
 		ready: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_ready", Help: "1 when the journal is replayed and EC2 has answered."}),
+		prefixFallback: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_prefix_fallback",
+			Help: "1 while the subnet has no free /28 (InsufficientCidrBlocks) and new room comes as single IPs; prefixes are retried with backoff."}),
+		maxPods: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_max_pods",
+			Help: "The most pods the node runs (MAX_PODS, else kubelet's --max-pods for the instance); the pool holds no more IPs."}),
 	}
 	for _, c := range []prometheus.Collector{m.ips, m.enis, m.foreign, m.assigns, m.releases, m.reconciles, m.adopted,
-		m.collected, m.imdsMissing, m.ipsGone, m.podIPsLost, m.stepErrors, m.poolBackoffs, m.refusals, m.vanished, m.orphans, m.ready} {
+		m.collected, m.imdsMissing, m.ipsGone, m.podIPsLost, m.stepErrors, m.poolBackoffs, m.refusals, m.vanished, m.orphans, m.ready, m.prefixFallback, m.maxPods} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering metrics: %w", err)
 		}
@@ -88,6 +95,7 @@ func (m *metrics) refresh() {
 	m.ips.WithLabelValues("assigned").Set(float64(s.Assigned))
 	m.ips.WithLabelValues("warm").Set(float64(s.Warm))
 	m.ips.WithLabelValues("cooldown").Set(float64(s.Cooldown))
+	m.maxPods.Set(float64(s.MaxPods))
 	m.enis.Reset()
 	for _, e := range s.ENIs {
 		m.enis.WithLabelValues(e.State).Inc()

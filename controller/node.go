@@ -91,7 +91,12 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		SubnetCIDR: deps.Node.SubnetCIDR, SecurityGroups: deps.Node.SecurityGroups, MaxENIs: deps.Node.MaxENIs,
 		GCGrace: cfg.GCGrace,
 	}, deps.EC2, deps.IMDS, n.books, deps.Clock, log)
-	targets, limits := poolTargets(cfg), poolLimits(deps.Node)
+	targets, limits := poolTargets(cfg, deps.Node), poolLimits(deps.Node)
+	log.Info("pool limits", "maxPods", targets.MaxPods, "prefixDelegation", targets.Prefixes)
+	if cfg.EnablePrefixDelegation && !targets.Prefixes {
+		log.Warn("prefix delegation asked for, but the instance type does not take prefixes (not Nitro); using secondary IPs",
+			"type", deps.Node.InstanceType)
+	}
 	n.ipam = &ipam{books: n.books, dp: deps.Datapath, cooldown: cfg.Cooldown, targets: targets, limits: limits,
 		podMTU: cfg.PodMTU, clock: deps.Clock, log: log, metrics: m, ready: n.Ready, wake: n.Wake, avail: n.servable}
 	if r, ok := deps.Datapath.(interface{ RemovesHostVeth() bool }); ok {
@@ -101,7 +106,8 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	n.pool = &poolManager{books: n.books, eni: n.eni, targets: targets, limits: limits, releaseDelay: cfg.ReleaseDelay,
 		poolInterval: cfg.PoolInterval, subnetID: deps.Node.SubnetID, urgent: deps.Urgent, clock: deps.Clock, log: log,
 		metrics: m, status: n.status, wake: n.Wake, backoffs: map[string]backoff{}, driving: map[string]bool{},
-		refused: map[string]refusal{}, refusalDelay: map[string]time.Duration{}, closed: map[string]closure{}}
+		refused: map[string]refusal{}, refusalDelay: map[string]time.Duration{}, closed: map[string]closure{},
+		fallback: &prefixFallback{subnetID: deps.Node.SubnetID, log: log, gauge: m.prefixFallback}}
 	n.house = &housekeeping{eni: n.eni, reconcileInterval: cfg.ReconcileInterval,
 		maxReconcileInterval: cfg.MaxReconcileInterval, orphanSweepInterval: cfg.OrphanSweepInterval,
 		clock: deps.Clock, log: log, metrics: m, status: n.status, reconcileEvery: cfg.ReconcileInterval}

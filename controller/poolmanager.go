@@ -53,6 +53,15 @@ type poolManager struct {
 	refusalDelay map[string]time.Duration
 	// closed are ENIs EC2 refuses secondary IPs for (closed.go), and why.
 	closed map[string]closure
+	// fallback is set while a fragmented subnet refuses prefixes (prefixfallback.go).
+	fallback *prefixFallback
+}
+
+// targetsAt are the targets in force at now: in prefix mode, growth in single IPs while the fallback holds.
+func (m *poolManager) targetsAt(now time.Time) pool.Targets {
+	t := m.targets
+	t.Fallback = t.Prefixes && m.fallback.active(now)
+	return t
 }
 
 // step makes one change toward the warm targets and reports whether it did something (and may do more).
@@ -69,13 +78,14 @@ func (m *poolManager) step(ctx context.Context) bool {
 	var releasable map[string][]string
 	limits := m.limits
 	limits.MaxENIs = m.eni.MaxENIs()
+	targets := m.targetsAt(now)
 	m.books.View(func(st *journal.State) {
 		v := pool.NewView(st, now)
 		c := m.counts(v)
-		d = m.targets.Decide(limits, c)
+		d = targets.Decide(limits, c)
 		free = c.Free()
 		if d.ReleaseIPs > 0 {
-			releasable = v.Releasable(d.ReleaseIPs)
+			releasable = v.Releasable(d.ReleaseIPs, d.PrefixesOnly)
 		}
 	})
 	if d.AddIPs == 0 && !d.NewENI && d.ReleaseIPs == 0 && d.ReleaseENI == "" {
@@ -96,7 +106,7 @@ func (m *poolManager) step(ctx context.Context) bool {
 	}
 	if d.AddIPs > 0 || d.NewENI {
 		m.surplusSince = time.Time{}
-		return m.grow(ctx, limits, now)
+		return m.grow(ctx, targets, limits, now)
 	}
 	// Surplus: release only after it has lasted the hysteresis delay.
 	if m.surplusSince.IsZero() {
@@ -107,6 +117,9 @@ func (m *poolManager) step(ctx context.Context) bool {
 		return false
 	}
 	if d.ReleaseIPs > 0 {
+		if len(releasable) == 0 {
+			return false // what may go waits for the cooldowns of a later ENI's prefix (pool.View.Releasable)
+		}
 		var errs []error
 		for id, ips := range releasable {
 			errs = append(errs, m.eni.UnassignIPs(ctx, id, ips))
@@ -142,14 +155,17 @@ func (m *poolManager) result(err error, what string) bool {
 // grow closes the whole deficit in one round: it asks the arithmetic again and again, counting each answer as
 // in flight (IPs on ENIs with room, with the full count per ENI in one call; new ENIs with their IPs in the
 // create), then runs all of it at once. Each new ENI is its own journaled commit with its own ClientToken,
-// driven in the background (launch); their device indexes are reserved in the books. It reports whether
-// anything succeeded (an assign, or a plan journaled), so the pool manager looks again at once.
-func (m *poolManager) grow(ctx context.Context, limits pool.Limits, now time.Time) bool {
+// driven in the background (launch); their device indexes are reserved in the books. In prefix mode each slot
+// asked for is a /28 prefix (targets.Grain addresses). It reports whether anything succeeded (an assign, or a
+// plan journaled), so the pool manager looks again at once.
+func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits pool.Limits, now time.Time) bool {
 	type addIPs struct {
 		eni     string
 		primary bool
 		n       int
 	}
+	grain := targets.Grain()
+	prefixes := grain > 1
 	var adds []addIPs
 	var plans []int
 	m.books.View(func(st *journal.State) {
@@ -162,29 +178,31 @@ func (m *poolManager) grow(ctx context.Context, limits pool.Limits, now time.Tim
 			}
 		}
 		for range 4 * (limits.MaxENIs + 1) {
-			d := m.targets.Decide(limits, c)
+			d := targets.Decide(limits, c)
 			if d.AddIPs > 0 {
 				if m.refusedNow(actionAssign, now) {
 					break
 				}
 				i := slices.IndexFunc(c.ENIs, func(e pool.ENICount) bool {
-					return e.IPs < limits.IPsPerENI && !unsettled[e.ID] && !e.Closed
+					return e.Slots < limits.IPsPerENI && !unsettled[e.ID] && !e.Closed
 				})
 				if i < 0 {
 					break
 				}
-				k := min(d.AddIPs, limits.IPsPerENI-c.ENIs[i].IPs)
+				k := min(slotsFor(d.AddIPs, grain), limits.IPsPerENI-c.ENIs[i].Slots)
 				adds = append(adds, addIPs{c.ENIs[i].ID, c.ENIs[i].Primary, k})
-				c.ENIs[i].IPs += k
+				c.ENIs[i].Slots += k
+				c.ENIs[i].IPs += k * grain
 				continue
 			}
 			if d.NewENI {
 				if m.refusedNow(actionCreate, now) {
 					break
 				}
-				plans = append(plans, d.NewENIIPs)
+				k := slotsFor(d.NewENIIPs, grain)
+				plans = append(plans, k)
 				c.PendingENIs++
-				c.PendingIPs += d.NewENIIPs
+				c.PendingIPs += k * grain
 				continue
 			}
 			break
@@ -204,9 +222,17 @@ func (m *poolManager) grow(ctx context.Context, limits pool.Limits, now time.Tim
 			failures = append(failures, fail)
 		}
 	}
+	assign, plan := m.eni.AssignIPs, m.eni.Plan
+	if prefixes {
+		assign, plan = m.eni.AssignPrefixes, m.eni.PlanPrefixes
+	}
 	for _, a := range adds {
 		wg.Go(func() {
-			if err := m.eni.AssignIPs(ctx, a.eni, a.n); err != nil {
+			if err := assign(ctx, a.eni, a.n); err != nil {
+				if m.prefixRefused(err) {
+					done(true, nil) // decide again: the deficit comes as single IPs
+					return
+				}
 				if a.primary && m.closeIfRefused(a.eni, err) {
 					done(true, nil) // decide again: the deficit goes to secondary ENIs
 					return
@@ -219,12 +245,15 @@ func (m *poolManager) grow(ctx context.Context, limits pool.Limits, now time.Tim
 				return
 			}
 			m.accepted(actionAssign)
+			if prefixes {
+				m.fallback.accepted(m.clock.Now())
+			}
 			done(true, nil)
 		})
 	}
 	for _, want := range plans {
 		wg.Go(func() {
-			op, err := m.eni.Plan(ctx, want)
+			op, err := plan(ctx, want)
 			if err != nil {
 				done(false, func() bool { return m.result(err, "planning ENI") })
 				return
@@ -238,6 +267,20 @@ func (m *poolManager) grow(ctx context.Context, limits pool.Limits, now time.Tim
 		f()
 	}
 	return progress
+}
+
+// slotsFor is how many slots of grain addresses hold n addresses.
+func slotsFor(n, grain int) int { return (n + grain - 1) / grain }
+
+// prefixRefused starts or prolongs the single-IP fallback when err is a fragmented subnet's refusal of a
+// prefix, and reports whether it was one. It pauses no growth, so eniwire_ec2_refusals_total does not count
+// it; eniwire_prefix_fallback says it.
+func (m *poolManager) prefixRefused(err error) bool {
+	if !errors.Is(err, eni.ErrNoPrefix) {
+		return false
+	}
+	m.fallback.refused(m.clock.Now(), err)
+	return true
 }
 
 func (m *poolManager) expireCooldowns(ctx context.Context) {

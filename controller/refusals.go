@@ -31,7 +31,7 @@ type refusal struct {
 // definiteRefusal reports whether err is EC2 refusing the call for a reason a retry will not fix by itself.
 func definiteRefusal(err error) bool {
 	return eni.ErrorCode(err) != "" && !errors.Is(err, eni.ErrTransient) && !ec2client.IsThrottle(err) &&
-		!errors.Is(err, eni.ErrSubnetFull) && !errors.Is(err, eni.ErrUnauthorized)
+		!errors.Is(err, eni.ErrSubnetFull) && !errors.Is(err, eni.ErrUnauthorized) && !errors.Is(err, eni.ErrNoPrefix)
 }
 
 // noteRefusal pauses action after err if err is a definite refusal, and reports whether it was one. The

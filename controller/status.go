@@ -16,7 +16,8 @@ func (n *Node) Status() *api.Status {
 	ready, why := n.Ready()
 	ps := n.status.get()
 	out := &api.Status{Ready: ready, Reason: why, InstanceID: n.info.InstanceID, InstanceType: n.info.InstanceType,
-		MaxENIs: n.eni.MaxENIs(), IPsPerENI: n.pool.limits.IPsPerENI, PoolStatus: ps, ENIs: []api.ENIStatus{}, Pending: []api.PendingOp{}}
+		MaxENIs: n.eni.MaxENIs(), IPsPerENI: n.pool.limits.IPsPerENI, PoolStatus: ps, ENIs: []api.ENIStatus{}, Pending: []api.PendingOp{},
+		MaxPods: n.pool.targets.MaxPods, PrefixDelegation: n.pool.targets.Prefixes, PrefixFallback: n.pool.fallback.status()}
 	n.books.View(func(st *journal.State) {
 		v := pool.NewView(st, n.clock.Now())
 		for _, e := range st.ENIs {
@@ -25,16 +26,24 @@ func (n *Node) Status() *api.Status {
 			if es.IPs == nil {
 				es.IPs = []string{}
 			}
-			for _, ip := range e.IPs {
-				switch v.State(ip) {
-				case pool.IPAssigned:
-					es.Assigned++
-				case pool.IPCooldown, pool.IPLeaving:
-					es.Cooldown++
-				default:
-					if e.Usable() {
-						es.Warm++
+			for _, slot := range e.IPs {
+				var ps api.PrefixStatus
+				for _, ip := range journal.Addresses(slot) {
+					switch v.State(ip) {
+					case pool.IPAssigned:
+						ps.Assigned++
+					case pool.IPCooldown, pool.IPLeaving:
+						ps.Cooldown++
+					default:
+						if e.Usable() {
+							ps.Warm++
+						}
 					}
+				}
+				es.Add(ps.IPCounts)
+				if journal.IsPrefix(slot) {
+					ps.CIDR = slot
+					es.Prefixes = append(es.Prefixes, ps)
 				}
 			}
 			out.Assigned += es.Assigned

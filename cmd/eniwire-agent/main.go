@@ -95,6 +95,7 @@ func run() error {
 	ccfg := controller.Config{
 		StateDir: s.stateDir, Cluster: s.cluster, WarmENITarget: s.warmENI, WarmIPTarget: s.warmIP,
 		MinimumIPTarget: s.minIP, MaxENI: s.maxENI, MaxPods: s.maxPods, Cooldown: s.cooldown,
+		EnablePrefixDelegation: s.prefixDelegation, WarmPrefixTarget: s.warmPrefix,
 		ReconcileInterval: s.reconcile, MaxReconcileInterval: s.maxReconcile,
 		OrphanSweepInterval: s.orphanSweep, PoolInterval: s.poolInterval, ReleaseDelay: s.releaseDelay,
 		GCGrace: s.gcGrace, StartJitter: s.jitter, JournalSync: s.journalSync,

@@ -18,7 +18,8 @@ import (
 // one exists) and a flag of the same meaning; a flag given on the command line wins.
 type settings struct {
 	stateDir, socket, metricsAddr, cluster, logLevel, logFormat, region, datapath string
-	warmENI, warmIP, minIP, maxENI, maxPods                                       int
+	warmENI, warmIP, minIP, maxENI, maxPods, warmPrefix                           int
+	prefixDelegation                                                              bool
 	cooldown, reconcile, maxReconcile, orphanSweep, poolInterval, releaseDelay    time.Duration
 	gcGrace, jitter                                                               time.Duration
 	clockFactor                                                                   float64
@@ -46,10 +47,12 @@ var table = []setting{
 	{"metrics-addr", "ENIWIRE_METRICS_ADDR", ":61678", "listen address of /metrics, /healthz and /readyz"},
 	{"cluster-name", "CLUSTER_NAME", "", "cluster name, tagged on every ENI"},
 	{"warm-eni-target", "WARM_ENI_TARGET", "1", "whole ENIs' worth of free IPs to keep (unused when a WARM_IP/MINIMUM_IP target is set)"},
-	{"warm-ip-target", "WARM_IP_TARGET", "0", "free IPs to keep (0: unset)"},
+	{"warm-ip-target", "WARM_IP_TARGET", "0", "free IPs to keep (0: unset); in prefix mode rounded up to whole prefixes, and it overrides WARM_PREFIX_TARGET"},
 	{"minimum-ip-target", "MINIMUM_IP_TARGET", "0", "IPs to hold at least (0: unset)"},
+	{"enable-prefix-delegation", "ENABLE_PREFIX_DELEGATION", "false", "true: new room comes as /28 prefixes, 16 pod IPs per ENI slot (Nitro types; others keep secondary IPs); a subnet with no free /28 gets single IPs until prefixes can be assigned again"},
+	{"warm-prefix-target", "WARM_PREFIX_TARGET", "1", "prefix mode: /28 prefixes' worth of free IPs to keep (unused when a WARM_IP/MINIMUM_IP target is set; 0: WARM_ENI_TARGET applies)"},
 	{"max-eni", "MAX_ENI", "0", "ENIs to hold at most, primary included (0: the instance limit)"},
-	{"max-pods", "MAX_PODS", "0", "pods the node runs at most; the pool never holds more IPs and the per-pod traffic map no more pods (0: ENIs x (IPs per ENI - 1) + 2)"},
+	{"max-pods", "MAX_PODS", "0", "pods the node runs at most; the pool never holds more IPs and the per-pod traffic map no more pods (0: what eniwirectl max-pods prints for the instance: ENIs x (IPs per ENI - 1) + 2, 16 IPs a slot in prefix mode, capped at 110 up to 30 vCPUs, else 250)"},
 	{"ip-cooldown-period", "IP_COOLDOWN_PERIOD", "120s", "time a released IP stays out of use (seconds or a duration)"},
 	{"reconcile-interval", "ENIWIRE_RECONCILE_INTERVAL", "60s", "time between reconciles with EC2"},
 	{"max-reconcile-interval", "ENIWIRE_MAX_RECONCILE_INTERVAL", "10m", "while EC2 throttles this node's describes, the reconcile interval stretches up to this"},
@@ -119,7 +122,7 @@ func parseSettings(args []string) (*settings, error) {
 		stateDir: str("state-dir"), socket: str("socket"), metricsAddr: str("metrics-addr"), cluster: str("cluster-name"),
 		logLevel: str("log-level"), logFormat: str("log-format"), region: str("region"), datapath: str("datapath"),
 		warmENI: num("warm-eni-target"), warmIP: num("warm-ip-target"), minIP: num("minimum-ip-target"),
-		maxENI: num("max-eni"), maxPods: num("max-pods"),
+		maxENI: num("max-eni"), maxPods: num("max-pods"), warmPrefix: num("warm-prefix-target"),
 		cooldown: dur("ip-cooldown-period"), reconcile: dur("reconcile-interval"), maxReconcile: dur("max-reconcile-interval"),
 		orphanSweep: dur("orphan-sweep-interval"), poolInterval: dur("pool-interval"),
 		releaseDelay: dur("release-delay"), gcGrace: dur("gc-grace"), jitter: dur("start-jitter"), clockFactor: factor,
@@ -127,6 +130,9 @@ func parseSettings(args []string) (*settings, error) {
 		excludeSNAT: str("exclude-snat-cidrs"), randomizeSNAT: str("randomize-snat"), eniMTU: num("eni-mtu"),
 		cniBinDir: str("cni-bin-dir"), cniConfDir: str("cni-conf-dir"), cniConflist: str("cni-conflist"),
 		cniPlugin: str("cni-plugin"),
+	}
+	if s.prefixDelegation, err = strconv.ParseBool(str("enable-prefix-delegation")); err != nil {
+		errs = append(errs, fmt.Errorf("--enable-prefix-delegation: %w", err))
 	}
 	if s.eniMTU < minMTU || s.eniMTU > maxMTU {
 		errs = append(errs, fmt.Errorf("--eni-mtu: %d is not in [%d, %d]", s.eniMTU, minMTU, maxMTU))

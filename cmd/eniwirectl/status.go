@@ -81,12 +81,17 @@ func printPods(out io.Writer, pods []api.Assignment) error {
 	return tw.Flush()
 }
 
+// printENIs prints a row per ENI (IPS counts its IPv4 slots: secondary IPs and prefixes) and under it a row per
+// /28 prefix, whose IPS are its 16 addresses.
 func printENIs(out io.Writer, enis []api.ENIStatus) error {
 	tw := table(out)
 	fmt.Fprintln(tw, "ENI\tDEVICE\tSTATE\tPRIMARY\tDELETE-ON-TERM\tSUBNET\tIPS\tASSIGNED\tWARM\tCOOLDOWN")
 	for _, e := range enis {
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%v\t%v\t%s\t%d\t%d\t%d\t%d\n", dash(e.ID), e.DeviceIndex, e.State, e.Primary,
 			e.DeleteOnTermination, dash(e.SubnetCIDR), len(e.IPs), e.Assigned, e.Warm, e.Cooldown)
+		for _, p := range e.Prefixes {
+			fmt.Fprintf(tw, "  prefix %s\t\t\t\t\t\t%d\t%d\t%d\t%d\n", p.CIDR, p.Assigned+p.Warm+p.Cooldown, p.Assigned, p.Warm, p.Cooldown)
+		}
 	}
 	return tw.Flush()
 }
@@ -96,8 +101,14 @@ func printStatus(out io.Writer, s *api.Status, pods []api.Assignment) error {
 	if !s.Ready {
 		ready = "no (" + s.Reason + ")"
 	}
-	fmt.Fprintf(out, "instance %s (%s)  ready: %s\nlimits: %d ENIs, %d IPs per ENI\nIPs: %d assigned, %d warm, %d cooldown\n",
-		s.InstanceID, s.InstanceType, ready, s.MaxENIs, s.IPsPerENI, s.Assigned, s.Warm, s.Cooldown)
+	fmt.Fprintf(out, "instance %s (%s)  ready: %s\nlimits: %d ENIs, %d IPs per ENI, %d pods\nIPs: %d assigned, %d warm, %d cooldown\n",
+		s.InstanceID, s.InstanceType, ready, s.MaxENIs, s.IPsPerENI, s.MaxPods, s.Assigned, s.Warm, s.Cooldown)
+	if s.PrefixDelegation {
+		fmt.Fprintln(out, "prefix delegation: on (/28 prefixes, 16 IPs each)")
+	}
+	if s.PrefixFallback != "" {
+		fmt.Fprintf(out, "prefix fallback: %s\n", s.PrefixFallback)
+	}
 	if s.PoolStatus != "" {
 		fmt.Fprintf(out, "pool: %s\n", s.PoolStatus)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,7 +44,7 @@ func TestStatusShowsTheLiveAgentsPool(t *testing.T) {
 			t.Fatal(err)
 		}
 		text := out.String()
-		for _, want := range []string{"ready: yes", "(m5.large)", "limits: 3 ENIs, 9 IPs per ENI", "1 assigned",
+		for _, want := range []string{"ready: yes", "(m5.large)", "limits: 3 ENIs, 9 IPs per ENI, 29 pods", "1 assigned",
 			"ENI  ", a.ENI, "POD", "default/web", "0123456789ab", a.IP, "eniw0123"} {
 			if !strings.Contains(text, want) {
 				t.Fatalf("status lacks %q:\n%s", want, text)
@@ -83,4 +84,30 @@ func TestStatusShowsTheLiveAgentsPool(t *testing.T) {
 			t.Fatal("status against a missing socket succeeded")
 		}
 	})
+}
+
+func TestStatusShowsPrefixModeAndItsFallback(t *testing.T) {
+	s := &api.Status{Ready: true, InstanceID: "i-1", InstanceType: "m5.large", MaxENIs: 3, IPsPerENI: 9, MaxPods: 110,
+		PrefixDelegation: true, PrefixFallback: "subnet subnet-1 has no free /28 (InsufficientCidrBlocks)",
+		ENIs: []api.ENIStatus{{ID: "eni-1", Primary: true, State: "ready", IPs: []string{"10.0.1.16/28", "10.0.1.5"},
+			IPCounts: api.IPCounts{Assigned: 4, Warm: 13},
+			Prefixes: []api.PrefixStatus{{CIDR: "10.0.1.16/28", IPCounts: api.IPCounts{Assigned: 3, Warm: 12, Cooldown: 1}}}}}}
+	var out bytes.Buffer
+	if err := printStatus(&out, s, nil); err != nil {
+		t.Fatal(err)
+	}
+	var prefixRow string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "  prefix ") {
+			prefixRow = line
+		}
+	}
+	if f := strings.Fields(prefixRow); !slices.Equal(f, []string{"prefix", "10.0.1.16/28", "16", "3", "12", "1"}) {
+		t.Errorf("prefix row %q: want the prefix with 16 IPs, 3 assigned, 12 warm, 1 cooling down", prefixRow)
+	}
+	for _, want := range []string{"9 IPs per ENI, 110 pods", "prefix delegation: on", "prefix fallback: subnet subnet-1 has no free /28"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("status lacks %q:\n%s", want, out.String())
+		}
+	}
 }

@@ -114,17 +114,36 @@ type GCResponse struct {
 
 // ENIStatus is one ENI as the agent's books hold it.
 type ENIStatus struct {
-	ID                  string   `json:"id"`
-	MAC                 string   `json:"mac"`
-	DeviceIndex         int      `json:"deviceIndex"`
-	State               string   `json:"state"`
-	Primary             bool     `json:"primary"`
-	DeleteOnTermination bool     `json:"deleteOnTermination"`
-	SubnetCIDR          string   `json:"subnetCIDR"`
-	IPs                 []string `json:"ips"`
-	Assigned            int      `json:"assigned"`
-	Warm                int      `json:"warm"`
-	Cooldown            int      `json:"cooldown"`
+	ID                  string `json:"id"`
+	MAC                 string `json:"mac"`
+	DeviceIndex         int    `json:"deviceIndex"`
+	State               string `json:"state"`
+	Primary             bool   `json:"primary"`
+	DeleteOnTermination bool   `json:"deleteOnTermination"`
+	SubnetCIDR          string `json:"subnetCIDR"`
+	// IPs are the ENI's IPv4 slots for pods: secondary IPs, and /28 prefixes in CIDR notation.
+	IPs []string `json:"ips"`
+	IPCounts
+	// Prefixes are the /28 prefixes among IPs, each with its own counts.
+	Prefixes []PrefixStatus `json:"prefixes,omitempty"`
+}
+
+// IPCounts are how many pod IPs are assigned, warm (free and usable) and cooling down.
+type IPCounts struct {
+	Assigned int `json:"assigned"`
+	Warm     int `json:"warm"`
+	Cooldown int `json:"cooldown"`
+}
+
+// Add adds o's counts to c.
+func (c *IPCounts) Add(o IPCounts) {
+	c.Assigned, c.Warm, c.Cooldown = c.Assigned+o.Assigned, c.Warm+o.Warm, c.Cooldown+o.Cooldown
+}
+
+// PrefixStatus is one /28 prefix of an ENI: how many of its 16 IPs pods hold, are warm or cool down.
+type PrefixStatus struct {
+	CIDR string `json:"cidr"`
+	IPCounts
 }
 
 // PendingOp is an ENI operation the journal holds that has not reached a resting state.
@@ -138,17 +157,23 @@ type PendingOp struct {
 
 // Status is the agent's view of the node: readiness, ENIs, IP counts and pending work.
 type Status struct {
-	Ready        bool        `json:"ready"`
-	Reason       string      `json:"reason,omitempty"`
-	InstanceID   string      `json:"instanceID"`
-	InstanceType string      `json:"instanceType"`
-	MaxENIs      int         `json:"maxENIs"`
-	IPsPerENI    int         `json:"ipsPerENI"`
-	ENIs         []ENIStatus `json:"enis"`
-	Assigned     int         `json:"assigned"`
-	Warm         int         `json:"warm"`
-	Cooldown     int         `json:"cooldown"`
-	Pending      []PendingOp `json:"pending"`
+	Ready        bool   `json:"ready"`
+	Reason       string `json:"reason,omitempty"`
+	InstanceID   string `json:"instanceID"`
+	InstanceType string `json:"instanceType"`
+	MaxENIs      int    `json:"maxENIs"`
+	IPsPerENI    int    `json:"ipsPerENI"`
+	// MaxPods is the most pods the node runs (kubelet's --max-pods for it); the pool holds no more IPs.
+	MaxPods  int         `json:"maxPods"`
+	ENIs     []ENIStatus `json:"enis"`
+	Assigned int         `json:"assigned"`
+	Warm     int         `json:"warm"`
+	Cooldown int         `json:"cooldown"`
+	Pending  []PendingOp `json:"pending"`
 	// PoolStatus is the pool manager's last word, e.g. "subnet exhausted, backing off until ...".
 	PoolStatus string `json:"poolStatus,omitempty"`
+	// PrefixDelegation says whether new room comes as /28 prefixes; PrefixFallback, while set, why it comes
+	// as single IPs for now (a subnet with no free /28) and when prefixes are tried again.
+	PrefixDelegation bool   `json:"prefixDelegation"`
+	PrefixFallback   string `json:"prefixFallback,omitempty"`
 }

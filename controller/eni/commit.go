@@ -18,10 +18,19 @@ import (
 // Plan journals the decision to add an ENI holding wantIPs secondary IPs and returns its operation id. No EC2
 // call is made: the record, with its ClientToken, is on disk before the create.
 func (m *Manager) Plan(ctx context.Context, wantIPs int) (string, error) {
+	return m.plan(ctx, journal.ENI{WantIPs: wantIPs})
+}
+
+// PlanPrefixes is Plan for an ENI created with wantPrefixes /28 prefixes (Ipv4PrefixCount in the create).
+func (m *Manager) PlanPrefixes(ctx context.Context, wantPrefixes int) (string, error) {
+	return m.plan(ctx, journal.ENI{WantPrefixes: wantPrefixes})
+}
+
+func (m *Manager) plan(ctx context.Context, want journal.ENI) (string, error) {
 	opID := NewOpID()
 	now := m.clock.Now()
 	rec := journal.ENI{
-		OpID: opID, ClientToken: ClientToken(opID), State: journal.Planned, WantIPs: wantIPs,
+		OpID: opID, ClientToken: ClientToken(opID), State: journal.Planned, WantIPs: want.WantIPs, WantPrefixes: want.WantPrefixes,
 		SubnetID: m.cfg.SubnetID, SubnetCIDR: m.cfg.SubnetCIDR, DeviceIndex: -1, CreatedAt: now, Since: now,
 		SecurityGroups: slices.Clone(m.cfg.SecurityGroups),
 	}
@@ -35,8 +44,19 @@ func (m *Manager) Plan(ctx context.Context, wantIPs int) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("journaling planned ENI: %w", err)
 	}
-	m.log.Info("ENI planned", "op", opID, "ips", wantIPs)
+	m.log.Info("ENI planned", "op", opID, "ips", want.WantIPs, "prefixes", want.WantPrefixes)
 	return opID, nil
+}
+
+// DropPlan forgets a planned ENI whose create EC2 refused for good (ErrNoPrefix); a record in any other state
+// is left alone.
+func (m *Manager) DropPlan(ctx context.Context, opID string) error {
+	return m.books.Update(ctx, func(st *journal.State) error {
+		if e := st.ENIByOp(opID); e != nil && e.State == journal.Planned {
+			st.RemoveENI(opID)
+		}
+		return nil
+	})
 }
 
 // Advance runs the next step of the operation opID: create, attach, modify, or one step of a release. It
@@ -100,6 +120,9 @@ func (m *Manager) createRequest(rec journal.ENI) *ec2.CreateNetworkInterfaceInpu
 	if rec.WantIPs > 0 {
 		in.SecondaryPrivateIpAddressCount = aws.Int32(int32(rec.WantIPs))
 	}
+	if rec.WantPrefixes > 0 {
+		in.Ipv4PrefixCount = aws.Int32(int32(rec.WantPrefixes))
+	}
 	return in
 }
 
@@ -108,9 +131,11 @@ func (m *Manager) create(ctx context.Context, rec journal.ENI) error {
 	out, err := m.ec2.CreateNetworkInterface(ctx, in)
 	if err != nil {
 		err = classify("creating ENI for op "+rec.OpID, err)
-		if !errors.Is(err, ErrTransient) && !errors.Is(err, context.Canceled) {
+		if !errors.Is(err, ErrTransient) && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrNoPrefix) {
 			// A definite refusal created nothing (a replay of the same token would have returned the ENI).
-			// Should a lost earlier answer have created one after all, the GC finds it by its tags.
+			// Should a lost earlier answer have created one after all, the GC finds it by its tags. A refused
+			// prefix keeps its plan for the caller to drop (DropPlan) once it grows with single IPs, so that no
+			// other plan for prefixes slips in between.
 			if uerr := m.books.Update(ctx, func(st *journal.State) error { st.RemoveENI(rec.OpID); return nil }); uerr != nil {
 				return errors.Join(err, uerr)
 			}
@@ -144,13 +169,13 @@ func (m *Manager) create(ctx context.Context, rec journal.ENI) error {
 	if err != nil {
 		return fmt.Errorf("journaling created ENI %s: %w", aws.ToString(ni.NetworkInterfaceId), err)
 	}
-	m.noteOwnIPs(secondaryIPs(ni), nil)
+	m.noteOwnIPs(slotsOf(ni), nil)
 	if reserved {
 		m.mu.Lock()
 		m.fresh[rec.OpID] = true
 		m.mu.Unlock()
 	}
-	m.log.Info("ENI created", "op", rec.OpID, "eni", aws.ToString(ni.NetworkInterfaceId), "ips", len(secondaryIPs(ni)))
+	m.log.Info("ENI created", "op", rec.OpID, "eni", aws.ToString(ni.NetworkInterfaceId), "ips", len(slotsOf(ni)))
 	return nil
 }
 
@@ -167,7 +192,7 @@ func fillFromEC2(e *journal.ENI, ni *types.NetworkInterface) {
 	if s := aws.ToString(ni.SubnetId); s != "" {
 		e.SubnetID = s
 	}
-	for _, ip := range secondaryIPs(ni) {
+	for _, ip := range slotsOf(ni) {
 		if !slices.Contains(e.IPs, ip) {
 			e.IPs = append(e.IPs, ip)
 		}
@@ -179,11 +204,17 @@ func fillFromEC2(e *journal.ENI, ni *types.NetworkInterface) {
 	}
 }
 
-func secondaryIPs(ni *types.NetworkInterface) []string {
+// slotsOf returns the IPv4 slots EC2 lists on an ENI for pods: its secondary IPs and its /28 prefixes.
+func slotsOf(ni *types.NetworkInterface) []string {
 	var out []string
 	for _, p := range ni.PrivateIpAddresses {
 		if !aws.ToBool(p.Primary) && aws.ToString(p.PrivateIpAddress) != "" {
 			out = append(out, aws.ToString(p.PrivateIpAddress))
+		}
+	}
+	for _, p := range ni.Ipv4Prefixes {
+		if s := aws.ToString(p.Ipv4Prefix); s != "" {
+			out = append(out, s)
 		}
 	}
 	return out

@@ -20,6 +20,9 @@ var (
 	ErrBooksWrong = errors.New("books disagree with EC2")
 	// ErrSubnetFull: the subnet has no free addresses. Back off; a storm will not make room.
 	ErrSubnetFull = errors.New("subnet has no free addresses")
+	// ErrNoPrefix: the subnet has free addresses but no free aligned /28 (InsufficientCidrBlocks: it is
+	// fragmented). Single IPs still work; prefixes may again once addresses are freed or reserved.
+	ErrNoPrefix = errors.New("subnet has no free /28 prefix")
 	// ErrUnauthorized: IAM denies the call. Retrying will not help until the policy changes.
 	ErrUnauthorized = errors.New("not authorized for EC2 call")
 	// ErrRejected: any other definite refusal by EC2.
@@ -40,6 +43,7 @@ const (
 	codeInUse            = "InvalidNetworkInterface.InUse"
 	codeIncorrectState   = "IncorrectState"
 	codeOperationBlocked = "OperationNotPermitted"
+	codeNoCidrBlock      = "InsufficientCidrBlocks"
 )
 
 // ErrorCode returns the EC2 error code carried by err, or "".
@@ -81,8 +85,10 @@ func classify(what string, err error) error {
 		}
 	case codeAttachLimit, codeAttachNotFound, codeIPLimit:
 		kind = ErrBooksWrong
-	case codeSubnetFull, "InsufficientCidrBlocks":
+	case codeSubnetFull:
 		kind = ErrSubnetFull
+	case codeNoCidrBlock:
+		kind = ErrNoPrefix
 	case codeUnauthorized, codeAuthFailure:
 		kind = ErrUnauthorized
 	default:

@@ -15,21 +15,37 @@ import (
 // AssignIPs adds n secondary IPs to the usable ENI eniID. The operation is journaled before the call; if the
 // answer is lost, ResumeIPOps reads the ENI's addresses from EC2.
 func (m *Manager) AssignIPs(ctx context.Context, eniID string, n int) error {
-	op := journal.IPOp{OpID: NewOpID(), Kind: journal.AssignIPs, ENI: eniID, Count: n, Since: m.clock.Now()}
+	return m.assign(ctx, eniID, n, false)
+}
+
+// AssignPrefixes adds n /28 prefixes to the usable ENI eniID, journaled and resolved as AssignIPs is. A
+// fragmented subnet refuses with ErrNoPrefix.
+func (m *Manager) AssignPrefixes(ctx context.Context, eniID string, n int) error {
+	return m.assign(ctx, eniID, n, true)
+}
+
+func (m *Manager) assign(ctx context.Context, eniID string, n int, prefixes bool) error {
+	what := fmt.Sprintf("%d IPs", n)
+	in := &ec2.AssignPrivateIpAddressesInput{NetworkInterfaceId: aws.String(eniID)}
+	if prefixes {
+		what = fmt.Sprintf("%d prefixes", n)
+		in.Ipv4PrefixCount = aws.Int32(int32(n))
+	} else {
+		in.SecondaryPrivateIpAddressCount = aws.Int32(int32(n))
+	}
+	op := journal.IPOp{OpID: NewOpID(), Kind: journal.AssignIPs, ENI: eniID, Count: n, Prefixes: prefixes, Since: m.clock.Now()}
 	if err := m.books.Update(ctx, func(st *journal.State) error { st.IPOps = append(st.IPOps, op); return nil }); err != nil {
-		return fmt.Errorf("journaling IP assignment on ENI %s: %w", eniID, err)
+		return fmt.Errorf("journaling assignment of %s on ENI %s: %w", what, eniID, err)
 	}
 	// One attempt: a count of IPs is not idempotent, so a call that may have been applied is never sent again
 	// blindly (the SDK would retry 5xx and transport errors); ResumeIPOps reads the ENI from EC2 instead.
-	out, err := m.ec2.AssignPrivateIpAddresses(ctx, &ec2.AssignPrivateIpAddressesInput{
-		NetworkInterfaceId: aws.String(eniID), SecondaryPrivateIpAddressCount: aws.Int32(int32(n)),
-	}, func(o *ec2.Options) { o.RetryMaxAttempts = 1 })
+	out, err := m.ec2.AssignPrivateIpAddresses(ctx, in, func(o *ec2.Options) { o.RetryMaxAttempts = 1 })
 	if err != nil {
 		if mayHaveApplied(err) || errors.Is(err, context.Canceled) {
 			// Unknown, not refused: the op stays journaled, and ResumeIPOps reads EC2 before the ENI gets more.
-			return classify(fmt.Sprintf("assigning %d IPs to ENI %s (outcome unknown)", n, eniID), err)
+			return classify(fmt.Sprintf("assigning %s to ENI %s (outcome unknown)", what, eniID), err)
 		}
-		err = classify(fmt.Sprintf("assigning %d IPs to ENI %s", n, eniID), err)
+		err = classify(fmt.Sprintf("assigning %s to ENI %s", what, eniID), err)
 		if errors.Is(err, ErrBooksWrong) {
 			m.RequestReconcile()
 		}
@@ -39,6 +55,9 @@ func (m *Manager) AssignIPs(ctx context.Context, eniID string, n int) error {
 	var ips []string
 	for _, a := range out.AssignedPrivateIpAddresses {
 		ips = append(ips, aws.ToString(a.PrivateIpAddress))
+	}
+	for _, p := range out.AssignedIpv4Prefixes {
+		ips = append(ips, aws.ToString(p.Ipv4Prefix))
 	}
 	err = m.books.Update(ctx, func(st *journal.State) error {
 		if e := st.ENIByID(eniID); e != nil {
@@ -55,20 +74,18 @@ func (m *Manager) AssignIPs(ctx context.Context, eniID string, n int) error {
 		return fmt.Errorf("journaling IPs of ENI %s: %w", eniID, err)
 	}
 	m.noteOwnIPs(ips, nil)
-	m.log.Info("IPs assigned to ENI", "eni", eniID, "count", len(ips))
+	m.log.Info("IPs assigned to ENI", "eni", eniID, "count", len(ips), "prefixes", prefixes)
 	return nil
 }
 
-// UnassignIPs gives free IPs of eniID back to the subnet. They leave the pool when the op is journaled, before
-// the call.
+// UnassignIPs gives free slots of eniID (secondary IPs and /28 prefixes) back to the subnet. They leave the
+// pool when the op is journaled, before the call.
 func (m *Manager) UnassignIPs(ctx context.Context, eniID string, ips []string) error {
 	op := journal.IPOp{OpID: NewOpID(), Kind: journal.UnassignIPs, ENI: eniID, IPs: ips, Since: m.clock.Now()}
 	err := m.books.Update(ctx, func(st *journal.State) error {
-		for _, ip := range ips {
-			for _, a := range st.Assignments {
-				if a.IP == ip {
-					return fmt.Errorf("unassigning IP %s: %w: assigned to %s", ip, ErrBusy, a.ContainerID)
-				}
+		for _, a := range st.Assignments {
+			if journal.CoveredBy(ips, a.IP) {
+				return fmt.Errorf("unassigning IP %s: %w: assigned to %s", a.IP, ErrBusy, a.ContainerID)
 			}
 		}
 		st.IPOps = append(st.IPOps, op)
@@ -81,8 +98,9 @@ func (m *Manager) UnassignIPs(ctx context.Context, eniID string, ips []string) e
 }
 
 func (m *Manager) unassign(ctx context.Context, op journal.IPOp) error {
+	ips, prefixes := journal.SplitSlots(op.IPs)
 	_, err := m.ec2.UnassignPrivateIpAddresses(ctx, &ec2.UnassignPrivateIpAddressesInput{
-		NetworkInterfaceId: aws.String(op.ENI), PrivateIpAddresses: op.IPs,
+		NetworkInterfaceId: aws.String(op.ENI), PrivateIpAddresses: ips, Ipv4Prefixes: prefixes,
 	})
 	if err != nil && ErrorCode(err) != codeENINotFound {
 		err = classify(fmt.Sprintf("unassigning %d IPs from ENI %s", len(op.IPs), op.ENI), err)
@@ -97,7 +115,7 @@ func (m *Manager) unassign(ctx context.Context, op journal.IPOp) error {
 		}
 		var still []string
 		if ni != nil {
-			for _, ip := range secondaryIPs(ni) {
+			for _, ip := range slotsOf(ni) {
 				if slices.Contains(op.IPs, ip) {
 					still = append(still, ip)
 				}
@@ -119,7 +137,7 @@ func (m *Manager) unassign(ctx context.Context, op journal.IPOp) error {
 		if e := st.ENIByID(op.ENI); e != nil {
 			e.IPs = slices.DeleteFunc(e.IPs, func(ip string) bool { return slices.Contains(op.IPs, ip) })
 		}
-		st.Cooldowns = slices.DeleteFunc(st.Cooldowns, func(c journal.Cooldown) bool { return slices.Contains(op.IPs, c.IP) })
+		st.Cooldowns = slices.DeleteFunc(st.Cooldowns, func(c journal.Cooldown) bool { return journal.CoveredBy(op.IPs, c.IP) })
 		st.IPOps = slices.DeleteFunc(st.IPOps, func(o journal.IPOp) bool { return o.OpID == op.OpID })
 		return nil
 	})
@@ -156,7 +174,7 @@ func (m *Manager) ResumeIPOps(ctx context.Context) error {
 			}
 			err = m.books.Update(ctx, func(st *journal.State) error {
 				if e := st.ENIByID(op.ENI); e != nil && ni != nil {
-					m.fillIPs(e, secondaryIPs(ni), st)
+					m.fillIPs(e, slotsOf(ni), st)
 				}
 				st.IPOps = slices.DeleteFunc(st.IPOps, func(o journal.IPOp) bool { return o.OpID == op.OpID })
 				return nil

@@ -171,8 +171,8 @@ func (m *Manager) reconcileAttached(st *journal.State, ni *types.NetworkInterfac
 	ips := slices.Clone(rec.IPs)
 	fillFromEC2(rec, ni)
 	rec.IPs = ips
-	m.fillIPs(rec, secondaryIPs(ni), st)
-	if gone := m.unlisted(rec, secondaryIPs(ni), st); len(gone) > 0 {
+	m.fillIPs(rec, slotsOf(ni), st)
+	if gone := m.unlisted(rec, slotsOf(ni), st); len(gone) > 0 {
 		suspects[id] = gone
 	}
 	if rec.SubnetCIDR == "" {

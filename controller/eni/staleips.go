@@ -112,7 +112,7 @@ func (m *Manager) confirmGoneIPs(ctx context.Context, suspects map[string][]stri
 		if ni == nil {
 			continue // the ENI itself is gone: confirmMissing's business
 		}
-		listed := secondaryIPs(ni)
+		listed := slotsOf(ni)
 		var gone, held []string
 		err = m.books.Update(ctx, func(st *journal.State) error {
 			gone, held = nil, nil
@@ -124,14 +124,14 @@ func (m *Manager) confirmGoneIPs(ctx context.Context, suspects map[string][]stri
 				if slices.Contains(listed, ip) || !slices.Contains(e.IPs, ip) {
 					continue
 				}
-				if slices.ContainsFunc(st.Assignments, func(a journal.Assignment) bool { return a.IP == ip }) {
+				if slices.ContainsFunc(st.Assignments, func(a journal.Assignment) bool { return journal.Covers(ip, a.IP) }) {
 					held = append(held, ip)
 					continue
 				}
 				gone = append(gone, ip)
 			}
 			e.IPs = slices.DeleteFunc(e.IPs, func(ip string) bool { return slices.Contains(gone, ip) })
-			st.Cooldowns = slices.DeleteFunc(st.Cooldowns, func(c journal.Cooldown) bool { return slices.Contains(gone, c.IP) })
+			st.Cooldowns = slices.DeleteFunc(st.Cooldowns, func(c journal.Cooldown) bool { return journal.CoveredBy(gone, c.IP) })
 			return nil
 		})
 		if err != nil {

@@ -47,10 +47,12 @@ type ENI struct {
 	SubnetID   string `json:"subnetID,omitempty"`
 	SubnetCIDR string `json:"subnetCIDR,omitempty"`
 	PrimaryIP  string `json:"primaryIP,omitempty"`
-	// IPs are the secondary private IPs the books hold for pods.
+	// IPs are the IPv4 slots the books hold for pods: secondary private IPs and /28 prefixes (slots.go).
 	IPs []string `json:"ips,omitempty"`
-	// WantIPs is how many secondary IPs the create asks for; part of the idempotent request.
-	WantIPs int `json:"wantIPs,omitempty"`
+	// WantIPs and WantPrefixes are how many secondary IPs and /28 prefixes the create asks for; part of the
+	// idempotent request.
+	WantIPs      int `json:"wantIPs,omitempty"`
+	WantPrefixes int `json:"wantPrefixes,omitempty"`
 	// SecurityGroups and Tags are the create's, as planned: a replay of its ClientToken sends them again,
 	// whatever the agent's settings became since (EC2 answers a token reused with other parameters with
 	// IdempotentParameterMismatch). Empty in records of older builds, whose create uses the settings.
@@ -94,14 +96,24 @@ const (
 	UnassignIPs IPOpKind = "unassign"
 )
 
-// IPOp is a change of an ENI's secondary IPs journaled before its EC2 call.
+// IPOp is a change of an ENI's IPv4 slots journaled before its EC2 call: an assign of Count secondary IPs,
+// or of Count /28 prefixes when Prefixes; an unassign of the slots in IPs (addresses and prefixes).
 type IPOp struct {
-	OpID  string    `json:"opID"`
-	Kind  IPOpKind  `json:"kind"`
-	ENI   string    `json:"eni"`
-	Count int       `json:"count,omitempty"`
-	IPs   []string  `json:"ips,omitempty"`
-	Since time.Time `json:"since"`
+	OpID     string    `json:"opID"`
+	Kind     IPOpKind  `json:"kind"`
+	ENI      string    `json:"eni"`
+	Count    int       `json:"count,omitempty"`
+	Prefixes bool      `json:"prefixes,omitempty"`
+	IPs      []string  `json:"ips,omitempty"`
+	Since    time.Time `json:"since"`
+}
+
+// Addrs is how many addresses an assign brings: Count, times PrefixAddrs for prefixes.
+func (op IPOp) Addrs() int {
+	if op.Prefixes {
+		return op.Count * PrefixAddrs
+	}
+	return op.Count
 }
 
 // Assignment is an IP given to a container interface.

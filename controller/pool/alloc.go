@@ -41,8 +41,10 @@ func NewView(st *journal.State, now time.Time) *View {
 	}
 	for _, op := range st.IPOps {
 		if op.Kind == journal.UnassignIPs {
-			for _, ip := range op.IPs {
-				v.leaving[ip] = true
+			for _, slot := range op.IPs {
+				for _, ip := range journal.Addresses(slot) {
+					v.leaving[ip] = true
+				}
 			}
 		}
 	}
@@ -77,16 +79,69 @@ func (v *View) usableENIs() []*journal.ENI {
 
 // Pick returns a free IP that avail allows and its ENI, or ok false when there is none. avail says whether
 // the node can serve an IP of the ENI now (its datapath is up, EC2 has not stopped listing the IP); nil
-// allows every free IP.
+// allows every free IP. Pods are packed densely: ENIs in device order, and on an ENI the fullest slot first
+// (the prefix with the most addresses in use); among slots with none in use, single IPs before prefixes, so
+// that empty prefixes stay empty and can be released.
 func (v *View) Pick(avail func(eniID, ip string) bool) (ip string, eni *journal.ENI, ok bool) {
 	for _, e := range v.usableENIs() {
-		for _, ip := range e.IPs {
-			if v.State(ip) == IPFree && (avail == nil || avail(e.ID, ip)) {
-				return ip, e, true
+		slots := slices.Clone(e.IPs)
+		used := make(map[string]int, len(slots))
+		for _, s := range slots {
+			for _, a := range journal.Addresses(s) {
+				if v.State(a) != IPFree {
+					used[s]++
+				}
+			}
+		}
+		slices.SortStableFunc(slots, func(a, b string) int {
+			if c := cmp.Compare(used[b], used[a]); c != 0 {
+				return c
+			}
+			return cmp.Compare(journal.AddrCount(a), journal.AddrCount(b))
+		})
+		for _, s := range slots {
+			for _, ip := range journal.Addresses(s) {
+				if v.State(ip) == IPFree && (avail == nil || avail(e.ID, ip)) {
+					return ip, e, true
+				}
 			}
 		}
 	}
 	return "", nil, false
+}
+
+// emptying reports whether e holds a prefix that no pod holds but some address of which is cooling down or
+// leaving: it will be empty once they are done.
+func (v *View) emptying(e *journal.ENI) bool {
+	for _, slot := range e.IPs {
+		if !journal.IsPrefix(slot) || v.emptyPrefix(slot) {
+			continue
+		}
+		held := false
+		for _, a := range journal.Addresses(slot) {
+			if v.State(a) == IPAssigned {
+				held = true
+				break
+			}
+		}
+		if !held {
+			return true
+		}
+	}
+	return false
+}
+
+// emptyPrefix reports whether slot is a prefix none of whose addresses is in use, cooling down or leaving.
+func (v *View) emptyPrefix(slot string) bool {
+	if !journal.IsPrefix(slot) {
+		return false
+	}
+	for _, a := range journal.Addresses(slot) {
+		if v.State(a) != IPFree {
+			return false
+		}
+	}
+	return true
 }
 
 // Counts summarises the books for the arithmetic.
@@ -97,15 +152,24 @@ func (v *View) Counts() Counts {
 		switch {
 		case e.State == journal.Planned || e.State == journal.Created:
 			c.PendingENIs++
-			c.PendingIPs += max(e.WantIPs, len(e.IPs))
+			c.PendingIPs += max(e.WantIPs+e.WantPrefixes*journal.PrefixAddrs, len(e.Addrs()))
 		case e.Usable():
-			ec := ENICount{ID: e.ID, Primary: e.Primary, IPs: len(e.IPs)}
-			for _, ip := range e.IPs {
-				switch v.State(ip) {
-				case IPAssigned:
-					ec.Assigned++
-				case IPCooldown, IPLeaving:
-					ec.Cooldown++
+			ec := ENICount{ID: e.ID, Primary: e.Primary, Slots: len(e.IPs)}
+			for _, slot := range e.IPs {
+				switch {
+				case v.emptyPrefix(slot):
+					ec.EmptyPrefixes++
+				case !journal.IsPrefix(slot) && v.State(slot) == IPFree:
+					ec.FreeSingles++
+				}
+				for _, ip := range journal.Addresses(slot) {
+					ec.IPs++
+					switch v.State(ip) {
+					case IPAssigned:
+						ec.Assigned++
+					case IPCooldown, IPLeaving:
+						ec.Cooldown++
+					}
 				}
 			}
 			c.ENIs = append(c.ENIs, ec)
@@ -113,34 +177,35 @@ func (v *View) Counts() Counts {
 	}
 	for _, op := range v.st.IPOps {
 		if op.Kind == journal.AssignIPs {
-			c.PendingIPs += op.Count
+			c.PendingIPs += op.Addrs()
 		}
 	}
 	return c
 }
 
-// Releasable returns up to n free IPs to give back, taken from the last ENIs first (the ones to empty out).
-func (v *View) Releasable(n int) map[string][]string {
+// Releasable returns slots worth up to n free addresses to give back, taken from the last ENIs first (the
+// ones to empty out): free single IPs (unless prefixesOnly), then prefixes with no address in use, cooling
+// down or leaving. An ENI whose prefix only waits for its cooldowns to end stops the search: that prefix
+// goes next, rather than one of an earlier ENI, which would leave the last ENI holding the pool.
+func (v *View) Releasable(n int, prefixesOnly bool) map[string][]string {
 	out := map[string][]string{}
 	enis := v.usableENIs()
 	for i := len(enis) - 1; i >= 0 && n > 0; i-- {
 		e := enis[i]
-		for j := len(e.IPs) - 1; j >= 0 && n > 0; j-- {
-			if v.State(e.IPs[j]) == IPFree {
-				out[e.ID] = append(out[e.ID], e.IPs[j])
+		if i < len(enis)-1 && v.emptying(enis[i+1]) {
+			break
+		}
+		for j := len(e.IPs) - 1; j >= 0 && n > 0 && !prefixesOnly; j-- {
+			if s := e.IPs[j]; !journal.IsPrefix(s) && v.State(s) == IPFree {
+				out[e.ID] = append(out[e.ID], s)
 				n--
 			}
 		}
-	}
-	return out
-}
-
-// WithRoom returns the usable ENIs that can take more secondary IPs, and how many each.
-func (v *View) WithRoom(perENI int) map[string]int {
-	out := map[string]int{}
-	for _, e := range v.usableENIs() {
-		if room := perENI - len(e.IPs); room > 0 {
-			out[e.ID] = room
+		for j := len(e.IPs) - 1; j >= 0 && n >= journal.PrefixAddrs; j-- {
+			if s := e.IPs[j]; v.emptyPrefix(s) {
+				out[e.ID] = append(out[e.ID], s)
+				n -= journal.PrefixAddrs
+			}
 		}
 	}
 	return out

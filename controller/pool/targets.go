@@ -1,19 +1,32 @@
 // Package pool holds the warm-pool arithmetic (how many IPs and ENIs the node should hold, with the AWS VPC
-// CNI's meaning of WARM_ENI_TARGET, WARM_IP_TARGET, MINIMUM_IP_TARGET and MAX_ENI) and the choice of which IP a
-// pod gets. It does no I/O: the node controller applies its decisions through the ENI commit.
+// CNI's meaning of WARM_ENI_TARGET, WARM_IP_TARGET, MINIMUM_IP_TARGET, WARM_PREFIX_TARGET and MAX_ENI) and the
+// choice of which IP a pod gets. It does no I/O: the node controller applies its decisions through the ENI
+// commit. The arithmetic counts addresses; an ENI's room counts IPv4 slots, each a secondary IP or, in prefix
+// mode, a /28 prefix of journal.PrefixAddrs addresses.
 package pool
+
+import "github.com/eniwire/eniwire/controller/journal"
 
 // Targets are the operator's settings.
 type Targets struct {
-	// WarmENI: keep this many whole ENIs' worth of free IPs (ignored when WarmIP or MinimumIP is set).
+	// WarmENI: keep this many whole ENIs' worth of free IPs (ignored when WarmIP, MinimumIP or WarmPrefix is
+	// set); in prefix mode an ENI's worth is all its slots as prefixes.
 	WarmENI int
+	// WarmPrefix: keep this many /28 prefixes' worth of free IPs (ignored when WarmIP or MinimumIP is set).
+	WarmPrefix int
+	// Prefixes: the node grows in /28 prefixes (ENABLE_PREFIX_DELEGATION on a Nitro type).
+	Prefixes bool
+	// Fallback: EC2 could not find a free /28 (a fragmented subnet), so the node grows in single IPs for now.
+	// The targets keep their prefix-mode meaning.
+	Fallback bool
 	// WarmIP: keep this many free IPs.
 	WarmIP int
 	// MinimumIP: hold at least this many IPs in total.
 	MinimumIP int
 	// MaxENI caps the ENIs the node holds (0: the instance limit).
 	MaxENI int
-	// MaxPods caps the IPs the node holds: never more than its pods could use.
+	// MaxPods caps the IPs the node holds: never more than its pods could use. In prefix mode growth stops
+	// once it is reached, so the last prefix may take the pool up to 15 IPs past it (112 for 110).
 	MaxPods int
 }
 
@@ -29,9 +42,14 @@ type Limits struct {
 type ENICount struct {
 	ID       string
 	Primary  bool
-	IPs      int // secondary IPs held
+	Slots    int // IPv4 slots taken: secondary IPs and prefixes
+	IPs      int // addresses held for pods, the prefixes' included
 	Assigned int // given to pods
 	Cooldown int // released, not yet reusable
+	// FreeSingles are free secondary IPs; EmptyPrefixes are prefixes none of whose addresses is assigned,
+	// cooling down or leaving: what a release can give back, slot by slot.
+	FreeSingles   int
+	EmptyPrefixes int
 	// Closed: no secondary IP may be added to it (EC2 refuses, as IAM does on a primary ENI without the
 	// cluster tag); its room does not count.
 	Closed bool
@@ -42,7 +60,7 @@ type Counts struct {
 	ENIs []ENICount
 	// PendingENIs are ENIs planned or created but not attached yet: they count against the limits.
 	PendingENIs int
-	// PendingIPs are the secondary IPs the pending ENIs and IP assignments in flight will bring.
+	// PendingIPs are the addresses the pending ENIs and IP assignments in flight will bring.
 	PendingIPs int
 }
 
@@ -76,13 +94,15 @@ func (c Counts) Free() int {
 
 // Decision is what the pool manager should do next. At most one kind of change is asked for at a time.
 type Decision struct {
-	// AddIPs is how many IPs to add (on ENIs with room first, then on a new ENI).
+	// AddIPs is how many addresses to add (on ENIs with room first, then on a new ENI); Grain says in what.
 	AddIPs int
-	// NewENI asks for a new ENI holding NewENIIPs secondary IPs, because no ENI has room.
+	// NewENI asks for a new ENI holding NewENIIPs addresses, because no ENI has room.
 	NewENI    bool
 	NewENIIPs int
-	// ReleaseIPs is how many surplus free IPs may be given back.
-	ReleaseIPs int
+	// ReleaseIPs is how many surplus free addresses may be given back, in whole slots (View.Releasable); only
+	// empty prefixes when PrefixesOnly (prefix mode is off: they go, single IPs take their place).
+	ReleaseIPs   int
+	PrefixesOnly bool
 	// ReleaseENI names an ENI with no pods whose release keeps the targets.
 	ReleaseENI string
 	// AtLimit is set when the pool is short but the ENI or pod limits forbid growing.
@@ -91,6 +111,33 @@ type Decision struct {
 
 func (t Targets) ipMode() bool { return t.WarmIP > 0 || t.MinimumIP > 0 }
 
+// releasesIPs says whether surplus free addresses are given back (not only whole ENIs).
+func (t Targets) releasesIPs() bool { return t.ipMode() || t.WarmPrefix > 0 }
+
+// slotAddrs is how many addresses a slot brings in the configured mode.
+func (t Targets) slotAddrs() int {
+	if t.Prefixes {
+		return journal.PrefixAddrs
+	}
+	return 1
+}
+
+// Grain is how many addresses one new slot brings now: a prefix's in prefix mode, one IP in fallback.
+func (t Targets) Grain() int {
+	if t.Fallback {
+		return 1
+	}
+	return t.slotAddrs()
+}
+
+// warmFree is the free addresses WARM_PREFIX_TARGET or WARM_ENI_TARGET keep.
+func (t Targets) warmFree(l Limits) int {
+	if t.WarmPrefix > 0 {
+		return t.WarmPrefix * journal.PrefixAddrs
+	}
+	return t.WarmENI * l.IPsPerENI * t.slotAddrs()
+}
+
 func (t Targets) maxENIs(l Limits) int {
 	if t.MaxENI > 0 && t.MaxENI < l.MaxENIs {
 		return t.MaxENI
@@ -98,12 +145,13 @@ func (t Targets) maxENIs(l Limits) int {
 	return l.MaxENIs
 }
 
-// MaxPods returns the pod cap: the setting, else what the ENIs can hold (the VPC CNI's formula).
+// MaxPodsFor returns the pod cap: the setting, else what the ENIs can hold (the VPC CNI's formula, with a
+// prefix's addresses per slot in prefix mode).
 func (t Targets) MaxPodsFor(l Limits) int {
 	if t.MaxPods > 0 {
 		return t.MaxPods
 	}
-	return t.maxENIs(l)*l.IPsPerENI + 2
+	return t.maxENIs(l)*l.IPsPerENI*t.slotAddrs() + 2
 }
 
 // Short returns how many IPs the pool lacks (0 when it is at or above target), capped by MaxPods.
@@ -113,7 +161,7 @@ func (t Targets) Short(l Limits, c Counts) int {
 	if t.ipMode() {
 		short = max(t.WarmIP-free, t.MinimumIP-total, 0)
 	} else {
-		short = max(t.WarmENI*l.IPsPerENI-free, 0)
+		short = max(t.warmFree(l)-free, 0)
 	}
 	return min(short, max(t.MaxPodsFor(l)-total, 0))
 }
@@ -122,37 +170,47 @@ func (t Targets) Short(l Limits, c Counts) int {
 func (t Targets) Surplus(l Limits, c Counts) int {
 	total, free := c.Total(), c.Free()
 	capped := max(total-t.MaxPodsFor(l), 0)
-	if !t.ipMode() {
+	if !t.releasesIPs() {
 		return capped
+	}
+	if !t.ipMode() {
+		return max(free-t.warmFree(l), capped, 0)
 	}
 	over := min(free-t.WarmIP, total-t.MinimumIP)
 	return max(over, capped, 0)
 }
 
+// releasable is how much of surplus the free slots can give back whole: free single IPs first, then empty
+// prefixes while a whole one fits.
+func releasable(surplus int, c Counts) int {
+	singles, prefixes := 0, 0
+	for _, e := range c.ENIs {
+		singles += e.FreeSingles
+		prefixes += e.EmptyPrefixes
+	}
+	n := min(surplus, singles)
+	return n + min(prefixes, (surplus-n)/journal.PrefixAddrs)*journal.PrefixAddrs
+}
+
 // Decide computes the next step. The arithmetic is the VPC CNI's: in WARM_IP/MINIMUM_IP mode, IPs are added
-// and released one by one; in WARM_ENI mode whole ENIs are added and an ENI with no pods is released when the
-// others still hold the warm target. IPs that pending ENIs and assignments will bring count toward the
+// and released one by one (whole prefixes in prefix mode); in WARM_PREFIX mode prefixes are; in WARM_ENI mode
+// whole ENIs are added and an ENI with no pods is released when the others still hold the warm target. IPs that pending ENIs and assignments will bring count toward the
 // target, so a caller that applies each decision to the counts (as pending) and asks again gets every ENI a
 // deficit needs, and can drive them concurrently.
 func (t Targets) Decide(l Limits, c Counts) Decision {
 	var d Decision
 	perENI := l.IPsPerENI
+	grain := t.Grain()
 	if short := t.Short(l, c); short > 0 {
 		short -= c.PendingIPs
 		if short <= 0 {
 			return d // what is in flight covers the deficit
 		}
-		room := 0
-		for _, e := range c.ENIs {
-			if !e.Closed {
-				room += perENI - e.IPs
-			}
-		}
-		if room > 0 {
+		if room := t.room(l, c); room > 0 {
 			d.AddIPs = min(short, room)
 			return d
 		}
-		if short <= c.PendingENIs*perENI-c.PendingIPs {
+		if short <= c.PendingENIs*perENI*grain-c.PendingIPs {
 			return d // an ENI on its way has room for the rest: it gets the IPs once usable
 		}
 		if len(c.ENIs)+c.PendingENIs >= t.maxENIs(l) {
@@ -160,19 +218,32 @@ func (t Targets) Decide(l Limits, c Counts) Decision {
 			return d
 		}
 		d.NewENI = true
-		d.NewENIIPs = min(perENI, max(short, 1))
-		if !t.ipMode() {
-			d.NewENIIPs = min(perENI, max(t.MaxPodsFor(l)-c.Total()-c.PendingIPs, 1))
+		d.NewENIIPs = min(perENI*grain, max(short, 1))
+		if !t.releasesIPs() {
+			d.NewENIIPs = min(perENI*grain, max(t.MaxPodsFor(l)-c.Total()-c.PendingIPs, 1))
 		}
 		return d
 	}
-	if t.ipMode() || c.Total() > t.MaxPodsFor(l) {
-		d.ReleaseIPs = t.Surplus(l, c)
+	if t.releasesIPs() || c.Total() > t.MaxPodsFor(l) {
+		d.ReleaseIPs = releasable(t.Surplus(l, c), c)
 		if d.ReleaseIPs > 0 {
 			return d
 		}
 	}
-	// An ENI with nothing assigned nor cooling down may go when the rest still meets the targets.
+	// Out of prefix mode, empty prefixes go back; the pool grows single IPs in their place if it needs to.
+	if !t.Prefixes {
+		n := 0
+		for _, e := range c.ENIs {
+			n += e.EmptyPrefixes
+		}
+		if n > 0 {
+			d.ReleaseIPs, d.PrefixesOnly = n*journal.PrefixAddrs, true
+			return d
+		}
+	}
+	// An ENI with nothing assigned nor cooling down may go when the rest still meets the targets. One that
+	// holds a prefix may also go when the rest can meet them by growing on its own free slots: a prefix cannot
+	// be given back in part, so the last ENI's would otherwise keep the warm pool, and the ENI, for good.
 	for _, e := range c.ENIs {
 		if e.Primary || e.Assigned > 0 || e.Cooldown > 0 {
 			continue
@@ -183,10 +254,23 @@ func (t Targets) Decide(l Limits, c Counts) Decision {
 				rest.ENIs = append(rest.ENIs, o)
 			}
 		}
-		if t.Short(l, rest) == 0 && (t.ipMode() || rest.Free() >= t.WarmENI*perENI) {
+		short := t.Short(l, rest)
+		if short == 0 && (t.ipMode() || rest.Free() >= t.warmFree(l)) ||
+			e.EmptyPrefixes > 0 && short > 0 && short <= t.room(l, rest) {
 			d.ReleaseENI = e.ID
 			return d
 		}
 	}
 	return d
+}
+
+// room is how many addresses the ENIs of c can still take on their free slots, at the current grain.
+func (t Targets) room(l Limits, c Counts) int {
+	n := 0
+	for _, e := range c.ENIs {
+		if !e.Closed {
+			n += (l.IPsPerENI - e.Slots) * t.Grain()
+		}
+	}
+	return n
 }

@@ -5,9 +5,71 @@ import "testing"
 func enis(specs ...[4]int) Counts {
 	var c Counts
 	for i, s := range specs {
-		c.ENIs = append(c.ENIs, ENICount{ID: string(rune('a' + i)), Primary: i == 0, IPs: s[0], Assigned: s[1], Cooldown: s[2]})
+		c.ENIs = append(c.ENIs, ENICount{ID: string(rune('a' + i)), Primary: i == 0, Slots: s[0], IPs: s[0], Assigned: s[1],
+			Cooldown: s[2], FreeSingles: s[0] - s[1] - s[2]})
 	}
 	return c
+}
+
+// prefixENIs builds counts of ENIs holding only /28 prefixes: {prefixes, assigned, cooldown, empty prefixes}.
+func prefixENIs(specs ...[4]int) Counts {
+	var c Counts
+	for i, s := range specs {
+		c.ENIs = append(c.ENIs, ENICount{ID: string(rune('a' + i)), Primary: i == 0, Slots: s[0], IPs: s[0] * 16,
+			Assigned: s[1], Cooldown: s[2], EmptyPrefixes: s[3]})
+	}
+	return c
+}
+
+func TestPrefixModeArithmetic(t *testing.T) {
+	m5large := Limits{MaxENIs: 3, IPsPerENI: 9}
+	pd := func(t Targets) Targets { t.Prefixes = true; return t }
+	for _, tc := range []struct {
+		name    string
+		targets Targets
+		counts  Counts
+		want    Decision
+	}{
+		{"WARM_PREFIX_TARGET=1 on an empty primary asks for one prefix's worth",
+			pd(Targets{WarmPrefix: 1}), prefixENIs([4]int{0, 0, 0, 0}), Decision{AddIPs: 16}},
+		{"WARM_PREFIX_TARGET=1 is met by 16 free addresses across prefixes",
+			pd(Targets{WarmPrefix: 1}), prefixENIs([4]int{2, 16, 0, 0}), Decision{}},
+		{"a pod more leaves the pool one address short: a whole prefix comes",
+			pd(Targets{WarmPrefix: 1}), prefixENIs([4]int{2, 17, 0, 0}), Decision{AddIPs: 1}},
+		{"WARM_IP_TARGET=5 in prefix mode asks for the addresses; the grain rounds them up to a prefix",
+			pd(Targets{WarmIP: 5}), prefixENIs([4]int{1, 14, 0, 0}), Decision{AddIPs: 3}},
+		{"MINIMUM_IP_TARGET=40 asks for 40 addresses: three prefixes' worth",
+			pd(Targets{MinimumIP: 40}), prefixENIs([4]int{0, 0, 0, 0}), Decision{AddIPs: 40}},
+		{"a full primary in prefix mode asks for a new ENI with one prefix",
+			pd(Targets{WarmPrefix: 1}), prefixENIs([4]int{9, 144, 0, 0}), Decision{NewENI: true, NewENIIPs: 16}},
+		{"WARM_ENI_TARGET in prefix mode fills a new ENI with prefixes",
+			pd(Targets{WarmENI: 1, MaxPods: 250}), prefixENIs([4]int{9, 144, 0, 0}), Decision{NewENI: true, NewENIIPs: 106}},
+		{"an empty prefix beyond WARM_PREFIX_TARGET is released",
+			pd(Targets{WarmPrefix: 1}), prefixENIs([4]int{3, 10, 0, 1}), Decision{ReleaseIPs: 16}},
+		{"a surplus smaller than a prefix releases nothing",
+			pd(Targets{WarmPrefix: 1}), prefixENIs([4]int{2, 10, 0, 0}), Decision{}},
+		{"a prefix with an address in cooldown is not empty and stays",
+			pd(Targets{WarmPrefix: 1}), prefixENIs([4]int{3, 10, 1, 0}), Decision{}},
+		{"in fallback the deficit is met with single IPs on the ENIs' free slots",
+			Targets{WarmPrefix: 1, Prefixes: true, Fallback: true}, prefixENIs([4]int{8, 128, 0, 0}), Decision{AddIPs: 1}},
+		{"in fallback a full ENI asks for a new ENI with single IPs",
+			Targets{WarmPrefix: 1, Prefixes: true, Fallback: true}, prefixENIs([4]int{9, 144, 0, 0}), Decision{NewENI: true, NewENIIPs: 9}},
+		{"an empty second ENI holding the warm prefix goes when the primary has slots to take its place",
+			pd(Targets{WarmIP: 2}), prefixENIs([4]int{0, 0, 0, 0}, [4]int{1, 0, 0, 1}), Decision{ReleaseENI: "b"}},
+		{"an empty second ENI holding the warm prefix stays when the primary is full",
+			pd(Targets{WarmIP: 2}), prefixENIs([4]int{9, 144, 0, 0}, [4]int{1, 0, 0, 1}), Decision{}},
+		{"out of prefix mode an empty prefix goes back, whatever the targets",
+			Targets{WarmENI: 1}, prefixENIs([4]int{2, 3, 0, 1}), Decision{ReleaseIPs: 16, PrefixesOnly: true}},
+		{"the pod cap stops growth in prefix mode",
+			pd(Targets{WarmPrefix: 1, MaxPods: 110}), prefixENIs([4]int{7, 110, 0, 0}), Decision{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.targets.Decide(m5large, tc.counts)
+			if got != tc.want {
+				t.Fatalf("Decide = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
 }
 
 func TestWarmTargetArithmetic(t *testing.T) {

@@ -15,7 +15,8 @@ import (
 // TestTheDemoStoryKeepsTheBooksAndTheTraffic plays the whole demo without a terminal, as CI does: pods
 // spill over three ENIs, the agent is killed with SIGKILL while EC2 throttles the third ENI's commit, and
 // after the restart the books match EC2, every ENI is set to be deleted on termination, an open TCP flow
-// survived and every pod still talks to the VPC host and to another pod. Nothing is left behind.
+// survived and every pod still talks to the VPC host and to another pod; then prefix delegation is turned on
+// and a pod gets an address of a /28 prefix, which talks too. Nothing is left behind.
 func TestTheDemoStoryKeepsTheBooksAndTheTraffic(t *testing.T) {
 	testenv.RequireRoot(t)
 	for _, tool := range []string{"ip", "nft", "bpftool"} {
@@ -47,6 +48,8 @@ func TestTheDemoStoryKeepsTheBooksAndTheTraffic(t *testing.T) {
 		{"every traffic check passed", res.TrafficErrors == 0},
 		{"the TCP flow kept exchanging across the restart", res.FlowExchanges > 30},
 		{"the output shows the books table", strings.Contains(out.String(), "AGENT'S BOOKS")},
+		{"in prefix mode a pod got an address of a /28 prefix", res.PrefixPod != ""},
+		{"eniwirectl enis shows a row per prefix", strings.Contains(out.String(), "  prefix ")},
 		{"the output shows the progress line", strings.Contains(out.String(), "waiting on EC2: ENI eni-")},
 		{"the output ends with success", strings.Contains(out.String(), "demo: done")},
 	}

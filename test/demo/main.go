@@ -1,8 +1,9 @@
 // Command demo runs eniwire on a simulated VPC and shows it to a person: the simulator and the fabric in
 // network namespaces, the agent on a simulated m5.large node, pods created through the CNI plugin via
 // libcni, traffic and the ENI it leaves through, eniwirectl, bpftool and metrics, then a kill -9 of the
-// agent in the middle of an ENI allocation under EC2 throttling, and the books checked against EC2 after
-// the restart. It removes everything it made on every exit path. Run it as root: `sudo make demo`.
+// agent in the middle of an ENI allocation under EC2 throttling, the books checked against EC2 after the
+// restart, and prefix delegation turned on (a pod on an address of a /28 prefix, a row per prefix in
+// eniwirectl enis). It removes everything it made on every exit path. Run it as root: `sudo make demo`.
 //
 //	DEMO_KEEP=1   stay up after the story for exploring (Ctrl-C removes everything)
 //	-clean        remove what a killed demo left behind (by the name prefix "ewdemo-")

@@ -31,6 +31,8 @@ type result struct {
 	FlowExchanges int
 	TrafficErrors int
 	Pods          int
+	// PrefixPod is the first pod that got an address of a /28 prefix once prefix mode was turned on.
+	PrefixPod string
 }
 
 // story is the demo: one simulated node, pods through libcni, traffic, a crash in the middle of an ENI
@@ -106,7 +108,10 @@ func (st *story) run(ctx context.Context) error {
 	if err := st.traffic(ctx); err != nil {
 		return err
 	}
-	if err := st.ctl(ctx, 10, "enis"); err != nil {
+	if err := st.prefixMode(ctx); err != nil {
+		return err
+	}
+	if err := st.ctl(ctx, 12, "enis"); err != nil {
 		return err
 	}
 	st.res.ENIs, st.res.Pods = st.eniCount(), len(st.pods)

@@ -90,6 +90,14 @@ func (a *Agent) Env() []string {
 	return append([]string{"ENIWIRE_STATE_DIR=" + a.StateDir(), "ENIWIRE_SOCKET=" + a.cfg.Socket}, a.cfg.Env...)
 }
 
+// SetEnv changes settings ("NAME=value") for the agent's next Start, as an operator edits the DaemonSet; a
+// later value of a name wins over an earlier one in the process's environment.
+func (a *Agent) SetEnv(kv ...string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.cfg.Env = append(a.cfg.Env, kv...)
+}
+
 // Running reports whether the agent process is alive.
 func (a *Agent) Running() bool {
 	a.mu.Lock()

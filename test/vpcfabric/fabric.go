@@ -296,16 +296,24 @@ func (f *Fabric) WaitENIGone(ctx context.Context, instanceID, mac string) error 
 	})
 }
 
-// WaitIP blocks until the router routes ip to an ENI.
+// WaitIP blocks until the router routes ip to an ENI, as a secondary IP (/32) or within a /28 prefix.
 func (f *Fabric) WaitIP(ctx context.Context, ip netip.Addr) error {
-	dst := netip.PrefixFrom(ip, 32)
-	return f.waitFor(ctx, "route to "+ip.String(), func() bool { return f.routes[dst] != "" })
+	return f.waitFor(ctx, "route to "+ip.String(), func() bool { return f.routedLocked(ip) })
 }
 
 // WaitIPGone blocks until the router no longer routes ip to any ENI.
 func (f *Fabric) WaitIPGone(ctx context.Context, ip netip.Addr) error {
-	dst := netip.PrefixFrom(ip, 32)
-	return f.waitFor(ctx, "no route to "+ip.String(), func() bool { return f.routes[dst] == "" })
+	return f.waitFor(ctx, "no route to "+ip.String(), func() bool { return !f.routedLocked(ip) })
+}
+
+// routedLocked reports whether a route of the router covers ip (f.mu held).
+func (f *Fabric) routedLocked(ip netip.Addr) bool {
+	for dst, eni := range f.routes {
+		if eni != "" && dst.Contains(ip) {
+			return true
+		}
+	}
+	return false
 }
 
 // RouteOf says which ENI the router sends dst to, as the fabric applied it ("" when none).
