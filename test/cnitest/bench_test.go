@@ -40,8 +40,9 @@ func BenchmarkAddDelThroughLibcni(b *testing.B) {
 		node := NewNode(b, "10.220.255.1")
 		agent := StartAgent(b, node, AgentOptions{
 			Binary: bins.Agent, InstanceType: "m5.4xlarge", SubnetCIDR: "10.220.0.0/20", WarmIPs: benchPods,
-			// Released IPs come back at once, so every b.Loop round finds the pool warm again.
-			Env: []string{"IP_COOLDOWN_PERIOD=0s"},
+			// Released IPs come back at once, so every b.Loop round finds the pool warm again; kubelet runs
+			// with --max-pods 234 (eni-max-pods.txt), above the 110 eniwire computes by default.
+			Env: []string{"IP_COOLDOWN_PERIOD=0s", "MAX_PODS=234"},
 		})
 		benchAddDel(b, node, agent.Socket)
 	})
@@ -82,7 +83,7 @@ func BenchmarkAddDelVersusReferencePtp(b *testing.B) {
 	node := NewNode(b, "10.221.255.1")
 	agent := StartAgent(b, node, AgentOptions{
 		Binary: bins.Agent, InstanceType: "m5.4xlarge", SubnetCIDR: "10.221.0.0/20", WarmIPs: benchPods,
-		Env: []string{"IP_COOLDOWN_PERIOD=0s"},
+		Env: []string{"IP_COOLDOWN_PERIOD=0s", "MAX_PODS=234"},
 	})
 	eniwire := deployConflist(b, agent.Socket, "1.0.0", false)
 	reference := referenceConflist(b)
