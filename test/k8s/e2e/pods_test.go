@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/test/k8s/cluster"
 )
 
@@ -103,16 +102,12 @@ func checkPodAddresses(t *testing.T, c *cluster.Cluster, n *cluster.Node, pods [
 			t.Errorf("pod %s has %s, which EC2 does not list on a delete-on-termination ENI of %s (a secondary IP or in a /28 prefix)", p.Name, p.Status.PodIP, n.Instance.ID)
 		}
 	}
-	out, err := c.Eniwirectl(ctx, n.Name, "pods", "--output", "json")
+	held, err := assignments(ctx, c, n)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var assignments []api.Assignment
-	if err := json.Unmarshal([]byte(out), &assignments); err != nil {
-		t.Fatalf("decoding eniwirectl pods: %v: %s", err, out)
-	}
 	agent := map[string]string{}
-	for _, a := range assignments {
+	for _, a := range held {
 		agent[a.IP] = a.Pod.Namespace + "/" + a.Pod.Name
 	}
 	for ip, who := range kubectl {
