@@ -41,38 +41,53 @@ func TestAnENIHoldingPodsIsNeverDeletedForWantOfASlot(t *testing.T) {
 	})
 	outsider := w.ec2(nil)
 	ctx := context.Background()
-	e, _ := w.sim.ENI(onSecondary)
-	if _, err := outsider.DetachNetworkInterface(ctx, &ec2.DetachNetworkInterfaceInput{AttachmentId: aws.String(e.Attachment.ID)}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, "the detach done", func() error {
+	// Someone detaches our ENI and foreign ENIs take every free device index. The node may attach its ENI
+	// again before they are all in (its clock runs 200 times faster): then the outsider detaches it again.
+	var foreign, spare []string
+	for attempt := 0; ; attempt++ {
+		if attempt == 10 {
+			t.Fatalf("the foreign ENIs never took every free device index before the node attached %s again", onSecondary)
+		}
 		if e, _ := w.sim.ENI(onSecondary); e.Attachment != nil {
-			return fmt.Errorf("still %s", e.Attachment.Status)
+			if _, err := outsider.DetachNetworkInterface(ctx, &ec2.DetachNetworkInterfaceInput{AttachmentId: aws.String(e.Attachment.ID)}); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, 10*time.Second, "the detach done", func() error {
+				if e, _ := w.sim.ENI(onSecondary); e.Attachment != nil {
+					return fmt.Errorf("still %s", e.Attachment.Status)
+				}
+				return nil
+			})
 		}
-		return nil
-	})
-	// Foreign ENIs take every free device index.
-	used := map[int]bool{}
-	for _, e := range w.sim.Snapshot().ENIs {
-		if e.Attachment != nil && e.Attachment.InstanceID == w.inst.ID {
-			used[e.Attachment.DeviceIndex] = true
+		used := map[int]bool{}
+		for _, e := range w.sim.Snapshot().ENIs {
+			if e.Attachment != nil && e.Attachment.InstanceID == w.inst.ID {
+				used[e.Attachment.DeviceIndex] = true
+			}
 		}
-	}
-	var foreign []string
-	for idx := 1; idx < w.nodeInfo().MaxENIs; idx++ {
-		if used[idx] {
-			continue
+		raced := false
+		for idx := 1; idx < w.nodeInfo().MaxENIs && !raced; idx++ {
+			if used[idx] {
+				continue
+			}
+			if len(spare) == 0 {
+				out, err := outsider.CreateNetworkInterface(ctx, &ec2.CreateNetworkInterfaceInput{SubnetId: aws.String(w.inst.SubnetID)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				spare = append(spare, aws.ToString(out.NetworkInterface.NetworkInterfaceId))
+			}
+			id := spare[0]
+			if _, err := outsider.AttachNetworkInterface(ctx, &ec2.AttachNetworkInterfaceInput{NetworkInterfaceId: aws.String(id),
+				InstanceId: aws.String(w.inst.ID), DeviceIndex: aws.Int32(int32(idx))}); err != nil {
+				raced = true
+				continue
+			}
+			spare, foreign = spare[1:], append(foreign, id)
 		}
-		out, err := outsider.CreateNetworkInterface(ctx, &ec2.CreateNetworkInterfaceInput{SubnetId: aws.String(w.inst.SubnetID)})
-		if err != nil {
-			t.Fatal(err)
+		if !raced {
+			break
 		}
-		id := aws.ToString(out.NetworkInterface.NetworkInterfaceId)
-		if _, err := outsider.AttachNetworkInterface(ctx, &ec2.AttachNetworkInterfaceInput{NetworkInterfaceId: aws.String(id),
-			InstanceId: aws.String(w.inst.ID), DeviceIndex: aws.Int32(int32(idx))}); err != nil {
-			t.Fatal(err)
-		}
-		foreign = append(foreign, id)
 	}
 	w.passVirtual(5*time.Minute, func() {
 		if _, ok := w.sim.ENI(onSecondary); !ok {
