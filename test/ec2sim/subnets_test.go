@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/netip"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -488,4 +489,89 @@ func TestIMDSShowsEachENIsSubnetAndEveryVPCBlock(t *testing.T) {
 			t.Fatalf("%s = %q, want %q", path, got, want)
 		}
 	})
+}
+
+func TestDescribeVpcsAndSecurityGroupsPaginate(t *testing.T) {
+	w := newPodWorld(t)
+	ctx := ctxT(t)
+	for i := range 6 {
+		if _, err := w.sim.AddSecurityGroup(SecurityGroupSpec{VPCID: DefaultVPC, Name: "extra-" + string(rune('a'+i))}); err != nil {
+			t.Fatal(err)
+		}
+		if err := w.sim.AddVPC("", "172.16.0.0/16"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	groups := ec2.NewDescribeSecurityGroupsPaginator(w.ec2, &ec2.DescribeSecurityGroupsInput{MaxResults: aws.Int32(5),
+		Filters: []types.Filter{sdkFilter("vpc-id", DefaultVPC)}})
+	var sizes []int
+	seen := map[string]bool{}
+	for groups.HasMorePages() {
+		page, err := groups.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, len(page.SecurityGroups))
+		for _, g := range page.SecurityGroups {
+			seen[aws.ToString(g.GroupId)] = true
+		}
+	}
+	// The default group, the pod group and six more.
+	if !slices.Equal(sizes, []int{5, 3}) || len(seen) != 8 {
+		t.Fatalf("group pages %v with %d distinct groups, want [5 3] and 8", sizes, len(seen))
+	}
+	vpcs := ec2.NewDescribeVpcsPaginator(w.ec2, &ec2.DescribeVpcsInput{MaxResults: aws.Int32(5)})
+	sizes, n := nil, map[string]bool{}
+	for vpcs.HasMorePages() {
+		page, err := vpcs.NextPage(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, len(page.Vpcs))
+		for _, v := range page.Vpcs {
+			n[aws.ToString(v.VpcId)] = true
+		}
+	}
+	if !slices.Equal(sizes, []int{5, 2}) || len(n) != 7 {
+		t.Fatalf("VPC pages %v with %d distinct VPCs, want [5 2] and 7", sizes, len(n))
+	}
+}
+
+func TestASeedFileCarriesBlocksGroupsAndTags(t *testing.T) {
+	path := t.TempDir() + "/seed.json"
+	b, err := json.Marshal(PodSubnetsSeed("us-west-2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sd, err := ReadSeed(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := New(DefaultConfig())
+	if _, err := s.Load(sd); err != nil {
+		t.Fatal(err)
+	}
+	st := s.Snapshot()
+	if len(st.VPCs) != 1 || !slices.Equal(st.VPCs[0].CIDRBlocks, []string{"10.0.0.0/16", "100.64.0.0/16"}) ||
+		st.VPCs[0].Tags["Name"] != "eniwire-sim" {
+		t.Fatalf("VPCs = %+v", st.VPCs)
+	}
+	if len(st.Groups) != 2 || !slices.ContainsFunc(st.Groups, func(g SecurityGroupSpec) bool { return g.ID == PodGroup && g.Tags["Name"] == "eniwire-pods" }) {
+		t.Fatalf("groups = %+v", st.Groups)
+	}
+	var pods []string
+	for _, sn := range st.Subnets {
+		if sn.Tags[TagCNIRole] == "1" {
+			pods = append(pods, sn.ID+"@"+sn.AZ)
+		}
+	}
+	if want := []string{PodSubnetA + "@us-west-2a", PodSubnetB + "@us-west-2b", PodSubnetC + "@us-west-2c"}; !slices.Equal(pods, want) {
+		t.Fatalf("pod subnets = %v, want %v", pods, want)
+	}
+	if got := st.Instances[0].VPCCIDRs; !slices.Equal(got, []string{"10.0.0.0/16", "100.64.0.0/16"}) {
+		t.Fatalf("instance VPCCIDRs = %v", got)
+	}
 }
