@@ -37,7 +37,8 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		ec2Addr     = fs.String("ec2-listen", "127.0.0.1:0", "listen address of the EC2 API")
 		adminAddr   = fs.String("admin-listen", "127.0.0.1:0", "listen address of the admin API")
 		imdsAddr    = fs.String("imds-listen", "127.0.0.1:0", "listen address of the first instance's IMDS (others get a free loopback port)")
-		stateFile   = fs.String("state", "", "seed the state from this JSON file (vpcs, subnets, instances) instead of the default")
+		stateFile   = fs.String("state", "", "seed the state from this JSON file (vpcs, securityGroups, subnets, instances) instead of the default")
+		podSubnets  = fs.Bool("pod-subnets", false, "seed the default VPC grown with a third zone and tagged pod subnets in 100.64.0.0/16")
 		throttling  = fs.Bool("throttling", true, "apply AWS's per-action request token buckets")
 		speedup     = fs.Float64("speedup", 1, "run every clock of the simulator this many times faster than the wall clock")
 		attachDelay = fs.Duration("attach-delay", 0, "time an attachment stays attaching (simulated time)")
@@ -77,6 +78,9 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	cfg.Logger = slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: logLevel}))
 
 	sd := ec2sim.DefaultSeed(cfg.Region)
+	if *podSubnets {
+		sd = ec2sim.PodSubnetsSeed(cfg.Region)
+	}
 	if *stateFile != "" {
 		var err error
 		if sd, err = ec2sim.ReadSeed(*stateFile); err != nil {

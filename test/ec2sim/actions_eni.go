@@ -48,7 +48,7 @@ func (s *Sim) requiredENI(r *request) (*eni, *APIError) {
 func (s *Sim) groupsParam(r *request) ([]string, *APIError) {
 	groups := r.list("SecurityGroupId")
 	for _, g := range groups {
-		if e := checkID(reGroup, "InvalidGroupId.Malformed", g, "sg"); e != nil {
+		if e := checkID(reGroup, CodeInvalidGroupIDMalformed, g, "sg"); e != nil {
 			return nil, e
 		}
 	}
@@ -94,7 +94,7 @@ func (s *Sim) createNetworkInterface(r *request) (response, *APIError) {
 	}
 	sn := s.subnets[subnetID]
 	if sn == nil {
-		return nil, apiErr(CodeInvalidSubnetIDNotFound, "The subnet ID '%s' does not exist", subnetID)
+		return nil, errSubnetNotFound(subnetID)
 	}
 	desc := r.str("Description")
 	if len(desc) > 255 {
@@ -109,6 +109,14 @@ func (s *Sim) createNetworkInterface(r *request) (response, *APIError) {
 	}
 	if len(groups) == 0 {
 		groups = []string{s.vpcs[sn.VPCID].SG}
+	}
+	for _, g := range groups {
+		switch sg := s.groups[g]; {
+		case sg == nil:
+			return nil, errGroupNotFound(g)
+		case sg.VPCID != sn.VPCID:
+			return nil, errGroupNotInVPC(g, sn.VPCID)
+		}
 	}
 	// Addresses: an optional primary, explicit secondaries, a count; prefixes explicit or counted.
 	var primary netip.Addr

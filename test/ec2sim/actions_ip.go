@@ -185,7 +185,7 @@ func (s *Sim) unassignPrivateIPAddresses(r *request) (response, *APIError) {
 	return ok()
 }
 
-// changeTags is CreateTags and DeleteTags on ENIs, subnets and instances.
+// changeTags is CreateTags and DeleteTags on ENIs, subnets, instances, VPCs and security groups.
 func (s *Sim) changeTags(r *request, create bool) (response, *APIError) {
 	ids := r.list("ResourceId")
 	if len(ids) == 0 {
@@ -219,6 +219,18 @@ func (s *Sim) changeTags(r *request, create bool) (response, *APIError) {
 				return nil, errInstanceNotFound(clip(id))
 			}
 			targets = append(targets, inst.Tags)
+		case strings.HasPrefix(id, "vpc-"):
+			v := s.vpcs[id]
+			if v == nil {
+				return nil, errVPCNotFound(clip(id))
+			}
+			targets = append(targets, v.Tags)
+		case strings.HasPrefix(id, "sg-"):
+			g := s.groups[id]
+			if g == nil {
+				return nil, errGroupNotFound(clip(id))
+			}
+			targets = append(targets, g.Tags)
 		default:
 			return nil, apiErr("InvalidID", "The ID '%s' is not valid", clip(id))
 		}

@@ -15,7 +15,12 @@ import (
 //	POST   /instances             {"type","subnetId","securityGroups","id"} -> instance (+ "imdsUrl")
 //	DELETE /instances/{id}        terminate (DeleteOnTermination honoured)
 //	POST   /vpcs                  {"id","cidr"}
-//	POST   /subnets               {"id","vpcId","cidr","az"}
+//	POST   /vpcs/{id}/cidr-blocks {"cidr"} -> {"associationId"}
+//	POST   /subnets               {"id","vpcId","cidr","az","tags"}
+//	POST   /subnets/{id}/exhaust  {"keepFree"} -> {"taken"}: its free addresses taken
+//	POST   /subnets/{id}/refill   -> {"released"}: what exhaust took given back
+//	POST   /security-groups       {"id","vpcId","name","description","tags"} -> {"id"}
+//	POST   /tags/{id}             {"key": "value", ...} on a VPC, subnet, group, instance or ENI
 //	GET    /faults                the configured faults
 //	POST   /faults/script         {"action","code","n"}
 //	POST   /faults/probability    {"action","code","p"}
@@ -71,6 +76,42 @@ func (s *Sim) AdminHandler() http.Handler {
 		var v SubnetSpec
 		if readJSON(w, r, &v) {
 			replyErr(w, s.AddSubnet(v), v)
+		}
+	})
+	mux.HandleFunc("POST /vpcs/{id}/cidr-blocks", func(w http.ResponseWriter, r *http.Request) {
+		var v struct {
+			CIDR string `json:"cidr"`
+		}
+		if readJSON(w, r, &v) {
+			assoc, err := s.AddVPCCIDRBlock(r.PathValue("id"), v.CIDR)
+			replyErr(w, err, map[string]string{"associationId": assoc})
+		}
+	})
+	mux.HandleFunc("POST /subnets/{id}/exhaust", func(w http.ResponseWriter, r *http.Request) {
+		var v struct {
+			KeepFree int `json:"keepFree"`
+		}
+		if r.ContentLength != 0 && !readJSON(w, r, &v) {
+			return
+		}
+		n, err := s.ExhaustSubnet(r.PathValue("id"), v.KeepFree)
+		replyErr(w, err, map[string]int{"taken": n})
+	})
+	mux.HandleFunc("POST /subnets/{id}/refill", func(w http.ResponseWriter, r *http.Request) {
+		n, err := s.RefillSubnet(r.PathValue("id"))
+		replyErr(w, err, map[string]int{"released": n})
+	})
+	mux.HandleFunc("POST /security-groups", func(w http.ResponseWriter, r *http.Request) {
+		var v SecurityGroupSpec
+		if readJSON(w, r, &v) {
+			id, err := s.AddSecurityGroup(v)
+			replyErr(w, err, map[string]string{"id": id})
+		}
+	})
+	mux.HandleFunc("POST /tags/{id}", func(w http.ResponseWriter, r *http.Request) {
+		var v map[string]string
+		if readJSON(w, r, &v) {
+			replyErr(w, s.SetTags(r.PathValue("id"), v), v)
 		}
 	})
 	type fault struct {

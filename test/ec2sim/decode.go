@@ -42,6 +42,8 @@ var actionParams = map[string][]string{
 	"DescribeInstances":               append([]string{"InstanceId.N"}, filterParams...),
 	"DescribeInstanceTypes":           append([]string{"InstanceType.N"}, filterParams...),
 	"DescribeSubnets":                 append([]string{"SubnetId.N"}, filterParams...),
+	"DescribeVpcs":                    append([]string{"VpcId.N"}, filterParams...),
+	"DescribeSecurityGroups":          append([]string{"GroupId.N", "GroupName.N"}, filterParams...),
 	"CreateSubnetCidrReservation": {"SubnetId", "Cidr", "ReservationType", "Description",
 		"TagSpecification.N.ResourceType", "TagSpecification.N.Tag.N.Key", "TagSpecification.N.Tag.N.Value"},
 	"GetSubnetCidrReservations":   append([]string{"SubnetId"}, filterParams...),

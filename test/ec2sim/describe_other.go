@@ -330,6 +330,8 @@ var subnetAttrs = map[string]attrFunc[*subnet]{
 	"cidr":                       func(sn *subnet) []string { return one(sn.CIDR.String()) },
 	"state":                      func(*subnet) []string { return one("available") },
 	"available-ip-address-count": func(sn *subnet) []string { return one(strconv.Itoa(sn.Free())) },
+	"availability-zone-id":       func(sn *subnet) []string { return one(azID(sn.AZ)) },
+	"default-for-az":             func(*subnet) []string { return one("false") },
 }
 
 func (s *Sim) describeSubnets(r *request) (response, *APIError) {
@@ -352,7 +354,7 @@ func (s *Sim) describeSubnets(r *request) (response, *APIError) {
 		for _, id := range ids {
 			sn := s.subnets[id]
 			if sn == nil {
-				return nil, apiErr(CodeInvalidSubnetIDNotFound, "The subnet ID '%s' does not exist", clip(id))
+				return nil, errSubnetNotFound(clip(id))
 			}
 			if !seen[id] {
 				seen[id] = true

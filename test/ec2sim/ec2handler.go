@@ -202,6 +202,10 @@ func (s *Sim) dispatch(r *request) (response, *APIError) {
 		return s.describeInstanceTypes(r)
 	case "DescribeSubnets":
 		return s.describeSubnets(r)
+	case "DescribeVpcs":
+		return s.describeVpcs(r)
+	case "DescribeSecurityGroups":
+		return s.describeSecurityGroups(r)
 	case "CreateSubnetCidrReservation":
 		return s.createSubnetCidrReservation(r)
 	case "GetSubnetCidrReservations":

@@ -13,6 +13,9 @@ import (
 func TestENILifecycleThroughTheSDK(t *testing.T) {
 	w := newWorld(t, nil)
 	ctx := ctxT(t)
+	if _, err := w.sim.AddSecurityGroup(SecurityGroupSpec{ID: "sg-0123456789abcdef0", VPCID: DefaultVPC, Name: "nodes"}); err != nil {
+		t.Fatal(err)
+	}
 
 	created, err := w.ec2.CreateNetworkInterface(ctx, &ec2.CreateNetworkInterfaceInput{
 		SubnetId:                       aws.String(DefaultSubnetA),

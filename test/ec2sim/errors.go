@@ -29,6 +29,8 @@ const (
 	CodeInvalidInstanceIDMalformed   = "InvalidInstanceID.Malformed"
 	CodeInvalidSubnetIDNotFound      = "InvalidSubnetID.NotFound"
 	CodeInvalidGroupNotFound         = "InvalidGroup.NotFound"
+	CodeInvalidGroupIDMalformed      = "InvalidGroupId.Malformed"
+	CodeInvalidVpcIDNotFound         = "InvalidVpcID.NotFound"
 	CodeInvalidInstanceType          = "InvalidInstanceType"
 	CodeInsufficientFreeAddresses    = "InsufficientFreeAddressesInSubnet"
 	CodeInsufficientCidrBlocks       = "InsufficientCidrBlocks"
@@ -110,6 +112,24 @@ func errInstanceNotFound(id string) *APIError {
 // guess: no public source quotes what EC2 answers here.
 func errPrefixesUnsupported(instanceType string) *APIError {
 	return apiErr(CodeInvalidParameterValue, "Prefix delegation is not supported for instance type %s.", instanceType)
+}
+
+func errVPCNotFound(id string) *APIError {
+	return apiErr(CodeInvalidVpcIDNotFound, "The vpc ID '%s' does not exist", id)
+}
+
+func errSubnetNotFound(id string) *APIError {
+	return apiErr(CodeInvalidSubnetIDNotFound, "The subnet ID '%s' does not exist", id)
+}
+
+func errGroupNotFound(id string) *APIError {
+	return apiErr(CodeInvalidGroupNotFound, "The security group '%s' does not exist", id)
+}
+
+// errGroupNotInVPC refuses a security group of another VPC. EC2 answers InvalidGroup.NotFound; the wording
+// is the one EC2 uses for a group it cannot find in the VPC the request is about.
+func errGroupNotInVPC(id, vpcID string) *APIError {
+	return apiErr(CodeInvalidGroupNotFound, "The security group '%s' does not exist in VPC '%s'", id, vpcID)
 }
 
 func errMissing(name string) *APIError {

@@ -265,8 +265,10 @@ func (s *Sim) imdsMACFieldLocked(inst *instance, e *eni, field string) (string, 
 		return sn.CIDR.String(), true
 	case "vpc-id":
 		return vpc.ID, true
-	case "vpc-ipv4-cidr-block", "vpc-ipv4-cidr-blocks":
+	case "vpc-ipv4-cidr-block":
 		return vpc.CIDR.String(), true
+	case "vpc-ipv4-cidr-blocks":
+		return lines(vpc.blockList()...), true
 	}
 	return "", false
 }

@@ -17,15 +17,17 @@ type InstanceSpec struct {
 
 // Instance is what a node learns about itself from IMDS.
 type Instance struct {
-	ID             string   `json:"id"`
-	Type           string   `json:"type"`
-	PrimaryENI     string   `json:"primaryENI"`
-	PrimaryIP      string   `json:"primaryIP"`
-	PrimaryMAC     string   `json:"primaryMAC"`
-	SubnetID       string   `json:"subnetId"`
-	SubnetCIDR     string   `json:"subnetCIDR"`
-	VPCID          string   `json:"vpcId"`
-	VPCCIDR        string   `json:"vpcCIDR"`
+	ID         string `json:"id"`
+	Type       string `json:"type"`
+	PrimaryENI string `json:"primaryENI"`
+	PrimaryIP  string `json:"primaryIP"`
+	PrimaryMAC string `json:"primaryMAC"`
+	SubnetID   string `json:"subnetId"`
+	SubnetCIDR string `json:"subnetCIDR"`
+	VPCID      string `json:"vpcId"`
+	VPCCIDR    string `json:"vpcCIDR"`
+	// VPCCIDRs are all the VPC's IPv4 blocks, the primary (VPCCIDR) first.
+	VPCCIDRs       []string `json:"vpcCIDRs"`
 	AZ             string   `json:"az"`
 	SecurityGroups []string `json:"securityGroups"`
 	State          string   `json:"state"`
@@ -90,8 +92,10 @@ func (s *Sim) addInstance(spec InstanceSpec) (Instance, error) {
 
 func (s *Sim) instanceViewLocked(inst *instance) Instance {
 	sn := s.subnets[inst.SubnetID]
+	vpc := s.vpcs[inst.VPCID]
 	v := Instance{ID: inst.ID, Type: inst.Type, SubnetID: inst.SubnetID, SubnetCIDR: sn.CIDR.String(), VPCID: inst.VPCID,
-		VPCCIDR: s.vpcs[inst.VPCID].CIDR.String(), AZ: inst.AZ, SecurityGroups: slices.Clone(inst.SGs), State: inst.State}
+		VPCCIDR: vpc.CIDR.String(), VPCCIDRs: vpc.blockList(), AZ: inst.AZ, SecurityGroups: slices.Clone(inst.SGs),
+		State: inst.State}
 	if p := inst.Primary; p != nil {
 		v.PrimaryENI, v.PrimaryMAC = p.ID, p.MAC
 		v.PrimaryIP = p.IPs[0].V.String()

@@ -79,6 +79,7 @@ type Sim struct {
 	mu          sync.Mutex
 	rng         *rand.Rand
 	vpcs        map[string]*vpc
+	groups      map[string]*secGroup
 	subnets     map[string]*subnet
 	instances   map[string]*instance
 	enis        map[string]*eni
@@ -99,9 +100,12 @@ type Sim struct {
 }
 
 type vpc struct {
-	ID   string
-	CIDR netip.Prefix
-	SG   string
+	ID string
+	// CIDR is the primary IPv4 block; Blocks are all the associated ones, the primary first.
+	CIDR   netip.Prefix
+	Blocks []cidrBlock
+	SG     string
+	Tags   map[string]string
 }
 
 type instance struct {
@@ -165,6 +169,7 @@ func New(cfg Config) *Sim {
 		log:         cfg.Logger,
 		rng:         rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5eed)),
 		vpcs:        map[string]*vpc{},
+		groups:      map[string]*secGroup{},
 		subnets:     map[string]*subnet{},
 		instances:   map[string]*instance{},
 		enis:        map[string]*eni{},
@@ -256,9 +261,12 @@ func (s *Sim) AddVPC(id, cidr string) error {
 	if s.vpcs[id] != nil {
 		return fmt.Errorf("adding VPC %s: %w", id, ErrExists)
 	}
-	v := &vpc{ID: id, CIDR: p.Masked()}
-	v.SG = s.newID("sg", func(string) bool { return false })
+	v := &vpc{ID: id, CIDR: p.Masked(), Tags: map[string]string{}}
+	v.Blocks = []cidrBlock{{AssociationID: associationID(id, v.CIDR), CIDR: v.CIDR}}
+	v.SG = s.newID("sg", func(x string) bool { return s.groups[x] != nil })
 	s.vpcs[id] = v
+	s.groups[v.SG] = &secGroup{ID: v.SG, VPCID: id, Name: "default", Description: "default VPC security group",
+		Tags: map[string]string{}}
 	s.log.Info("vpc added", "vpc", id, "cidr", v.CIDR)
 	return nil
 }
@@ -271,9 +279,11 @@ type SubnetSpec struct {
 	AZ    string `json:"az"`
 	// Scatter hands this subnet's addresses out across it (Config.ScatterAddresses does it for all).
 	Scatter bool `json:"scatter,omitempty"`
+	// Tags are the subnet's tags (e.g. kubernetes.io/role/cni = 1).
+	Tags map[string]string `json:"tags,omitempty"`
 }
 
-// AddSubnet adds a subnet inside an existing VPC.
+// AddSubnet adds a subnet inside one of the CIDR blocks of an existing VPC.
 func (s *Sim) AddSubnet(spec SubnetSpec) error {
 	p, err := netip.ParsePrefix(spec.CIDR)
 	if err != nil || !p.Addr().Is4() || p.Bits() > 28 || p.Bits() < 16 {
@@ -286,8 +296,9 @@ func (s *Sim) AddSubnet(spec SubnetSpec) error {
 		return fmt.Errorf("adding subnet %s: VPC %s: %w", spec.ID, spec.VPCID, ErrNotFound)
 	}
 	p = p.Masked()
-	if !v.CIDR.Contains(p.Addr()) || p.Bits() < v.CIDR.Bits() {
-		return fmt.Errorf("adding subnet %s: %s is not inside VPC CIDR %s: %w", spec.ID, p, v.CIDR, ErrInvalid)
+	if v.blockOf(p) == nil {
+		return fmt.Errorf("adding subnet %s: %s is not inside a CIDR block of VPC %s (%s): %w", spec.ID, p, v.ID,
+			v.blockList(), ErrInvalid)
 	}
 	for _, o := range s.subnets {
 		if o.VPCID == v.ID && o.CIDR.Overlaps(p) {
@@ -304,6 +315,9 @@ func (s *Sim) AddSubnet(spec SubnetSpec) error {
 		spec.AZ = s.cfg.Region + "a"
 	}
 	sn := newSubnet(spec.ID, v.ID, spec.AZ, p)
+	for k, val := range spec.Tags {
+		sn.Tags[k] = val
+	}
 	if s.cfg.ScatterAddresses || spec.Scatter {
 		sn.scatter = rand.New(rand.NewPCG(s.rng.Uint64(), s.rng.Uint64()))
 	}

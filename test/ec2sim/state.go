@@ -8,28 +8,32 @@ import (
 // State is the whole simulated world at one moment, for the admin dump, tests and the vpcfabric's
 // initial sync.
 type State struct {
-	Region     string          `json:"region"`
-	AccountID  string          `json:"accountId"`
-	Now        time.Time       `json:"now"`
-	Throttling bool            `json:"throttling"`
-	VPCs       []VPCState      `json:"vpcs"`
-	Subnets    []SubnetState   `json:"subnets"`
-	Instances  []InstanceState `json:"instances"`
-	ENIs       []ENIState      `json:"enis"`
-	Faults     FaultsState     `json:"faults"`
+	Region     string              `json:"region"`
+	AccountID  string              `json:"accountId"`
+	Now        time.Time           `json:"now"`
+	Throttling bool                `json:"throttling"`
+	VPCs       []VPCState          `json:"vpcs"`
+	Groups     []SecurityGroupSpec `json:"securityGroups"`
+	Subnets    []SubnetState       `json:"subnets"`
+	Instances  []InstanceState     `json:"instances"`
+	ENIs       []ENIState          `json:"enis"`
+	Faults     FaultsState         `json:"faults"`
 }
 
 type VPCState struct {
 	ID        string `json:"id"`
 	CIDR      string `json:"cidr"`
 	DefaultSG string `json:"defaultSecurityGroup"`
+	// CIDRBlocks are all the associated IPv4 blocks, the primary first.
+	CIDRBlocks []string          `json:"cidrBlocks"`
+	Tags       map[string]string `json:"tags,omitempty"`
 }
 
+// SubnetState is a subnet with its free-address count; Tags (of SubnetSpec) are its current tags.
 type SubnetState struct {
 	SubnetSpec
-	Available int               `json:"availableIpAddressCount"`
-	Gateway   string            `json:"gateway"`
-	Tags      map[string]string `json:"tags,omitempty"`
+	Available int    `json:"availableIpAddressCount"`
+	Gateway   string `json:"gateway"`
 }
 
 type InstanceState struct {
@@ -106,12 +110,18 @@ func (s *Sim) Snapshot() State {
 	s.settleLocked()
 	st := State{Region: s.cfg.Region, AccountID: s.cfg.AccountID, Now: s.clk.Now(), Throttling: s.cfg.Throttling, Faults: faults}
 	for _, v := range s.vpcs {
-		st.VPCs = append(st.VPCs, VPCState{ID: v.ID, CIDR: v.CIDR.String(), DefaultSG: v.SG})
+		st.VPCs = append(st.VPCs, VPCState{ID: v.ID, CIDR: v.CIDR.String(), DefaultSG: v.SG, CIDRBlocks: v.blockList(),
+			Tags: cloneMap(v.Tags)})
 	}
 	sort.Slice(st.VPCs, func(i, j int) bool { return st.VPCs[i].ID < st.VPCs[j].ID })
+	for _, g := range s.groups {
+		st.Groups = append(st.Groups, SecurityGroupSpec{ID: g.ID, VPCID: g.VPCID, Name: g.Name,
+			Description: g.Description, Tags: cloneMap(g.Tags)})
+	}
+	sort.Slice(st.Groups, func(i, j int) bool { return st.Groups[i].ID < st.Groups[j].ID })
 	for _, sn := range s.subnets {
-		st.Subnets = append(st.Subnets, SubnetState{SubnetSpec: SubnetSpec{ID: sn.ID, VPCID: sn.VPCID, CIDR: sn.CIDR.String(), AZ: sn.AZ},
-			Available: sn.Free(), Gateway: sn.Gateway().String(), Tags: cloneMap(sn.Tags)})
+		st.Subnets = append(st.Subnets, SubnetState{SubnetSpec: SubnetSpec{ID: sn.ID, VPCID: sn.VPCID, CIDR: sn.CIDR.String(), AZ: sn.AZ,
+			Tags: cloneMap(sn.Tags)}, Available: sn.Free(), Gateway: sn.Gateway().String()})
 	}
 	sort.Slice(st.Subnets, func(i, j int) bool { return st.Subnets[i].ID < st.Subnets[j].ID })
 	for _, inst := range s.instances {

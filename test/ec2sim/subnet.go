@@ -24,6 +24,8 @@ type subnet struct {
 	// scatter, when set, hands addresses out across the whole subnet, as EC2 does, rather than in order:
 	// single IPs then fragment the subnet so that no aligned /28 may be free though many addresses are.
 	scatter *rand.Rand
+	// held are the offsets ExhaustSubnet took: used, owned by no ENI.
+	held []uint32
 }
 
 func newSubnet(id, vpcID, az string, p netip.Prefix) *subnet {
@@ -222,5 +224,30 @@ func (sn *subnet) assignableAmong(addrs []netip.Addr, prefixes []netip.Prefix) i
 			}
 		}
 	}
+	return n
+}
+
+// hold takes up to n free addresses, lowest first, owned by no ENI (see Sim.ExhaustSubnet).
+func (sn *subnet) hold(n int) int {
+	taken := 0
+	for off := uint32(4); off < sn.size-1 && taken < n; off++ {
+		if !sn.used[off] {
+			sn.used[off] = true
+			sn.nUsed++
+			sn.held = append(sn.held, off)
+			taken++
+		}
+	}
+	return taken
+}
+
+// unhold releases what hold took.
+func (sn *subnet) unhold() int {
+	n := len(sn.held)
+	for _, off := range sn.held {
+		sn.used[off] = false
+		sn.nUsed--
+	}
+	sn.held = nil
 	return n
 }

@@ -37,7 +37,8 @@ var uncategorizedBuckets = map[string]BucketSpec{
 }
 
 // unfilteredDescribes have a smaller bucket when called with neither a filter nor pagination.
-var unfilteredDescribes = map[string]bool{"DescribeInstances": true, "DescribeNetworkInterfaces": true}
+var unfilteredDescribes = map[string]bool{"DescribeInstances": true, "DescribeNetworkInterfaces": true,
+	"DescribeSecurityGroups": true}
 
 // DefaultBucket is AWS's default bucket for a bucket key (an action, or "<Action>/unfiltered").
 func DefaultBucket(key string) BucketSpec {
@@ -65,7 +66,8 @@ func (s *Sim) bucketKey(r *request) string {
 		if strings.HasPrefix(k, "Filter.") || k == "MaxResults" || k == "NextToken" {
 			return r.Action
 		}
-		if s.cfg.IDListIsFilter && (strings.HasPrefix(k, "NetworkInterfaceId.") || strings.HasPrefix(k, "InstanceId.")) {
+		if s.cfg.IDListIsFilter && (strings.HasPrefix(k, "NetworkInterfaceId.") || strings.HasPrefix(k, "InstanceId.") ||
+			strings.HasPrefix(k, "GroupId.")) {
 			return r.Action
 		}
 	}

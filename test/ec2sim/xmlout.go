@@ -99,10 +99,8 @@ func (s *Sim) groupsXML(ids []string) []xmlGroup {
 	out := make([]xmlGroup, len(ids))
 	for i, id := range ids {
 		name := id
-		for _, v := range s.vpcs {
-			if v.SG == id {
-				name = "default"
-			}
+		if g := s.groups[id]; g != nil {
+			name = g.Name
 		}
 		out[i] = xmlGroup{GroupID: id, GroupName: name}
 	}

@@ -6,7 +6,8 @@
 //	<name>-<instance-id>  one per instance (the node). Each attached ENI is a veth whose node end carries the
 //	                      ENI's MAC: eth0 (device index 0) configured as DHCP would, eth<N> left down and bare.
 //	                      IMDS listens on 169.254.169.254:80 and the EC2 API on 169.254.169.253:80, both on lo.
-//	<name>-vpc            the subnet router: the other end of every ENI veth holds the subnet gateway as a /32,
+//	<name>-vpc            the router of every subnet of every CIDR block of the VPC (secondary blocks such as
+//	                      100.64.0.0/16 included): the other end of every ENI veth holds its subnet's gateway as a /32,
 //	                      each private IP (and prefix) of the ENI is a route through it to the ENI's MAC with
 //	                      no ARP, as EC2 maps addresses to ENIs, a strict reverse-path check
 //	                      drops packets whose source is not an address of the ENI they came from (EC2's
