@@ -60,10 +60,14 @@ func (m *poolManager) counts(v *pool.View) pool.Counts {
 	return c
 }
 
-// standingNote is the status line while the pool meets its targets: why an ENI is closed, or "".
+// standingNote is the status line while the pool meets its targets (a new ENI's plan in flight counts): the
+// last refusal of an action EC2 has not accepted since, why an ENI is closed, or "".
 func (m *poolManager) standingNote() string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	for _, r := range m.refused {
+		return r.note
+	}
 	for _, cl := range m.closed {
 		return cl.why
 	}

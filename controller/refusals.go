@@ -26,6 +26,7 @@ const (
 type refusal struct {
 	code  string
 	until time.Time
+	note  string // the status line, kept until EC2 accepts the action again
 }
 
 // definiteRefusal reports whether err is EC2 refusing the call for a reason a retry will not fix by itself.
@@ -45,10 +46,11 @@ func (m *poolManager) noteRefusal(action string, err error) bool {
 	d := max(nextDelay(m.refusalDelay[code], err), 5*time.Second)
 	m.refusalDelay[code] = d
 	until := m.clock.Now().Add(d)
-	m.refused[action] = refusal{code: code, until: until}
+	note := fmt.Sprintf("EC2 refuses %s (%s): %v; backing off until %s", action, code, err, until.UTC().Format(time.RFC3339))
+	m.refused[action] = refusal{code: code, until: until, note: note}
 	m.mu.Unlock()
 	m.metrics.refusals.WithLabelValues(action, code).Inc()
-	m.status.set(fmt.Sprintf("EC2 refuses %s (%s): %v; backing off until %s", action, code, err, until.UTC().Format(time.RFC3339)))
+	m.status.set(note)
 	return true
 }
 
