@@ -12,7 +12,9 @@ type Result struct {
 	Scenario string `json:"scenario"`
 	Nodes    int    `json:"nodes"`
 	// ConvergeSeconds is virtual time from the start until every node had reached its target (rollout, chaos:
-	// all ENIs of its type with DeleteOnTermination; churn: the end of settling after the churn); -1 if never.
+	// all ENIs of its type with DeleteOnTermination; churn: the end of settling after the churn; rollout-prefix
+	// and fragmented: the last pod's IP); -1 if never. ConvergedNodes are the nodes that reached it (the prefix
+	// scenarios: the nodes all of whose pods started).
 	ConvergeSeconds float64 `json:"converge_seconds"`
 	Converged       bool    `json:"converged"`
 	ConvergedNodes  int     `json:"converged_nodes"`
@@ -30,12 +32,22 @@ type Result struct {
 	MissingDoT        int              `json:"attached_without_delete_on_termination"`
 	DuplicateIPs      int              `json:"duplicate_ip_assignments"`
 	PodsStarted       int              `json:"pods_started,omitempty"`
-	PodsFailed        int              `json:"pods_failed,omitempty"`
-	Kills             int              `json:"controller_kills,omitempty"`
-	DroppedResponses  int64            `json:"dropped_responses,omitempty"`
-	VirtualSeconds    float64          `json:"virtual_seconds"`
-	WallSeconds       float64          `json:"wall_seconds"`
-	Speedup           float64          `json:"speedup"`
+	// The prefix scenarios' pods: how many the nodes carry, how many still wait for an IP at the end, how many
+	// started in each virtual minute, the EC2 calls per pod started, and the started pods whose IP EC2 does not
+	// place on their node.
+	PodsWanted       int        `json:"pods_wanted,omitempty"`
+	PodsStuck        int        `json:"pods_stuck,omitempty"`
+	PodsPerMinute    []int      `json:"pods_started_per_minute,omitempty"`
+	EC2CallsPerPod   float64    `json:"ec2_calls_per_pod,omitempty"`
+	PodIPsNotOnNode  int        `json:"pod_ips_not_on_node,omitempty"`
+	InsufficientCidr int64      `json:"insufficient_cidr_blocks,omitempty"`
+	Fragmentation    *fillStats `json:"fragmentation,omitempty"`
+	PodsFailed       int        `json:"pods_failed,omitempty"`
+	Kills            int        `json:"controller_kills,omitempty"`
+	DroppedResponses int64      `json:"dropped_responses,omitempty"`
+	VirtualSeconds   float64    `json:"virtual_seconds"`
+	WallSeconds      float64    `json:"wall_seconds"`
+	Speedup          float64    `json:"speedup"`
 }
 
 // LowerBoundMethod is how lower_bound_seconds is computed; the report prints it.
@@ -94,6 +106,11 @@ func (f *fleet) measure(res *Result) {
 		if action == "" {
 			continue
 		}
+		c = minus(c, f.base[action])
+		if c.Calls == 0 {
+			continue
+		}
+		res.InsufficientCidr += c.Errors[ec2sim.CodeInsufficientCidrBlocks]
 		res.EC2Calls[action] = c.Calls
 		res.ThrottledCalls += c.Throttled
 		res.AttachLimit += c.Errors["AttachmentLimitExceeded"]
@@ -113,6 +130,22 @@ func (f *fleet) measure(res *Result) {
 	if res.ConvergeSeconds > 0 && res.LowerBoundSeconds > 0 {
 		res.Ratio = res.ConvergeSeconds / res.LowerBoundSeconds
 	}
+	if d := f.filled; d != nil {
+		res.PodsStarted, res.PodsStuck, res.PodsPerMinute = d.started, d.left(), d.perMinute
+		res.PodIPsNotOnNode = d.offNode()
+		var calls int64
+		for _, n := range res.EC2Calls {
+			calls += n
+		}
+		if d.started > 0 {
+			res.EC2CallsPerPod = float64(calls) / float64(d.started)
+		}
+		f.pods = podStats{started: d.started, dups: d.dups}
+	}
+	if f.scenario == Fragmented {
+		fs := f.fill
+		res.Fragmentation = &fs
+	}
 	f.mu.Lock()
 	res.Kills = f.kills
 	res.PodsStarted, res.PodsFailed, res.DuplicateIPs = f.pods.started, f.pods.failed, f.pods.dups
@@ -126,7 +159,7 @@ func (f *fleet) measure(res *Result) {
 		for id := range b {
 			held[id] = true
 		}
-		if s.settledAt >= 0 {
+		if s.settledAt >= 0 && f.filled == nil {
 			res.ConvergedNodes++
 		}
 	}
@@ -149,4 +182,16 @@ func (f *fleet) measure(res *Result) {
 		}
 	}
 	res.LeakedENIs = res.LeakedAttached + res.LeakedAvailable
+}
+
+// minus is c less what base had counted.
+func minus(c, base ec2sim.ActionCounters) ec2sim.ActionCounters {
+	out := ec2sim.ActionCounters{Calls: c.Calls - base.Calls, Throttled: c.Throttled - base.Throttled, Dropped: c.Dropped - base.Dropped,
+		Errors: map[string]int64{}}
+	for code, n := range c.Errors {
+		if n -= base.Errors[code]; n != 0 {
+			out.Errors[code] = n
+		}
+	}
+	return out
 }

@@ -22,8 +22,11 @@ import (
 
 func main() {
 	nodes := flag.Int("nodes", 300, "nodes in the fleet")
-	scenarios := flag.String("scenarios", "rollout,churn,chaos", "scenarios to run, comma-separated")
-	strategies := flag.String("strategies", "eniwire,legacy", "strategies to run, comma-separated")
+	scenarios := flag.String("scenarios", "rollout,churn,chaos", "scenarios to run, comma-separated: rollout, churn, chaos, "+
+		"rollout-prefix, fragmented")
+	strategies := flag.String("strategies", "", "strategies to run, comma-separated (default: eniwire,legacy for rollout, "+
+		"churn and chaos; eniwire,vpc-cni for rollout-prefix and fragmented)")
+	pods := flag.Int("pods", 110, "pods per node in rollout-prefix")
 	speedup := flag.Float64("speedup", 0, "virtual seconds per wall second (0: 20 up to 300 nodes, 10 up to 600, 5 beyond; "+
 		"too high for the machine's CPUs makes virtual time jump and the fleet look slower than it is)")
 	seed := flag.Int64("seed", 1, "seed of the simulator and the scenarios")
@@ -36,8 +39,16 @@ func main() {
 	start := time.Now()
 	var results []fleet.Result
 	for _, sc := range strings.Split(*scenarios, ",") {
-		for _, st := range strings.Split(*strategies, ",") {
-			opts := fleet.Options{Nodes: *nodes, Speedup: *speedup, Seed: *seed, Progress: os.Stderr}
+		sc = strings.TrimSpace(sc)
+		sts := *strategies
+		if sts == "" {
+			sts = "eniwire,legacy"
+			if sc == string(fleet.RolloutPrefix) || sc == string(fleet.Fragmented) {
+				sts = "eniwire,vpc-cni"
+			}
+		}
+		for _, st := range strings.Split(sts, ",") {
+			opts := fleet.Options{Nodes: *nodes, Speedup: *speedup, Seed: *seed, Progress: os.Stderr, PodsPerNode: *pods}
 			opts.EC2Config.MaxAttempts = *maxAttempts
 			r, err := fleet.Run(ctx, opts, fleet.Strategy(strings.TrimSpace(st)), fleet.Scenario(strings.TrimSpace(sc)))
 			if err != nil {
