@@ -41,6 +41,7 @@ type nodeSettings struct {
 	// prefix: ENABLE_PREFIX_DELEGATION with the product's default targets (WARM_PREFIX_TARGET 1), and kubelet's
 	// max pods for the type (the node's vCPUs and hypervisor known).
 	prefix    bool
+	minimumIP int // MINIMUM_IP_TARGET (0: unset)
 	ec2Config ec2client.Config
 	log       *slog.Logger
 }
@@ -96,7 +97,7 @@ func (n *eniwireNode) start(ctx context.Context) error {
 		warm = n.it.MaxENIs
 	}
 	node, err := controller.New(controller.Config{StateDir: n.dir, Cluster: "fleet", WarmENITarget: warm, StartJitter: startJitter,
-		EnablePrefixDelegation: n.set.prefix,
+		EnablePrefixDelegation: n.set.prefix, MinimumIPTarget: n.set.minimumIP,
 		// The fleet's pods have no network namespaces: none of them vanished.
 		VanishedPodGrace: -1},
 		controller.Deps{EC2: api, Node: n.nodeInfo(), Clock: n.w.clk, Registerer: nopRegisterer{}, Logger: n.set.log,

@@ -11,6 +11,8 @@ type Result struct {
 	Strategy string `json:"strategy"`
 	Scenario string `json:"scenario"`
 	Nodes    int    `json:"nodes"`
+	// MinimumIPTarget is the eniwire nodes' MINIMUM_IP_TARGET when the run set one.
+	MinimumIPTarget int `json:"minimum_ip_target,omitempty"`
 	// ConvergeSeconds is virtual time from the start until every node had reached its target (rollout, chaos:
 	// all ENIs of its type with DeleteOnTermination; churn: the end of settling after the churn; rollout-prefix
 	// and fragmented: the last pod's IP); -1 if never. ConvergedNodes are the nodes that reached it (the prefix

@@ -41,6 +41,9 @@ func kubeletMaxPods(it ec2sim.InstanceType) int {
 // podRollout runs rollout-prefix and fragmented.
 func (f *fleet) podRollout(ctx context.Context) (Result, error) {
 	res := Result{Strategy: string(f.strategy), Scenario: string(f.scenario), Nodes: f.opts.Nodes}
+	if f.strategy == Eniwire {
+		res.MinimumIPTarget = f.set.minimumIP
+	}
 	f.t0 = f.w.clk.Now()
 	var insts []ec2sim.Instance
 	for i := range f.opts.Nodes {

@@ -90,11 +90,15 @@ func writePodTable(w io.Writer, rs []Result) error {
 		if r.Converged {
 			conv, ratio = fmt.Sprintf("%.0f", r.ConvergeSeconds), fmt.Sprintf("%.2f", r.Ratio)
 		}
+		strategy := r.Strategy
+		if r.MinimumIPTarget > 0 {
+			strategy += fmt.Sprintf(" (MINIMUM_IP_TARGET=%d)", r.MinimumIPTarget)
+		}
 		var perMin []string
 		for i := 0; i < 5 && i < len(r.PodsPerMinute); i++ {
 			perMin = append(perMin, fmt.Sprint(r.PodsPerMinute[i]))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%.0f\t%s\t%s\t%d\t%d\t%.3f\t%d\t%d\t%d\t%d\t%d\t%.0f\t%s\t\n", r.Strategy, r.Scenario,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%.0f\t%s\t%s\t%d\t%d\t%.3f\t%d\t%d\t%d\t%d\t%d\t%.0f\t%s\t\n", strategy, r.Scenario,
 			r.Nodes, r.PodsWanted, conv, r.LowerBoundSeconds, ratio, strings.Join(perMin, " "), r.PodsStuck, calls, r.EC2CallsPerPod,
 			r.ThrottledCalls, r.InsufficientCidr, r.LeakedENIs, r.DuplicateIPs, r.PodIPsNotOnNode, r.WallSeconds, verdict(r))
 	}

@@ -59,6 +59,9 @@ type Options struct {
 	// PodsPerNode is the pods each node of rollout-prefix carries (default 110, kubelet's max pods on the
 	// fleet's types in prefix mode). Fragmented gives each node what its ENIs can address with single IPs.
 	PodsPerNode int
+	// MinimumIPTarget is the eniwire nodes' MINIMUM_IP_TARGET in the prefix scenarios (0: unset, the product's
+	// default WARM_PREFIX_TARGET of 1 governs).
+	MinimumIPTarget int
 	// FragmentedWindow is how long the fragmented scenario runs (default 600 s, virtual: five of the AWS VPC
 	// CNI's 120 s pauses).
 	FragmentedWindow time.Duration
@@ -178,6 +181,9 @@ func Run(ctx context.Context, opts Options, strategy Strategy, scenario Scenario
 		f.set.warmENI = 1
 	}
 	f.set.prefix = prefixScenario(scenario)
+	if f.set.prefix {
+		f.set.minimumIP = opts.MinimumIPTarget
+	}
 	var res Result
 	switch scenario {
 	case Rollout, Chaos:

@@ -27,6 +27,8 @@ func main() {
 	strategies := flag.String("strategies", "", "strategies to run, comma-separated (default: eniwire,legacy for rollout, "+
 		"churn and chaos; eniwire,vpc-cni for rollout-prefix and fragmented)")
 	pods := flag.Int("pods", 110, "pods per node in rollout-prefix")
+	minIP := flag.Int("minimum-ip-target", 0, "eniwire nodes' MINIMUM_IP_TARGET in rollout-prefix and fragmented (0: unset, "+
+		"WARM_PREFIX_TARGET=1 governs)")
 	speedup := flag.Float64("speedup", 0, "virtual seconds per wall second (0: 20 up to 300 nodes, 10 up to 600, 5 beyond; "+
 		"too high for the machine's CPUs makes virtual time jump and the fleet look slower than it is)")
 	seed := flag.Int64("seed", 1, "seed of the simulator and the scenarios")
@@ -48,7 +50,8 @@ func main() {
 			}
 		}
 		for _, st := range strings.Split(sts, ",") {
-			opts := fleet.Options{Nodes: *nodes, Speedup: *speedup, Seed: *seed, Progress: os.Stderr, PodsPerNode: *pods}
+			opts := fleet.Options{Nodes: *nodes, Speedup: *speedup, Seed: *seed, Progress: os.Stderr, PodsPerNode: *pods,
+				MinimumIPTarget: *minIP}
 			opts.EC2Config.MaxAttempts = *maxAttempts
 			r, err := fleet.Run(ctx, opts, fleet.Strategy(strings.TrimSpace(st)), fleet.Scenario(strings.TrimSpace(sc)))
 			if err != nil {
