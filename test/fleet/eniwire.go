@@ -144,15 +144,24 @@ func (n *eniwireNode) settled() bool {
 	return true
 }
 
+// Its books also name each journaled ENI operation as "op:<op id>": an ENI that EC2 created but whose answer the
+// node has not heard yet (a run that ends mid-call) is the one that operation's ClientToken returns on the next
+// drive, not a leak.
 func (n *eniwireNode) books() map[string]bool {
 	out := map[string]bool{}
 	for _, e := range n.ctl().Snapshot().ENIs {
 		if e.ID != "" {
 			out[e.ID] = true
 		}
+		if e.OpID != "" {
+			out[opKey(e.OpID)] = true
+		}
 	}
 	return out
 }
+
+// opKey is how books name an ENI operation; ENIs carry its id in their eniwire.io/op-id tag.
+func opKey(op string) string { return "op:" + op }
 
 func (n *eniwireNode) assign(ctx context.Context, pod string) (string, error) {
 	a, err := n.ctl().Assign(ctx, api.AssignRequest{Attachment: api.Attachment{ContainerID: pod, IfName: "eth0"}, Netns: "/var/run/netns/" + pod})

@@ -167,6 +167,7 @@ func (f *fleet) measure(res *Result) {
 	}
 	for _, e := range f.w.sim.Snapshot().ENIs {
 		a := e.Attachment
+		op := opKey(e.Tags["eniwire.io/op-id"])
 		switch {
 		case a != nil && a.DeviceIndex == 0:
 			continue
@@ -174,11 +175,11 @@ func (f *fleet) measure(res *Result) {
 			if !a.DeleteOnTermination {
 				res.MissingDoT++
 			}
-			if b, live := books[a.InstanceID]; live && !b[e.ID] {
+			if b, live := books[a.InstanceID]; live && !b[e.ID] && !b[op] {
 				res.LeakedAttached++
 				f.debugLeak(e)
 			}
-		case !held[e.ID]:
+		case !held[e.ID] && !held[op]:
 			res.LeakedAvailable++
 			f.debugLeak(e)
 		}

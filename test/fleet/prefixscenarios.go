@@ -65,11 +65,11 @@ func (f *fleet) podRollout(ctx context.Context) (Result, error) {
 	var serial float64
 	res.LowerBoundSeconds, res.LowerBoundAction, res.CallsNeeded, serial = podLowerBound(f.strategy, insts, f.podsFor, grain)
 	// rollout-prefix ends when every pod has its IP, or at a deadline that leaves room for a pool that grows one
-	// slot per call. fragmented always runs its whole window, so that the strategies' refused calls are counted
-	// over the same time.
+	// slot per call. fragmented always runs its whole window (FragmentedWindow, or 3 x the bound when longer), so
+	// that the strategies' refused calls are counted over the same time.
 	until := time.Duration(max(3*res.LowerBoundSeconds, res.LowerBoundSeconds+300, 1.5*serial) * float64(time.Second))
 	if f.scenario == Fragmented {
-		until = max(f.opts.FragmentedWindow, time.Duration(res.LowerBoundSeconds*float64(time.Second)))
+		until = max(f.opts.FragmentedWindow, time.Duration(3*res.LowerBoundSeconds*float64(time.Second)))
 	}
 	if f.opts.MaxVirtual > 0 {
 		until = f.opts.MaxVirtual

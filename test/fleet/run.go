@@ -62,8 +62,8 @@ type Options struct {
 	// MinimumIPTarget is the eniwire nodes' MINIMUM_IP_TARGET in the prefix scenarios (0: unset, the product's
 	// default WARM_PREFIX_TARGET of 1 governs).
 	MinimumIPTarget int
-	// FragmentedWindow is how long the fragmented scenario runs (default 600 s, virtual: five of the AWS VPC
-	// CNI's 120 s pauses).
+	// FragmentedWindow is how long the fragmented scenario runs at least (default 600 s, virtual: five of the
+	// AWS VPC CNI's 120 s pauses); 3 x its lower bound when that is longer.
 	FragmentedWindow time.Duration
 	// Progress receives a progress line now and then (nil: none).
 	Progress io.Writer
