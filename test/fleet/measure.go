@@ -27,6 +27,9 @@ type Result struct {
 	Ratio             float64          `json:"converge_over_lower_bound"`
 	EC2Calls          map[string]int64 `json:"ec2_calls"`
 	ThrottledCalls    int64            `json:"throttled_calls"`
+	// ThrottledByAction and ErrorsByCode break the refused calls down (the errors include the throttles).
+	ThrottledByAction map[string]int64 `json:"throttled_by_action,omitempty"`
+	ErrorsByCode      map[string]int64 `json:"errors_by_code,omitempty"`
 	AttachLimit       int64            `json:"attachment_limit_exceeded"`
 	LeakedENIs        int              `json:"leaked_enis"`
 	LeakedAttached    int              `json:"leaked_attached"`
@@ -113,6 +116,18 @@ func (f *fleet) measure(res *Result) {
 			continue
 		}
 		res.InsufficientCidr += c.Errors[ec2sim.CodeInsufficientCidrBlocks]
+		if c.Throttled > 0 {
+			if res.ThrottledByAction == nil {
+				res.ThrottledByAction = map[string]int64{}
+			}
+			res.ThrottledByAction[action] = c.Throttled
+		}
+		for code, n := range c.Errors {
+			if res.ErrorsByCode == nil {
+				res.ErrorsByCode = map[string]int64{}
+			}
+			res.ErrorsByCode[code] += n
+		}
 		res.EC2Calls[action] = c.Calls
 		res.ThrottledCalls += c.Throttled
 		res.AttachLimit += c.Errors["AttachmentLimitExceeded"]
