@@ -93,8 +93,9 @@ fleet: ## Replay the rollout that broke the AWS VPC CNI on a simulated fleet (NO
 	$(GO) run ./test/fleet/cmd/fleet -nodes $(or $(NODES),300)
 
 .PHONY: fleet-prefix
-fleet-prefix: ## Prefix mode on a simulated fleet: rollout-prefix and a fragmented subnet, eniwire vs the AWS VPC CNI (NODES=1000).
-	$(GO) run ./test/fleet/cmd/fleet -nodes $(or $(NODES),1000) -scenarios rollout-prefix,fragmented
+fleet-prefix: ## Prefix mode on a simulated fleet: rollout-prefix and a fragmented subnet, eniwire vs the AWS VPC CNI (NODES=1000, MINIMUM_IP_TARGET=).
+	$(GO) run ./test/fleet/cmd/fleet -nodes $(or $(NODES),1000) -scenarios rollout-prefix,fragmented \
+		-minimum-ip-target $(or $(MINIMUM_IP_TARGET),0)
 
 .PHONY: demo
 demo: deps build ## Run eniwire on a simulated VPC in network namespaces (root; DEMO_KEEP=1 stays up).

@@ -1,6 +1,7 @@
 // Command fleet runs the fleet simulation: N node controllers against one simulated EC2 account with AWS's
-// throttling, per scenario, for eniwire and the seed's legacy strategy, and prints a table and JSON lines. It
-// exits 1 when eniwire misses a target.
+// throttling, per scenario, for eniwire and the seed's legacy strategy (rollout, churn, chaos) or a model of the
+// AWS VPC CNI in prefix mode (rollout-prefix, fragmented), and prints a table and JSON lines. It exits 1 when
+// eniwire misses a target.
 //
 // Diagnostics, on stderr: FLEET_TRACE=1 prints every 3 virtual seconds the calls that succeeded and were
 // throttled per ENI action and the settled nodes (and the state of the last unsettled ones); FLEET_DEBUG_LEAKS=1
