@@ -92,6 +92,11 @@ bench: deps ## Run the benchmarks and print their figures, each group with its m
 fleet: ## Replay the rollout that broke the AWS VPC CNI on a simulated fleet (NODES=300).
 	$(GO) run ./test/fleet/cmd/fleet -nodes $(or $(NODES),300)
 
+.PHONY: fleet-prefix
+fleet-prefix: ## Prefix mode on a simulated fleet: rollout-prefix and a fragmented subnet, eniwire vs the AWS VPC CNI (NODES=1000, MINIMUM_IP_TARGET=).
+	$(GO) run ./test/fleet/cmd/fleet -nodes $(or $(NODES),1000) -scenarios rollout-prefix,fragmented \
+		-minimum-ip-target $(or $(MINIMUM_IP_TARGET),0)
+
 .PHONY: demo
 demo: deps build ## Run eniwire on a simulated VPC in network namespaces (root; DEMO_KEEP=1 stays up).
 	@if [ "$$(id -u)" != 0 ]; then echo "demo: needs root (network namespaces, BPF, bpffs); run: sudo make demo" >&2; exit 1; fi

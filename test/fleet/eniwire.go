@@ -37,7 +37,11 @@ var errNoIP = errors.New("no free IP")
 
 // nodeSettings is what a scenario asks of every node.
 type nodeSettings struct {
-	warmENI   int // 0 means the instance type's maximum ENIs (the seed's setting)
+	warmENI int // 0 means the instance type's maximum ENIs (the seed's setting)
+	// prefix: ENABLE_PREFIX_DELEGATION with the product's default targets (WARM_PREFIX_TARGET 1), and kubelet's
+	// max pods for the type (the node's vCPUs and hypervisor known).
+	prefix    bool
+	minimumIP int // MINIMUM_IP_TARGET (0: unset)
 	ec2Config ec2client.Config
 	log       *slog.Logger
 }
@@ -69,10 +73,16 @@ func newEniwireNode(w *world, inst ec2sim.Instance, dir string, set nodeSettings
 
 // nodeInfo is built from the simulator's instance directly instead of IMDS, to keep a thousand nodes cheap; the
 // values are the ones IMDS and DescribeInstanceTypes would give.
+// In prefix mode it carries the vCPUs and hypervisor too, so the node caps its pool at kubelet's max pods (110 on
+// the fleet's types); without them, as in the secondary-IP scenarios, the pool is capped by the ENIs alone.
 func (n *eniwireNode) nodeInfo() controller.NodeInfo {
-	return controller.NodeInfo{InstanceID: n.inst.ID, InstanceType: n.inst.Type, AZ: n.inst.AZ, PrimaryMAC: n.inst.PrimaryMAC,
+	info := controller.NodeInfo{InstanceID: n.inst.ID, InstanceType: n.inst.Type, AZ: n.inst.AZ, PrimaryMAC: n.inst.PrimaryMAC,
 		PrimaryIP: n.inst.PrimaryIP, VPCCIDRs: []string{n.inst.VPCCIDR}, SubnetID: n.inst.SubnetID, SubnetCIDR: n.inst.SubnetCIDR,
 		SecurityGroups: n.inst.SecurityGroups, MaxENIs: n.it.MaxENIs, IPv4PerENI: n.it.IPv4PerENI}
+	if n.set.prefix {
+		info.Hypervisor, info.VCPUs = n.it.Hypervisor, n.it.VCPUs
+	}
+	return info
 }
 
 func (n *eniwireNode) start(ctx context.Context) error {
@@ -83,10 +93,11 @@ func (n *eniwireNode) start(ctx context.Context) error {
 		return fmt.Errorf("building EC2 client of %s: %w", n.inst.ID, err)
 	}
 	warm := n.set.warmENI
-	if warm == 0 {
+	if warm == 0 && !n.set.prefix {
 		warm = n.it.MaxENIs
 	}
 	node, err := controller.New(controller.Config{StateDir: n.dir, Cluster: "fleet", WarmENITarget: warm, StartJitter: startJitter,
+		EnablePrefixDelegation: n.set.prefix, MinimumIPTarget: n.set.minimumIP,
 		// The fleet's pods have no network namespaces: none of them vanished.
 		VanishedPodGrace: -1},
 		controller.Deps{EC2: api, Node: n.nodeInfo(), Clock: n.w.clk, Registerer: nopRegisterer{}, Logger: n.set.log,
@@ -127,21 +138,30 @@ func (n *eniwireNode) settled() bool {
 		}
 		ready++
 	}
-	if n.set.warmENI == 0 {
+	if n.set.warmENI == 0 && !n.set.prefix {
 		return ready == n.it.MaxENIs-1
 	}
 	return true
 }
 
+// Its books also name each journaled ENI operation as "op:<op id>": an ENI that EC2 created but whose answer the
+// node has not heard yet (a run that ends mid-call) is the one that operation's ClientToken returns on the next
+// drive, not a leak.
 func (n *eniwireNode) books() map[string]bool {
 	out := map[string]bool{}
 	for _, e := range n.ctl().Snapshot().ENIs {
 		if e.ID != "" {
 			out[e.ID] = true
 		}
+		if e.OpID != "" {
+			out[opKey(e.OpID)] = true
+		}
 	}
 	return out
 }
+
+// opKey is how books name an ENI operation; ENIs carry its id in their eniwire.io/op-id tag.
+func opKey(op string) string { return "op:" + op }
 
 func (n *eniwireNode) assign(ctx context.Context, pod string) (string, error) {
 	a, err := n.ctl().Assign(ctx, api.AssignRequest{Attachment: api.Attachment{ContainerID: pod, IfName: "eth0"}, Netns: "/var/run/netns/" + pod})

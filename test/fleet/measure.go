@@ -11,8 +11,12 @@ type Result struct {
 	Strategy string `json:"strategy"`
 	Scenario string `json:"scenario"`
 	Nodes    int    `json:"nodes"`
+	// MinimumIPTarget is the eniwire nodes' MINIMUM_IP_TARGET when the run set one.
+	MinimumIPTarget int `json:"minimum_ip_target,omitempty"`
 	// ConvergeSeconds is virtual time from the start until every node had reached its target (rollout, chaos:
-	// all ENIs of its type with DeleteOnTermination; churn: the end of settling after the churn); -1 if never.
+	// all ENIs of its type with DeleteOnTermination; churn: the end of settling after the churn; rollout-prefix
+	// and fragmented: the last pod's IP); -1 if never. ConvergedNodes are the nodes that reached it (the prefix
+	// scenarios: the nodes all of whose pods started).
 	ConvergeSeconds float64 `json:"converge_seconds"`
 	Converged       bool    `json:"converged"`
 	ConvergedNodes  int     `json:"converged_nodes"`
@@ -23,6 +27,9 @@ type Result struct {
 	Ratio             float64          `json:"converge_over_lower_bound"`
 	EC2Calls          map[string]int64 `json:"ec2_calls"`
 	ThrottledCalls    int64            `json:"throttled_calls"`
+	// ThrottledByAction and ErrorsByCode break the refused calls down (the errors include the throttles).
+	ThrottledByAction map[string]int64 `json:"throttled_by_action,omitempty"`
+	ErrorsByCode      map[string]int64 `json:"errors_by_code,omitempty"`
 	AttachLimit       int64            `json:"attachment_limit_exceeded"`
 	LeakedENIs        int              `json:"leaked_enis"`
 	LeakedAttached    int              `json:"leaked_attached"`
@@ -30,12 +37,22 @@ type Result struct {
 	MissingDoT        int              `json:"attached_without_delete_on_termination"`
 	DuplicateIPs      int              `json:"duplicate_ip_assignments"`
 	PodsStarted       int              `json:"pods_started,omitempty"`
-	PodsFailed        int              `json:"pods_failed,omitempty"`
-	Kills             int              `json:"controller_kills,omitempty"`
-	DroppedResponses  int64            `json:"dropped_responses,omitempty"`
-	VirtualSeconds    float64          `json:"virtual_seconds"`
-	WallSeconds       float64          `json:"wall_seconds"`
-	Speedup           float64          `json:"speedup"`
+	// The prefix scenarios' pods: how many the nodes carry, how many still wait for an IP at the end, how many
+	// started in each virtual minute, the EC2 calls per pod started, and the started pods whose IP EC2 does not
+	// place on their node.
+	PodsWanted       int        `json:"pods_wanted,omitempty"`
+	PodsStuck        int        `json:"pods_stuck,omitempty"`
+	PodsPerMinute    []int      `json:"pods_started_per_minute,omitempty"`
+	EC2CallsPerPod   float64    `json:"ec2_calls_per_pod,omitempty"`
+	PodIPsNotOnNode  int        `json:"pod_ips_not_on_node,omitempty"`
+	InsufficientCidr int64      `json:"insufficient_cidr_blocks,omitempty"`
+	Fragmentation    *fillStats `json:"fragmentation,omitempty"`
+	PodsFailed       int        `json:"pods_failed,omitempty"`
+	Kills            int        `json:"controller_kills,omitempty"`
+	DroppedResponses int64      `json:"dropped_responses,omitempty"`
+	VirtualSeconds   float64    `json:"virtual_seconds"`
+	WallSeconds      float64    `json:"wall_seconds"`
+	Speedup          float64    `json:"speedup"`
 }
 
 // LowerBoundMethod is how lower_bound_seconds is computed; the report prints it.
@@ -94,6 +111,23 @@ func (f *fleet) measure(res *Result) {
 		if action == "" {
 			continue
 		}
+		c = minus(c, f.base[action])
+		if c.Calls == 0 {
+			continue
+		}
+		res.InsufficientCidr += c.Errors[ec2sim.CodeInsufficientCidrBlocks]
+		if c.Throttled > 0 {
+			if res.ThrottledByAction == nil {
+				res.ThrottledByAction = map[string]int64{}
+			}
+			res.ThrottledByAction[action] = c.Throttled
+		}
+		for code, n := range c.Errors {
+			if res.ErrorsByCode == nil {
+				res.ErrorsByCode = map[string]int64{}
+			}
+			res.ErrorsByCode[code] += n
+		}
 		res.EC2Calls[action] = c.Calls
 		res.ThrottledCalls += c.Throttled
 		res.AttachLimit += c.Errors["AttachmentLimitExceeded"]
@@ -113,6 +147,22 @@ func (f *fleet) measure(res *Result) {
 	if res.ConvergeSeconds > 0 && res.LowerBoundSeconds > 0 {
 		res.Ratio = res.ConvergeSeconds / res.LowerBoundSeconds
 	}
+	if d := f.filled; d != nil {
+		res.PodsStarted, res.PodsStuck, res.PodsPerMinute = d.started, d.left(), d.perMinute
+		res.PodIPsNotOnNode = d.offNode()
+		var calls int64
+		for _, n := range res.EC2Calls {
+			calls += n
+		}
+		if d.started > 0 {
+			res.EC2CallsPerPod = float64(calls) / float64(d.started)
+		}
+		f.pods = podStats{started: d.started, dups: d.dups}
+	}
+	if f.scenario == Fragmented {
+		fs := f.fill
+		res.Fragmentation = &fs
+	}
 	f.mu.Lock()
 	res.Kills = f.kills
 	res.PodsStarted, res.PodsFailed, res.DuplicateIPs = f.pods.started, f.pods.failed, f.pods.dups
@@ -126,12 +176,13 @@ func (f *fleet) measure(res *Result) {
 		for id := range b {
 			held[id] = true
 		}
-		if s.settledAt >= 0 {
+		if s.settledAt >= 0 && f.filled == nil {
 			res.ConvergedNodes++
 		}
 	}
 	for _, e := range f.w.sim.Snapshot().ENIs {
 		a := e.Attachment
+		op := opKey(e.Tags["eniwire.io/op-id"])
 		switch {
 		case a != nil && a.DeviceIndex == 0:
 			continue
@@ -139,14 +190,26 @@ func (f *fleet) measure(res *Result) {
 			if !a.DeleteOnTermination {
 				res.MissingDoT++
 			}
-			if b, live := books[a.InstanceID]; live && !b[e.ID] {
+			if b, live := books[a.InstanceID]; live && !b[e.ID] && !b[op] {
 				res.LeakedAttached++
 				f.debugLeak(e)
 			}
-		case !held[e.ID]:
+		case !held[e.ID] && !held[op]:
 			res.LeakedAvailable++
 			f.debugLeak(e)
 		}
 	}
 	res.LeakedENIs = res.LeakedAttached + res.LeakedAvailable
+}
+
+// minus is c less what base had counted.
+func minus(c, base ec2sim.ActionCounters) ec2sim.ActionCounters {
+	out := ec2sim.ActionCounters{Calls: c.Calls - base.Calls, Throttled: c.Throttled - base.Throttled, Dropped: c.Dropped - base.Dropped,
+		Errors: map[string]int64{}}
+	for code, n := range c.Errors {
+		if n -= base.Errors[code]; n != 0 {
+			out.Errors[code] = n
+		}
+	}
+	return out
 }

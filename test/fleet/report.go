@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 )
 
@@ -27,6 +28,13 @@ func Misses(r Result) []string {
 	if r.DuplicateIPs != 0 {
 		out = append(out, fmt.Sprintf("duplicate_ip_assignments %d", r.DuplicateIPs))
 	}
+	if r.PodIPsNotOnNode != 0 {
+		out = append(out, fmt.Sprintf("pod_ips_not_on_node %d", r.PodIPsNotOnNode))
+	}
+	if r.PodsWanted > 0 && !r.Converged {
+		out = append(out, fmt.Sprintf("pods_stuck %d of %d", r.PodsStuck, r.PodsWanted))
+		return out
+	}
 	if !r.Converged {
 		out = append(out, fmt.Sprintf("not converged (%d/%d nodes)", r.ConvergedNodes, r.Nodes))
 	}
@@ -36,8 +44,79 @@ func Misses(r Result) []string {
 	return out
 }
 
-// WriteTable prints the results for people.
+// WriteTable prints the results for people: the ENI scenarios in one table, the prefix scenarios' pods in
+// another.
 func WriteTable(w io.Writer, rs []Result) error {
+	var enis, pods []Result
+	for _, r := range rs {
+		if r.PodsWanted > 0 {
+			pods = append(pods, r)
+		} else {
+			enis = append(enis, r)
+		}
+	}
+	if len(enis) > 0 {
+		if err := writeENITable(w, enis); err != nil {
+			return err
+		}
+	}
+	if len(pods) > 0 {
+		return writePodTable(w, pods)
+	}
+	return nil
+}
+
+func verdict(r Result) string {
+	if r.Strategy != string(Eniwire) {
+		return "-"
+	}
+	if m := Misses(r); len(m) > 0 {
+		return fmt.Sprintf("MISSED: %v", m)
+	}
+	return "met"
+}
+
+// writePodTable prints the prefix scenarios: when the last pod got its IP against the bound, the pods started in
+// the first minutes and stuck at the end, EC2 calls per pod, and the calls the subnet refused.
+func writePodTable(w io.Writer, rs []Result) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "strategy\tscenario\tnodes\tpods\tall addressed s\tlower bound s\tratio\tpods/min, min 1-5\tstuck\tec2 calls\tcalls/pod\tthrottled\tno /28 refusals\tleaked\tdup IPs\tIP off node\twall s\ttargets\t")
+	for _, r := range rs {
+		var calls int64
+		for _, n := range r.EC2Calls {
+			calls += n
+		}
+		conv, ratio := fmt.Sprintf("never (%d left)", r.PodsStuck), "-"
+		if r.Converged {
+			conv, ratio = fmt.Sprintf("%.0f", r.ConvergeSeconds), fmt.Sprintf("%.2f", r.Ratio)
+		}
+		strategy := r.Strategy
+		if r.MinimumIPTarget > 0 {
+			strategy += fmt.Sprintf(" (MINIMUM_IP_TARGET=%d)", r.MinimumIPTarget)
+		}
+		var perMin []string
+		for i := 0; i < 5 && i < len(r.PodsPerMinute); i++ {
+			perMin = append(perMin, fmt.Sprint(r.PodsPerMinute[i]))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%.0f\t%s\t%s\t%d\t%d\t%.3f\t%d\t%d\t%d\t%d\t%d\t%.0f\t%s\t\n", strategy, r.Scenario,
+			r.Nodes, r.PodsWanted, conv, r.LowerBoundSeconds, ratio, strings.Join(perMin, " "), r.PodsStuck, calls, r.EC2CallsPerPod,
+			r.ThrottledCalls, r.InsufficientCidr, r.LeakedENIs, r.DuplicateIPs, r.PodIPsNotOnNode, r.WallSeconds, verdict(r))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, r := range rs {
+		if fr := r.Fragmentation; fr != nil {
+			fmt.Fprintf(w, "%s/%s: %d legacy nodes (%s) held %d single IPs; %d addresses and %d aligned /28s were free at the start\n",
+				r.Strategy, r.Scenario, fr.Nodes, fillType, fr.IPs, fr.FreeAddrs, fr.FreePrefixes)
+		}
+	}
+	_, err := fmt.Fprintln(w, PodLowerBoundMethod)
+	return err
+}
+
+// writeENITable prints the ENI scenarios.
+func writeENITable(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\tscenario\tnodes\tconverge s\tlower bound s\tratio\tec2 calls\tthrottled\tattach limit\tleaked\tno DoT\tdup IPs\tkills\twall s\ttargets\t")
 	for _, r := range rs {
@@ -53,16 +132,9 @@ func WriteTable(w io.Writer, rs []Result) error {
 		if !r.Converged {
 			conv = fmt.Sprintf("never (%d/%d)", r.ConvergedNodes, r.Nodes)
 		}
-		verdict := "-"
-		if r.Strategy == string(Eniwire) {
-			verdict = "met"
-			if m := Misses(r); len(m) > 0 {
-				verdict = fmt.Sprintf("MISSED: %v", m)
-			}
-		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.0f\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%.0f\t%s\t\n", r.Strategy, r.Scenario, r.Nodes, conv,
 			r.LowerBoundSeconds, ratio, calls, r.ThrottledCalls, r.AttachLimit, r.LeakedENIs, r.MissingDoT, r.DuplicateIPs, r.Kills,
-			r.WallSeconds, verdict)
+			r.WallSeconds, verdict(r))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

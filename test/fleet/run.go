@@ -24,11 +24,21 @@ type Scenario string
 const (
 	Eniwire Strategy = "eniwire"
 	Legacy  Strategy = "legacy"
+	// VPCCNI is a model of the AWS VPC CNI in prefix mode (vpccni.go); it plays only the prefix scenarios.
+	VPCCNI Strategy = "vpc-cni"
 
 	Rollout Scenario = "rollout"
 	Churn   Scenario = "churn"
 	Chaos   Scenario = "chaos"
+	// RolloutPrefix starts every node in prefix mode with PodsPerNode pods waiting (prefixscenarios.go).
+	RolloutPrefix Scenario = "rollout-prefix"
+	// Fragmented is a rollout of prefix-mode nodes into subnets whose single IPs leave no free /28
+	// (fragment.go).
+	Fragmented Scenario = "fragmented"
 )
+
+// prefixScenario says whether the nodes of sc run in prefix mode and carry pods from the start.
+func prefixScenario(sc Scenario) bool { return sc == RolloutPrefix || sc == Fragmented }
 
 // Options shape a run. Zero values take the defaults.
 type Options struct {
@@ -46,6 +56,15 @@ type Options struct {
 	ChurnDuration time.Duration
 	// EC2Config is the eniwire nodes' EC2 client configuration (zero: the product defaults).
 	EC2Config ec2client.Config
+	// PodsPerNode is the pods each node of rollout-prefix carries (default 110, kubelet's max pods on the
+	// fleet's types in prefix mode). Fragmented gives each node what its ENIs can address with single IPs.
+	PodsPerNode int
+	// MinimumIPTarget is the eniwire nodes' MINIMUM_IP_TARGET in the prefix scenarios (0: unset, the product's
+	// default WARM_PREFIX_TARGET of 1 governs).
+	MinimumIPTarget int
+	// FragmentedWindow is how long the fragmented scenario runs at least (default 600 s, virtual: five of the
+	// AWS VPC CNI's 120 s pauses); 3 x its lower bound when that is longer.
+	FragmentedWindow time.Duration
 	// Progress receives a progress line now and then (nil: none).
 	Progress io.Writer
 	// Logger receives the nodes' logs (nil: discarded).
@@ -64,6 +83,12 @@ func (o *Options) defaults() {
 	}
 	if o.ChurnDuration <= 0 {
 		o.ChurnDuration = 120 * time.Second
+	}
+	if o.FragmentedWindow <= 0 {
+		o.FragmentedWindow = 600 * time.Second
+	}
+	if o.PodsPerNode <= 0 {
+		o.PodsPerNode = 110
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -108,6 +133,12 @@ type fleet struct {
 	slots []*slot
 	kills int
 	pods  podStats
+	// base are the simulator's counters before the scenario's nodes started (the fragmenting fill's calls).
+	base ec2sim.Counters
+	// fill describes the fragmentation of the fragmented scenario.
+	fill fillStats
+	// filled are the pod rollout's measures (podfill.go).
+	filled *podFill
 }
 
 type podStats struct {
@@ -118,7 +149,15 @@ type podStats struct {
 func Run(ctx context.Context, opts Options, strategy Strategy, scenario Scenario) (Result, error) {
 	opts.defaults()
 	wallStart := time.Now()
-	w, err := newWorld(opts.Speedup, opts.Seed, opts.Nodes)
+	if (strategy == Legacy && prefixScenario(scenario)) || (strategy == VPCCNI && !prefixScenario(scenario)) {
+		return Result{}, fmt.Errorf("running %s in %s: the legacy strategy plays rollout, churn and chaos; vpc-cni "+
+			"plays rollout-prefix and fragmented", strategy, scenario)
+	}
+	mix := instanceMix
+	if prefixScenario(scenario) {
+		mix = prefixMix
+	}
+	w, err := newWorld(opts.Speedup, opts.Seed, opts.Nodes, mix, scenario == Fragmented)
 	if err != nil {
 		return Result{}, err
 	}
@@ -141,12 +180,18 @@ func Run(ctx context.Context, opts Options, strategy Strategy, scenario Scenario
 	if scenario == Churn {
 		f.set.warmENI = 1
 	}
+	f.set.prefix = prefixScenario(scenario)
+	if f.set.prefix {
+		f.set.minimumIP = opts.MinimumIPTarget
+	}
 	var res Result
 	switch scenario {
 	case Rollout, Chaos:
 		res, err = f.rollout(ctx, scenario == Chaos)
 	case Churn:
 		res, err = f.churn(ctx)
+	case RolloutPrefix, Fragmented:
+		res, err = f.podRollout(ctx)
 	default:
 		return Result{}, fmt.Errorf("running scenario %q: unknown scenario", scenario)
 	}
@@ -162,8 +207,11 @@ func Run(ctx context.Context, opts Options, strategy Strategy, scenario Scenario
 func (f *fleet) now() time.Duration { return f.w.clk.Since(f.t0) }
 
 func (f *fleet) newMember(inst ec2sim.Instance) member {
-	if f.strategy == Legacy {
+	switch f.strategy {
+	case Legacy:
 		return newLegacyNode(f.w, inst, f.set)
+	case VPCCNI:
+		return newVPCCNINode(f.w, inst, f.set)
 	}
 	return newEniwireNode(f.w, inst, f.dir, f.set)
 }

@@ -1,7 +1,8 @@
 // Package fleet replays, at the scale of a cluster, the rollout that broke the AWS VPC CNI in 2019
 // (reference/seed-issue-unhandled-rate-limit.txt): hundreds of real node controllers, each with its own journal,
 // against one simulated account with AWS's default throttling, on virtual time, side by side with a legacy node
-// strategy that behaves like the seed's AllocENI.
+// strategy that behaves like the seed's AllocENI; and, in prefix mode, a rollout of nodes with their pods and one
+// into subnets that single IPs have fragmented, side by side with a model of the AWS VPC CNI's prefix mode.
 package fleet
 
 import (
@@ -25,6 +26,10 @@ import (
 // instanceMix is the rollout's mix of instance types, cycled over the nodes. m4.4xlarge is the seed's type.
 var instanceMix = []string{"m5.large", "m5.xlarge", "c5.xlarge", "t3.medium", "m5.2xlarge", "m4.4xlarge"}
 
+// prefixMix is the mix of the prefix scenarios: Nitro types only, each with kubelet's 110 max pods in prefix
+// mode (t3.medium's 3 ENIs x 5 slots need a second ENI for 7 prefixes; the others fit them on the primary).
+var prefixMix = []string{"m5.large", "m5.xlarge", "c5.xlarge", "t3.medium", "m5.2xlarge"}
+
 // nodesPerSubnet keeps every subnet (a /16) far from full even when the legacy strategy leaks.
 const nodesPerSubnet = 200
 
@@ -38,10 +43,13 @@ type world struct {
 	clk     *clock.Scaled
 	http    *http.Client
 	subnets []string
+	mix     []string
 	cancel  context.CancelFunc
 }
 
-func newWorld(speedup float64, seed int64, nodes int) (*world, error) {
+// newWorld builds the account: /16 subnets of nodesPerSubnet nodes, whose addresses are handed out across
+// each subnet, as EC2 does, when scatter is set.
+func newWorld(speedup float64, seed int64, nodes int, mix []string, scatter bool) (*world, error) {
 	clk := clock.NewScaled(speedup)
 	cfg := ec2sim.DefaultConfig()
 	cfg.Clock = clk
@@ -51,11 +59,11 @@ func newWorld(speedup float64, seed int64, nodes int) (*world, error) {
 	if err := sim.AddVPC("vpc-fleet", "10.0.0.0/8"); err != nil {
 		return nil, fmt.Errorf("adding VPC: %w", err)
 	}
-	w := &world{sim: sim, clk: clk}
+	w := &world{sim: sim, clk: clk, mix: mix}
 	for i := 0; i*nodesPerSubnet < max(nodes, 1)*2; i++ { // room for nodes that join during churn
 		id := fmt.Sprintf("subnet-fleet%03d", i)
 		if err := sim.AddSubnet(ec2sim.SubnetSpec{ID: id, VPCID: "vpc-fleet", CIDR: fmt.Sprintf("10.%d.0.0/16", i+1),
-			AZ: "us-west-2a"}); err != nil {
+			AZ: "us-west-2a", Scatter: scatter}); err != nil {
 			return nil, fmt.Errorf("adding subnet %s: %w", id, err)
 		}
 		w.subnets = append(w.subnets, id)
@@ -85,7 +93,7 @@ func (w *world) close() {
 
 // addInstance launches the i-th node of the fleet.
 func (w *world) addInstance(i int) (ec2sim.Instance, error) {
-	spec := ec2sim.InstanceSpec{Type: instanceMix[i%len(instanceMix)], SubnetID: w.subnets[(i/nodesPerSubnet)%len(w.subnets)]}
+	spec := ec2sim.InstanceSpec{Type: w.mix[i%len(w.mix)], SubnetID: w.subnets[(i/nodesPerSubnet)%len(w.subnets)]}
 	inst, err := w.sim.AddInstance(spec)
 	if err != nil {
 		return inst, fmt.Errorf("adding instance %d: %w", i, err)

@@ -1,6 +1,7 @@
 // Command fleet runs the fleet simulation: N node controllers against one simulated EC2 account with AWS's
-// throttling, per scenario, for eniwire and the seed's legacy strategy, and prints a table and JSON lines. It
-// exits 1 when eniwire misses a target.
+// throttling, per scenario, for eniwire and the seed's legacy strategy (rollout, churn, chaos) or a model of the
+// AWS VPC CNI in prefix mode (rollout-prefix, fragmented), and prints a table and JSON lines. It exits 1 when
+// eniwire misses a target.
 //
 // Diagnostics, on stderr: FLEET_TRACE=1 prints every 3 virtual seconds the calls that succeeded and were
 // throttled per ENI action and the settled nodes (and the state of the last unsettled ones); FLEET_DEBUG_LEAKS=1
@@ -22,8 +23,13 @@ import (
 
 func main() {
 	nodes := flag.Int("nodes", 300, "nodes in the fleet")
-	scenarios := flag.String("scenarios", "rollout,churn,chaos", "scenarios to run, comma-separated")
-	strategies := flag.String("strategies", "eniwire,legacy", "strategies to run, comma-separated")
+	scenarios := flag.String("scenarios", "rollout,churn,chaos", "scenarios to run, comma-separated: rollout, churn, chaos, "+
+		"rollout-prefix, fragmented")
+	strategies := flag.String("strategies", "", "strategies to run, comma-separated (default: eniwire,legacy for rollout, "+
+		"churn and chaos; eniwire,vpc-cni for rollout-prefix and fragmented)")
+	pods := flag.Int("pods", 110, "pods per node in rollout-prefix")
+	minIP := flag.Int("minimum-ip-target", 0, "eniwire nodes' MINIMUM_IP_TARGET in rollout-prefix and fragmented (0: unset, "+
+		"WARM_PREFIX_TARGET=1 governs)")
 	speedup := flag.Float64("speedup", 0, "virtual seconds per wall second (0: 20 up to 300 nodes, 10 up to 600, 5 beyond; "+
 		"too high for the machine's CPUs makes virtual time jump and the fleet look slower than it is)")
 	seed := flag.Int64("seed", 1, "seed of the simulator and the scenarios")
@@ -36,8 +42,17 @@ func main() {
 	start := time.Now()
 	var results []fleet.Result
 	for _, sc := range strings.Split(*scenarios, ",") {
-		for _, st := range strings.Split(*strategies, ",") {
-			opts := fleet.Options{Nodes: *nodes, Speedup: *speedup, Seed: *seed, Progress: os.Stderr}
+		sc = strings.TrimSpace(sc)
+		sts := *strategies
+		if sts == "" {
+			sts = "eniwire,legacy"
+			if sc == string(fleet.RolloutPrefix) || sc == string(fleet.Fragmented) {
+				sts = "eniwire,vpc-cni"
+			}
+		}
+		for _, st := range strings.Split(sts, ",") {
+			opts := fleet.Options{Nodes: *nodes, Speedup: *speedup, Seed: *seed, Progress: os.Stderr, PodsPerNode: *pods,
+				MinimumIPTarget: *minIP}
 			opts.EC2Config.MaxAttempts = *maxAttempts
 			r, err := fleet.Run(ctx, opts, fleet.Strategy(strings.TrimSpace(st)), fleet.Scenario(strings.TrimSpace(sc)))
 			if err != nil {
