@@ -89,8 +89,9 @@ bench: deps ## Run the benchmarks and print their figures, each group with its m
 	$(GO) run ./test/dpbench/cmd/dpbench
 
 .PHONY: fleet
-fleet: ## Replay the rollout that broke the AWS VPC CNI on a simulated fleet (NODES=300).
+fleet: ## Replay the rollout that broke the AWS VPC CNI on a simulated fleet (NODES=300), then the prefix-mode scenarios (fleet-prefix).
 	$(GO) run ./test/fleet/cmd/fleet -nodes $(or $(NODES),300)
+	$(MAKE) fleet-prefix
 
 .PHONY: fleet-prefix
 fleet-prefix: ## Prefix mode on a simulated fleet: rollout-prefix and a fragmented subnet, eniwire vs the AWS VPC CNI (NODES=1000, MINIMUM_IP_TARGET=).
