@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/eniwire/eniwire/internal/clock"
 	"github.com/eniwire/eniwire/test/ec2sim"
 )
 
@@ -81,18 +82,22 @@ func (n *legacyNode) start(ctx context.Context) error {
 
 func (n *legacyNode) stop() { n.run.stop() }
 
-func (n *legacyNode) loop(ctx context.Context) {
-	for ctx.Err() == nil && !n.nodeInit(ctx) {
-		if !sleepCtx(ctx, n.w.clk, 2*legacyLoopHalf) {
+func (n *legacyNode) loop(ctx context.Context) { ipamdLoop(ctx, n.w.clk, n.nodeInit, n.increasePool) }
+
+// ipamdLoop runs an ipamd model as the AWS VPC CNI's daemon runs: nodeInit until it succeeds, then the pool
+// loop every 2 legacyLoopHalf.
+func ipamdLoop(ctx context.Context, clk clock.Clock, nodeInit func(context.Context) bool, increasePool func(context.Context)) {
+	for ctx.Err() == nil && !nodeInit(ctx) {
+		if !sleepCtx(ctx, clk, 2*legacyLoopHalf) {
 			return
 		}
 	}
 	for {
-		if !sleepCtx(ctx, n.w.clk, legacyLoopHalf) {
+		if !sleepCtx(ctx, clk, legacyLoopHalf) {
 			return
 		}
-		n.increasePool(ctx)
-		if !sleepCtx(ctx, n.w.clk, legacyLoopHalf) {
+		increasePool(ctx)
+		if !sleepCtx(ctx, clk, legacyLoopHalf) {
 			return
 		}
 	}

@@ -76,22 +76,7 @@ func (n *vpcCNINode) start(ctx context.Context) error {
 
 func (n *vpcCNINode) stop() { n.run.stop() }
 
-func (n *vpcCNINode) loop(ctx context.Context) {
-	for ctx.Err() == nil && !n.nodeInit(ctx) {
-		if !sleepCtx(ctx, n.w.clk, 2*legacyLoopHalf) {
-			return
-		}
-	}
-	for {
-		if !sleepCtx(ctx, n.w.clk, legacyLoopHalf) {
-			return
-		}
-		n.increasePool(ctx)
-		if !sleepCtx(ctx, n.w.clk, legacyLoopHalf) {
-			return
-		}
-	}
-}
+func (n *vpcCNINode) loop(ctx context.Context) { ipamdLoop(ctx, n.w.clk, n.nodeInit, n.increasePool) }
 
 // nodeInit reads the instance's ENIs, their IPs and prefixes from EC2 into the books.
 func (n *vpcCNINode) nodeInit(ctx context.Context) bool {
