@@ -27,21 +27,14 @@ func TestFleetMeetsEniwireTargets(t *testing.T) {
 				if err != nil {
 					t.Fatalf("running: %v", err)
 				}
-				var buf bytes.Buffer
-				if err := fleet.WriteJSON(&buf, []fleet.Result{r}); err != nil {
-					t.Fatal(err)
-				}
-				var obj map[string]any
-				if err := json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &obj); err != nil {
-					t.Fatalf("JSON line %q: %v", buf.String(), err)
-				}
+				obj, line := jsonLine(t, r)
 				for _, k := range keys {
 					if _, ok := obj[k]; !ok {
-						t.Errorf("JSON line lacks %q: %s", k, buf.String())
+						t.Errorf("JSON line lacks %q: %s", k, line)
 					}
 				}
 				if obj["strategy"] != string(st) || obj["scenario"] != string(sc) || obj["nodes"] != float64(30) {
-					t.Errorf("JSON names the wrong run: %s", buf.String())
+					t.Errorf("JSON names the wrong run: %s", line)
 				}
 				if r.LowerBoundSeconds <= 0 || len(r.EC2Calls) == 0 {
 					t.Errorf("no lower bound or no calls counted: %+v", r)
@@ -54,7 +47,7 @@ func TestFleetMeetsEniwireTargets(t *testing.T) {
 						if r.Scenario == string(fleet.Rollout) && r.Converged && r.LeakedENIs == 0 && r.AttachLimit == 0 && r.DuplicateIPs == 0 {
 							continue // the ratio alone, see the test's comment
 						}
-						t.Errorf("eniwire missed a target: %s (%s)", miss, buf.String())
+						t.Errorf("eniwire missed a target: %s (%s)", miss, line)
 					}
 				}
 				if sc == fleet.Churn && r.PodsStarted == 0 {
@@ -66,4 +59,18 @@ func TestFleetMeetsEniwireTargets(t *testing.T) {
 			})
 		}
 	}
+}
+
+// jsonLine writes r as the report's JSON line and decodes it again.
+func jsonLine(t *testing.T, r fleet.Result) (map[string]any, string) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := fleet.WriteJSON(&buf, []fleet.Result{r}); err != nil {
+		t.Fatal(err)
+	}
+	var obj map[string]any
+	if err := json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &obj); err != nil {
+		t.Fatalf("JSON line %q: %v", buf.String(), err)
+	}
+	return obj, buf.String()
 }

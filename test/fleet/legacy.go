@@ -55,8 +55,7 @@ type legacyNode struct {
 type legacyENI struct {
 	id      string
 	primary bool
-	ips     []string
-	used    map[string]bool
+	ipamdAddrs
 }
 
 const (
@@ -114,11 +113,11 @@ func (n *legacyNode) nodeInit(ctx context.Context) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, ni := range out.NetworkInterfaces {
-		e := &legacyENI{id: aws.ToString(ni.NetworkInterfaceId), used: map[string]bool{}}
+		e := &legacyENI{id: aws.ToString(ni.NetworkInterfaceId), ipamdAddrs: ipamdAddrs{used: map[string]bool{}}}
 		e.primary = ni.Attachment != nil && aws.ToInt32(ni.Attachment.DeviceIndex) == 0
 		for _, p := range ni.PrivateIpAddresses {
 			if !aws.ToBool(p.Primary) {
-				e.ips = append(e.ips, aws.ToString(p.PrivateIpAddress))
+				e.addrs = append(e.addrs, aws.ToString(p.PrivateIpAddress))
 			}
 		}
 		n.enis[e.id] = e
@@ -149,8 +148,8 @@ func (n *legacyNode) increasePool(ctx context.Context) {
 	sort.Strings(ids)
 	for _, id := range ids {
 		e := n.enis[id]
-		free += len(e.ips) - len(e.used)
-		if !e.primary && len(e.ips) < n.perENI() && room == "" {
+		free += e.free()
+		if !e.primary && len(e.addrs) < n.perENI() && room == "" {
 			room = id
 		}
 	}
@@ -171,14 +170,14 @@ func (n *legacyNode) increasePool(ctx context.Context) {
 		return
 	}
 	n.mu.Lock()
-	n.enis[id] = &legacyENI{id: id, used: map[string]bool{}}
+	n.enis[id] = &legacyENI{id: id, ipamdAddrs: ipamdAddrs{used: map[string]bool{}}}
 	n.mu.Unlock()
 	n.assignIPs(ctx, id)
 }
 
 func (n *legacyNode) assignIPs(ctx context.Context, id string) {
 	n.mu.Lock()
-	want := n.perENI() - len(n.enis[id].ips)
+	want := n.perENI() - len(n.enis[id].addrs)
 	n.mu.Unlock()
 	out, err := n.api.AssignPrivateIpAddresses(ctx, &ec2.AssignPrivateIpAddressesInput{NetworkInterfaceId: aws.String(id),
 		SecondaryPrivateIpAddressCount: aws.Int32(int32(want))})
@@ -190,7 +189,7 @@ func (n *legacyNode) assignIPs(ctx context.Context, id string) {
 	defer n.mu.Unlock()
 	if e := n.enis[id]; e != nil {
 		for _, a := range out.AssignedPrivateIpAddresses {
-			e.ips = append(e.ips, aws.ToString(a.PrivateIpAddress))
+			e.addrs = append(e.addrs, aws.ToString(a.PrivateIpAddress))
 		}
 	}
 }
@@ -276,7 +275,7 @@ func (n *legacyNode) settled() bool {
 	}
 	free := 0
 	for _, e := range n.enis {
-		free += len(e.ips) - len(e.used)
+		free += e.free()
 	}
 	return free >= n.warmENI()*n.perENI() || len(n.enis) == n.it.MaxENIs
 }
@@ -284,47 +283,32 @@ func (n *legacyNode) settled() bool {
 func (n *legacyNode) books() map[string]bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	out := make(map[string]bool, len(n.enis))
-	for id := range n.enis {
-		out[id] = true
-	}
-	return out
+	return idSet(n.enis)
 }
 
 func (n *legacyNode) assign(_ context.Context, pod string) (string, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if ip, ok := n.pods[pod]; ok {
-		return ip, nil
-	}
-	ids := make([]string, 0, len(n.enis))
-	for id := range n.enis {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
-		e := n.enis[id]
-		for _, ip := range e.ips {
-			if !e.used[ip] {
-				e.used[ip] = true
-				n.pods[pod] = ip
-				return ip, nil
-			}
-		}
-	}
-	return "", errNoIP
+	return assignPod(n.pods, pod, n.addrSets())
 }
 
 func (n *legacyNode) release(_ context.Context, pod string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ip, ok := n.pods[pod]
-	if !ok {
-		return nil
-	}
-	delete(n.pods, pod)
-	for _, e := range n.enis {
-		delete(e.used, ip)
-	}
+	releasePod(n.pods, pod, n.addrSets())
 	return nil
+}
+
+// addrSets are the ENIs' addresses in ENI id order, the order pods take them. Under n.mu.
+func (n *legacyNode) addrSets() []*ipamdAddrs {
+	ids := make([]string, 0, len(n.enis))
+	for id := range n.enis {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	out := make([]*ipamdAddrs, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, &n.enis[id].ipamdAddrs)
+	}
+	return out
 }

@@ -1,9 +1,7 @@
 package fleet_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -28,29 +26,22 @@ func TestPrefixScenarios(t *testing.T) {
 				if err != nil {
 					t.Fatalf("running: %v", err)
 				}
-				var buf bytes.Buffer
-				if err := fleet.WriteJSON(&buf, []fleet.Result{r}); err != nil {
-					t.Fatal(err)
-				}
-				var obj map[string]any
-				if err := json.Unmarshal(bytes.TrimSpace(buf.Bytes()), &obj); err != nil {
-					t.Fatalf("JSON line %q: %v", buf.String(), err)
-				}
+				obj, line := jsonLine(t, r)
 				for _, k := range keys {
 					if _, ok := obj[k]; !ok && !(k == "ec2_calls_per_pod" && r.PodsStarted == 0) {
-						t.Errorf("JSON line lacks %q: %s", k, buf.String())
+						t.Errorf("JSON line lacks %q: %s", k, line)
 					}
 				}
 				if r.LeakedENIs != 0 || r.DuplicateIPs != 0 || r.PodIPsNotOnNode != 0 {
 					t.Errorf("leaked ENIs %d, duplicate IPs %d, pod IPs off their node %d; want none (%s)", r.LeakedENIs,
-						r.DuplicateIPs, r.PodIPsNotOnNode, buf.String())
+						r.DuplicateIPs, r.PodIPsNotOnNode, line)
 				}
 				if r.PodsWanted == 0 || r.LowerBoundSeconds <= 0 {
-					t.Fatalf("no pods or no lower bound: %s", buf.String())
+					t.Fatalf("no pods or no lower bound: %s", line)
 				}
 				if st == fleet.Eniwire {
 					for _, miss := range fleet.Misses(r) {
-						t.Errorf("eniwire missed a target: %s (%s)", miss, buf.String())
+						t.Errorf("eniwire missed a target: %s (%s)", miss, line)
 					}
 					if r.ConvergeSeconds < r.LowerBoundSeconds {
 						t.Errorf("all pods addressed in %.1fs, faster than the lower bound %.1fs: the bound is wrong", r.ConvergeSeconds, r.LowerBoundSeconds)

@@ -45,13 +45,9 @@ func (f *fleet) podRollout(ctx context.Context) (Result, error) {
 		res.MinimumIPTarget = f.set.minimumIP
 	}
 	f.t0 = f.w.clk.Now()
-	var insts []ec2sim.Instance
-	for i := range f.opts.Nodes {
-		inst, err := f.w.addInstance(i)
-		if err != nil {
-			return res, err
-		}
-		insts = append(insts, inst)
+	insts, err := f.addInstances()
+	if err != nil {
+		return res, err
 	}
 	if f.scenario == Fragmented {
 		if err := f.fragment(ctx, insts); err != nil {

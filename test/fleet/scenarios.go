@@ -27,13 +27,9 @@ var droppable = []string{"CreateNetworkInterface", "AttachNetworkInterface", "Mo
 // answers are dropped and new ENIs stay invisible for a while.
 func (f *fleet) rollout(ctx context.Context, chaos bool) (Result, error) {
 	res := Result{Strategy: string(f.strategy), Scenario: string(f.scenario), Nodes: f.opts.Nodes}
-	var insts []ec2sim.Instance
-	for i := range f.opts.Nodes {
-		inst, err := f.w.addInstance(i)
-		if err != nil {
-			return res, err
-		}
-		insts = append(insts, inst)
+	insts, err := f.addInstances()
+	if err != nil {
+		return res, err
 	}
 	res.LowerBoundSeconds, res.LowerBoundAction, res.CallsNeeded = rolloutLowerBound(f.strategy, insts)
 	until := f.deadline(res.LowerBoundSeconds)
@@ -208,4 +204,17 @@ func (f *fleet) replaceNode(ctx context.Context, d *podDriver, next int) error {
 	}
 	_, err := f.addNode(ctx, next)
 	return err
+}
+
+// addInstances launches the fleet's instances, one per node.
+func (f *fleet) addInstances() ([]ec2sim.Instance, error) {
+	insts := make([]ec2sim.Instance, 0, f.opts.Nodes)
+	for i := range f.opts.Nodes {
+		inst, err := f.w.addInstance(i)
+		if err != nil {
+			return nil, err
+		}
+		insts = append(insts, inst)
+	}
+	return insts, nil
 }

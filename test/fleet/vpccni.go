@@ -52,8 +52,7 @@ type cniENI struct {
 	id      string
 	primary bool
 	slots   int
-	addrs   []string
-	used    map[string]bool
+	ipamdAddrs
 }
 
 // vpcCNICidrCooldown is ipamd's insufficientCidrErrorCooldown.
@@ -88,7 +87,7 @@ func (n *vpcCNINode) nodeInit(ctx context.Context) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for _, ni := range out.NetworkInterfaces {
-		e := &cniENI{id: aws.ToString(ni.NetworkInterfaceId), used: map[string]bool{}}
+		e := &cniENI{id: aws.ToString(ni.NetworkInterfaceId), ipamdAddrs: ipamdAddrs{used: map[string]bool{}}}
 		e.primary = ni.Attachment != nil && aws.ToInt32(ni.Attachment.DeviceIndex) == 0
 		for _, p := range ni.PrivateIpAddresses {
 			if !aws.ToBool(p.Primary) {
@@ -142,7 +141,7 @@ func (n *vpcCNINode) increasePool(ctx context.Context) {
 	room := ""
 	for _, e := range n.sortedENIs() {
 		total += len(e.addrs)
-		free += len(e.addrs) - len(e.used)
+		free += e.free()
 		if room == "" && e.slots < n.it.IPv4PerENI-1 {
 			room = e.id
 		}
@@ -204,7 +203,7 @@ func (n *vpcCNINode) allocENI(ctx context.Context) (*cniENI, error) {
 		return nil, fmt.Errorf("creating ENI: %w", err)
 	}
 	ni := out.NetworkInterface
-	e := &cniENI{id: aws.ToString(ni.NetworkInterfaceId), used: map[string]bool{}}
+	e := &cniENI{id: aws.ToString(ni.NetworkInterfaceId), ipamdAddrs: ipamdAddrs{used: map[string]bool{}}}
 	for _, p := range ni.Ipv4Prefixes {
 		e.addPrefix(aws.ToString(p.Ipv4Prefix))
 	}
@@ -267,41 +266,28 @@ func (n *vpcCNINode) settled() bool {
 func (n *vpcCNINode) books() map[string]bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	out := make(map[string]bool, len(n.enis))
-	for id := range n.enis {
-		out[id] = true
-	}
-	return out
+	return idSet(n.enis)
 }
 
 func (n *vpcCNINode) assign(_ context.Context, pod string) (string, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if ip, ok := n.pods[pod]; ok {
-		return ip, nil
-	}
-	for _, e := range n.sortedENIs() {
-		for _, ip := range e.addrs {
-			if !e.used[ip] {
-				e.used[ip] = true
-				n.pods[pod] = ip
-				return ip, nil
-			}
-		}
-	}
-	return "", errNoIP
+	return assignPod(n.pods, pod, n.addrSets())
 }
 
 func (n *vpcCNINode) release(_ context.Context, pod string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	ip, ok := n.pods[pod]
-	if !ok {
-		return nil
-	}
-	delete(n.pods, pod)
-	for _, e := range n.enis {
-		delete(e.used, ip)
-	}
+	releasePod(n.pods, pod, n.addrSets())
 	return nil
+}
+
+// addrSets are the ENIs' addresses, primary first, the order pods take them. Under n.mu.
+func (n *vpcCNINode) addrSets() []*ipamdAddrs {
+	enis := n.sortedENIs()
+	out := make([]*ipamdAddrs, 0, len(enis))
+	for _, e := range enis {
+		out = append(out, &e.ipamdAddrs)
+	}
+	return out
 }
