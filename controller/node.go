@@ -96,7 +96,7 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	if cfg.CustomNetworking {
 		custom = deps.ENIConfigs
 	}
-	n.place = newPlacer(subnets, custom, deps.EC2, deps.Node.AZ, log)
+	n.place = newPlacer(subnets, custom, deps.EC2, deps.Node.AZ, deps.Clock, log)
 	n.eni = eni.NewManager(eni.Config{
 		InstanceID: deps.Node.InstanceID, Cluster: cfg.Cluster, SubnetID: deps.Node.SubnetID,
 		SubnetCIDR: deps.Node.SubnetCIDR, SecurityGroups: deps.Node.SecurityGroups, MaxENIs: deps.Node.MaxENIs,
@@ -193,6 +193,7 @@ func (n *Node) GC(ctx context.Context, req api.GCRequest) (*api.GCResponse, erro
 // Run restores the datapath from the books, then runs the pool manager until ctx ends, or until the journal
 // fails: then it returns that failure (see Healthy) and makes no further EC2 call.
 func (n *Node) Run(ctx context.Context) error {
+	n.place.observe(ctx, n.books)
 	n.enis.sync(ctx)
 	n.ipam.restorePods(ctx)
 	if j := n.cfg.StartJitter; j > 0 {
@@ -227,6 +228,9 @@ func (n *Node) tick(ctx context.Context) {
 	if n.house.reconcileDue(now) {
 		n.house.reconcile(ctx)
 	}
+	// Right after the reconcile, which may have put the primary ENI in the books: with custom networking no
+	// pod may get one of its addresses.
+	n.place.observe(ctx, n.books)
 	// Nothing moves before EC2 has been read once: the pool's arithmetic counts the primary ENI and whatever a
 	// previous run attached, which only a reconcile puts in the books. (Letting a failed first reconcile fall
 	// through to the pool made nodes plan one ENI too many, create it and delete it unattached: 642 wasted
@@ -235,7 +239,6 @@ func (n *Node) tick(ctx context.Context) {
 		return
 	}
 	n.vpc.refresh(ctx, now)
-	n.place.observe(ctx, n.books)
 	n.house.sweepOrphans(ctx, now)
 	n.gone.check(ctx, now)
 	n.pool.expireCooldowns(ctx)

@@ -17,12 +17,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/internal/clock"
 )
 
 // ErrNoPlacement: no new ENI may be made now: no ENIConfig applies, its subnet is in another zone or cannot
@@ -37,6 +39,7 @@ type placer struct {
 	custom ENIConfigSource
 	ec2    ec2client.EC2API
 	az     string
+	clock  clock.Clock
 	log    *slog.Logger
 
 	mu sync.Mutex
@@ -47,15 +50,26 @@ type placer struct {
 	blocked string
 	// apiErr is the source's connection error, for the status line.
 	apiErr string
-	// configSubnets are the ENIConfigs' subnets read so far, by id: read once each, not per plan.
+	// configSubnets are the ENIConfigs' subnets read so far, by id: read once each, not per plan; a failed
+	// read is kept in unreadable and tried again after unreadableFor.
 	configSubnets map[string]subnetInfo
+	unreadable    map[string]failedRead
 	// retired are the ENIs pods may no longer take addresses from, by id.
 	retired map[string]bool
 }
 
-func newPlacer(subnets *subnetCandidates, custom ENIConfigSource, api ec2client.EC2API, az string, log *slog.Logger) *placer {
-	return &placer{subnets: subnets, custom: custom, ec2: api, az: az, log: log,
-		configSubnets: map[string]subnetInfo{}, retired: map[string]bool{}}
+func newPlacer(subnets *subnetCandidates, custom ENIConfigSource, api ec2client.EC2API, az string, clk clock.Clock, log *slog.Logger) *placer {
+	return &placer{subnets: subnets, custom: custom, ec2: api, az: az, clock: clk, log: log,
+		configSubnets: map[string]subnetInfo{}, unreadable: map[string]failedRead{}, retired: map[string]bool{}}
+}
+
+// unreadableFor is how long a failed read of an ENIConfig's subnet stands before it is tried again.
+const unreadableFor = time.Minute
+
+// failedRead is a failed read of a subnet and when it happened.
+type failedRead struct {
+	err error
+	at  time.Time
 }
 
 // customNetworking reports whether new ENIs follow an ENIConfig.
@@ -119,20 +133,30 @@ func (p *placer) observe(ctx context.Context, books *books) {
 func (p *placer) configSubnet(ctx context.Context, id string) (subnetInfo, error) {
 	p.mu.Lock()
 	sn, ok := p.configSubnets[id]
+	failed, hasFailed := p.unreadable[id]
 	p.mu.Unlock()
 	if ok {
 		return sn, nil
 	}
-	out, err := describeSubnets(ctx, p.ec2, &ec2.DescribeSubnetsInput{SubnetIds: []string{id}})
-	if err != nil {
-		return subnetInfo{}, err
+	if hasFailed && p.clock.Since(failed.at) < unreadableFor {
+		return subnetInfo{}, failed.err
 	}
-	if len(out) == 0 {
-		return subnetInfo{}, fmt.Errorf("subnet %s not found", id)
+	out, err := describeSubnets(ctx, p.ec2, &ec2.DescribeSubnetsInput{SubnetIds: []string{id}})
+	if err == nil && len(out) == 0 {
+		err = fmt.Errorf("subnet %s not found", id)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			p.mu.Lock()
+			p.unreadable[id] = failedRead{err: err, at: p.clock.Now()}
+			p.mu.Unlock()
+		}
+		return subnetInfo{}, err
 	}
 	sn = subnetFrom(out[0])
 	p.mu.Lock()
 	p.configSubnets[id] = sn
+	delete(p.unreadable, id)
 	p.mu.Unlock()
 	p.subnets.remember(sn)
 	return sn, nil

@@ -37,8 +37,12 @@ const (
 	tagCNIClusterPrefix = "cni.networking.k8s.aws/cluster/"
 )
 
-// subnetRefreshEvery is how old the cached candidate list may grow before the next plan reads it again.
-const subnetRefreshEvery = 5 * time.Minute
+// subnetRefreshEvery is how old the cached candidate list may grow before the next plan reads it again;
+// subnetRetryAfter is how soon a failed read is tried again.
+const (
+	subnetRefreshEvery = 5 * time.Minute
+	subnetRetryAfter   = time.Minute
+)
 
 // ErrNoSubnet: no candidate subnet has room for a new ENI (all are full, excluded or refused one lately).
 var ErrNoSubnet = errors.New("no subnet with free addresses")
@@ -69,6 +73,7 @@ type subnetCandidates struct {
 	known   map[string]subnetInfo
 	fetched time.Time
 	stale   bool
+	failing bool // the last refresh failed; logged once per streak
 	// refused are the subnets that refused a create for want of addresses, and when: skipped until a refresh
 	// after subnetRefreshEvery shows them again.
 	refused map[string]time.Time
@@ -84,9 +89,7 @@ func newSubnetCandidates(api ec2client.EC2API, enabled bool, info NodeInfo, clus
 // next returns the subnet for a new ENI that needs want addresses: the candidate with the most free ones
 // that has not refused lately. It returns ErrNoSubnet when none is left.
 func (s *subnetCandidates) next(ctx context.Context, want int) (subnetInfo, error) {
-	if err := s.refresh(ctx); err != nil {
-		s.log.Warn("reading candidate subnets; using the last list", "error", err)
-	}
+	s.refresh(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range s.list {
@@ -131,8 +134,9 @@ func (s *subnetCandidates) remaining() bool {
 }
 
 // refresh reads the candidates again when the list is older than subnetRefreshEvery or a refusal made it
-// stale; it does nothing with discovery off.
-func (s *subnetCandidates) refresh(ctx context.Context) error {
+// stale; it does nothing with discovery off. A failed read keeps the last list until the next refusal or
+// subnetRetryAfter, so a denied or throttled DescribeSubnets costs no call per plan.
+func (s *subnetCandidates) refresh(ctx context.Context) {
 	s.mu.Lock()
 	now := s.clock.Now()
 	due := s.enabled && (s.stale || s.fetched.IsZero() || now.Sub(s.fetched) >= subnetRefreshEvery)
@@ -142,18 +146,23 @@ func (s *subnetCandidates) refresh(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	if !due {
-		return nil
+		return
 	}
 	subnets, err := describeSubnets(ctx, s.ec2, &ec2.DescribeSubnetsInput{Filters: []types.Filter{
 		{Name: aws.String("vpc-id"), Values: []string{s.vpcID}},
 		{Name: aws.String("availability-zone"), Values: []string{s.az}},
 	}})
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err != nil {
-		s.mu.Lock()
-		s.stale = true
-		s.mu.Unlock()
-		return err
+		if !s.failing {
+			s.log.Warn("reading candidate subnets; using the last list", "error", err)
+		}
+		s.failing = true
+		s.fetched = now.Add(subnetRetryAfter - subnetRefreshEvery) // read again in subnetRetryAfter
+		return
 	}
+	s.failing = false
 	var list []subnetInfo
 	for _, sn := range subnets {
 		info := subnetFrom(sn)
@@ -164,8 +173,6 @@ func (s *subnetCandidates) refresh(ctx context.Context) error {
 	slices.SortStableFunc(list, func(a, b subnetInfo) int {
 		return cmp.Or(cmp.Compare(b.Free, a.Free), cmp.Compare(a.ID, b.ID))
 	})
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, sn := range subnets {
 		info := subnetFrom(sn)
 		s.known[info.ID] = info
@@ -179,7 +186,6 @@ func (s *subnetCandidates) refresh(ctx context.Context) error {
 		s.log.Info("candidate subnets for new ENIs", "subnets", names(list))
 	}
 	s.list = list
-	return nil
 }
 
 // candidate applies the tags: the node's own subnet is in unless tagged role/cni=0; another needs

@@ -31,9 +31,11 @@ type vpcCIDRs struct {
 	every time.Duration
 	log   *slog.Logger
 
-	// next is when the blocks are read again; told says whether the datapath holds cur.
-	next time.Time
-	told bool
+	// next is when the blocks are read again; told says whether the datapath holds cur; failing whether the
+	// last read failed (logged once per streak).
+	next    time.Time
+	told    bool
+	failing bool
 
 	mu  sync.Mutex
 	cur []netip.Prefix // sorted
@@ -60,10 +62,14 @@ func (v *vpcCIDRs) refresh(ctx context.Context, now time.Time) {
 	}
 	got, err := v.read(ctx)
 	if err != nil {
-		v.log.Warn("reading the VPC's CIDR blocks; keeping the datapath's", "vpc", v.vpcID, "error", err)
+		if !v.failing {
+			v.log.Warn("reading the VPC's CIDR blocks; keeping the datapath's", "vpc", v.vpcID, "error", err)
+		}
+		v.failing = true
 		v.next = now.Add(min(v.every, time.Minute))
 		return
 	}
+	v.failing = false
 	v.next = now.Add(v.every)
 	v.mu.Lock()
 	changed := !slices.Equal(got, v.cur)
