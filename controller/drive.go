@@ -147,7 +147,7 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 				m.wake()
 			}
 		}()
-		m.poolBackoff(err)
+		m.poolBackoffIn(err, rec.SubnetID)
 		if errors.Is(err, eni.ErrBooksWrong) {
 			m.eni.RequestReconcile()
 		}
@@ -192,13 +192,19 @@ func throttleDelay(prev time.Duration) (window, wait time.Duration) {
 }
 
 // poolBackoff stops pool growth for a while after errors a storm would not fix.
-func (m *poolManager) poolBackoff(err error) {
+func (m *poolManager) poolBackoff(err error) { m.poolBackoffIn(err, "") }
+
+// poolBackoffIn is poolBackoff after a call in subnetID ("": the node's own).
+func (m *poolManager) poolBackoffIn(err error, subnetID string) {
+	if subnetID == "" {
+		subnetID = m.subnetID
+	}
 	var why string
 	switch {
 	case errors.Is(err, ErrNoPlacement):
 		why = err.Error()
 	case errors.Is(err, eni.ErrSubnetFull):
-		why = "subnet " + m.subnetID + " has no free addresses (InsufficientFreeAddressesInSubnet)"
+		why = "subnet " + subnetID + " has no free addresses (" + eni.ErrorCode(err) + ")"
 	case errors.Is(err, eni.ErrUnauthorized):
 		why = "EC2 denies the calls (UnauthorizedOperation): check the node's IAM policy"
 	default:

@@ -184,7 +184,7 @@ func (p *placer) place(ctx context.Context, want int) (eni.Placement, error) {
 // subnetFull notes that subnetID refused a new ENI for want of addresses, and reports whether the next one
 // can go elsewhere (discovery has another candidate) instead of the pool backing off.
 func (p *placer) subnetFull(subnetID string) bool {
-	if p.custom != nil {
+	if p.custom != nil || !p.subnets.enabled {
 		return false
 	}
 	p.subnets.refusedCreate(subnetID)

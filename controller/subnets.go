@@ -93,7 +93,7 @@ func (s *subnetCandidates) next(ctx context.Context, want int) (subnetInfo, erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, c := range s.list {
-		if _, no := s.refused[c.ID]; no || !s.enabled && c.ID != s.node.ID {
+		if s.refusedLocked(c.ID) || !s.enabled && c.ID != s.node.ID {
 			continue
 		}
 		// A subnet's count lags; a discovered one with too few left is passed over, the node's own never is
@@ -107,11 +107,14 @@ func (s *subnetCandidates) next(ctx context.Context, want int) (subnetInfo, erro
 }
 
 // refusedCreate notes that subnetID refused a create for want of addresses: the next plan reads the list again
-// and goes to the next candidate.
+// and goes to the next candidate. With discovery off there is no other: the pool backs off as before.
 func (s *subnetCandidates) refusedCreate(subnetID string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.refused[subnetID]; !ok {
+	if !s.enabled {
+		return
+	}
+	if !s.refusedLocked(subnetID) {
 		s.log.Warn("subnet refused a new ENI for want of addresses; the next ENI goes to the next candidate",
 			"subnet", subnetID)
 	}
@@ -124,13 +127,18 @@ func (s *subnetCandidates) refusedCreate(subnetID string) {
 func (s *subnetCandidates) remaining() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := 0
 	for _, c := range s.list {
-		if _, no := s.refused[c.ID]; !no && (s.enabled || c.ID == s.node.ID) {
-			n++
+		if !s.refusedLocked(c.ID) && (s.enabled || c.ID == s.node.ID) {
+			return true
 		}
 	}
-	return n > 0
+	return false
+}
+
+// refusedLocked reports whether subnetID refused a create less than subnetRefreshEvery ago (s.mu held).
+func (s *subnetCandidates) refusedLocked(subnetID string) bool {
+	at, ok := s.refused[subnetID]
+	return ok && s.clock.Since(at) < subnetRefreshEvery
 }
 
 // refresh reads the candidates again when the list is older than subnetRefreshEvery or a refusal made it
@@ -236,8 +244,7 @@ func (s *subnetCandidates) status() []api.SubnetStatus {
 		if !s.enabled && c.ID != s.node.ID {
 			continue
 		}
-		_, refused := s.refused[c.ID]
-		out = append(out, api.SubnetStatus{ID: c.ID, CIDR: c.CIDR, Free: c.Free, Refused: refused})
+		out = append(out, api.SubnetStatus{ID: c.ID, CIDR: c.CIDR, Free: c.Free, Refused: s.refusedLocked(c.ID)})
 	}
 	return out
 }

@@ -504,3 +504,22 @@ func TestAnUnknownSecurityGroupBacksOffAndTheStatusNamesIt(t *testing.T) {
 		t.Fatalf("%d ENIs with an unknown group", n)
 	}
 }
+
+func TestAFullSubnetWithNoOtherCandidateBacksThePoolOff(t *testing.T) {
+	w := newWorld(t, "m5.large", 200)
+	if _, err := w.sim.ExhaustSubnet("subnet-1", 0); err != nil {
+		t.Fatal(err)
+	}
+	r := w.startWith(fastConfig(w.dir), controller.Deps{Node: w.podNode(), Datapath: newRecordingDriver()})
+	waitReady(t, r.node)
+	statusHas(t, r, "the full subnet in the status", poolLine, "subnet subnet-1 has no free addresses (InsufficientFreeAddressesInSubnet)", "backing off")
+	w.passVirtual(3*time.Minute, nil)
+	c := w.sim.Counters()
+	// The pool's backoff starts at a minute: a handful of calls in three minutes, not one per pool interval.
+	if n := c["AssignPrivateIpAddresses"].Calls + c["CreateNetworkInterface"].Calls; n > 6 {
+		t.Fatalf("%d refused assigns and creates in 3 virtual minutes, want a backoff", n)
+	}
+	if n := c["DescribeSubnets"].Calls; n > 3 {
+		t.Errorf("%d DescribeSubnets in 3 virtual minutes: the candidates are cached", n)
+	}
+}
