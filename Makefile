@@ -89,9 +89,14 @@ bench: deps ## Run the benchmarks and print their figures, each group with its m
 	$(GO) run ./test/dpbench/cmd/dpbench
 
 .PHONY: fleet
-fleet: ## Replay the rollout that broke the AWS VPC CNI on a simulated fleet (NODES=300), then the prefix-mode scenarios (fleet-prefix).
+fleet: ## Replay the rollout that broke the AWS VPC CNI on a simulated fleet (NODES=300), then the prefix-mode scenarios (fleet-prefix) and the exhausted node subnets (fleet-exhausted).
 	$(GO) run ./test/fleet/cmd/fleet -nodes $(or $(NODES),300)
 	$(MAKE) fleet-prefix
+	$(MAKE) fleet-exhausted
+
+.PHONY: fleet-exhausted
+fleet-exhausted: ## The node subnets run out a quarter into a pod rollout; subnet discovery carries on in tagged pod subnets (NODES=300).
+	$(GO) run ./test/fleet/cmd/fleet -nodes $(or $(NODES),300) -scenarios exhausted
 
 .PHONY: fleet-prefix
 fleet-prefix: ## Prefix mode on a simulated fleet: rollout-prefix and a fragmented subnet, eniwire vs the AWS VPC CNI (NODES=1000, MINIMUM_IP_TARGET=).

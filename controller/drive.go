@@ -109,11 +109,10 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 			return true
 		}
 		if rec.State == journal.Planned && errors.Is(err, eni.ErrSubnetFull) && m.place.subnetFull(rec.SubnetID) {
-			// The create dropped its plan; the pool plans again at once, in the next candidate subnet.
+			// The create dropped its plan; the pool plans again at once, in the next candidate subnet. The
+			// candidates log the refusal once; the status lists the subnet as refused.
 			m.metrics.stepErrors.WithLabelValues(string(rec.State), eni.ErrorCode(err)).Inc()
 			m.clearBackoff(opID)
-			m.status.set(fmt.Sprintf("subnet %s has no free addresses (%s); new ENIs go to the next candidate subnet",
-				rec.SubnetID, eni.ErrorCode(err)))
 			return true
 		}
 		if rec.State == journal.Planned && m.noteRefusal(actionCreate, err) {

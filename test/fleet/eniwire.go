@@ -42,6 +42,9 @@ type nodeSettings struct {
 	// max pods for the type (the node's vCPUs and hypervisor known).
 	prefix    bool
 	minimumIP int // MINIMUM_IP_TARGET (0: unset)
+	// discovery: the node knows its VPC, so subnet discovery (on by default in the product) finds the pod
+	// subnets; the other scenarios keep the node's own subnet only.
+	discovery bool
 	ec2Config ec2client.Config
 	log       *slog.Logger
 }
@@ -81,6 +84,9 @@ func (n *eniwireNode) nodeInfo() controller.NodeInfo {
 		SecurityGroups: n.inst.SecurityGroups, MaxENIs: n.it.MaxENIs, IPv4PerENI: n.it.IPv4PerENI}
 	if n.set.prefix {
 		info.Hypervisor, info.VCPUs = n.it.Hypervisor, n.it.VCPUs
+	}
+	if n.set.discovery {
+		info.VPCID = n.inst.VPCID
 	}
 	return info
 }

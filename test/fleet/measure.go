@@ -37,6 +37,10 @@ type Result struct {
 	MissingDoT        int              `json:"attached_without_delete_on_termination"`
 	DuplicateIPs      int              `json:"duplicate_ip_assignments"`
 	PodsStarted       int              `json:"pods_started,omitempty"`
+	// ExhaustedAtSeconds is when the node subnets ran out in the exhausted scenario (-1: they did not);
+	// ENIsInPodSubnets are the ENIs attached in the discovered pod subnets at the end.
+	ExhaustedAtSeconds float64 `json:"exhausted_at_seconds,omitempty"`
+	ENIsInPodSubnets   int     `json:"enis_in_pod_subnets,omitempty"`
 	// The prefix scenarios' pods: how many the nodes carry, how many still wait for an IP at the end, how many
 	// started in each virtual minute, the EC2 calls per pod started, and the started pods whose IP EC2 does not
 	// place on their node.

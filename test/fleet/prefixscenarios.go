@@ -22,6 +22,9 @@ func (f *fleet) podsFor(inst ec2sim.Instance) int {
 	if f.scenario == Fragmented {
 		return singleIPCapacity(it)
 	}
+	if f.scenario == Exhausted {
+		return secondaryCapacity(it)
+	}
 	return min(f.opts.PodsPerNode, kubeletMaxPods(it))
 }
 
@@ -55,8 +58,8 @@ func (f *fleet) podRollout(ctx context.Context) (Result, error) {
 		}
 	}
 	grain := ipsPerPrefix
-	if f.scenario == Fragmented {
-		grain = 1 // what can be done: prefixes are not to be had
+	if f.scenario == Fragmented || f.scenario == Exhausted {
+		grain = 1 // what can be done: prefixes are not to be had, or not asked for
 	}
 	var serial float64
 	res.LowerBoundSeconds, res.LowerBoundAction, res.CallsNeeded, serial = podLowerBound(f.strategy, insts, f.podsFor, grain)
@@ -67,11 +70,20 @@ func (f *fleet) podRollout(ctx context.Context) (Result, error) {
 	if f.scenario == Fragmented {
 		until = max(f.opts.FragmentedWindow, time.Duration(3*res.LowerBoundSeconds*float64(time.Second)))
 	}
+	if f.scenario == Exhausted {
+		// The bound counts no refused create; the creates refused when the subnets ran out draw on the same
+		// buckets, so the scenario gets the time of a few reconciles beyond it.
+		until = max(until, exhaustedWindow)
+	}
 	if f.opts.MaxVirtual > 0 {
 		until = f.opts.MaxVirtual
 	}
 	f.base = f.w.sim.Counters()
 	f.t0 = f.w.clk.Now()
+	exhausted := func() (float64, error) { return -1, nil }
+	if f.scenario == Exhausted {
+		exhausted = f.exhaustDuring(ctx, res.CallsNeeded["CreateNetworkInterface"])
+	}
 	for _, inst := range insts {
 		s := &slot{inst: inst, m: f.newMember(inst), live: true, settledAt: -1}
 		if err := s.m.start(ctx); err != nil {
@@ -92,6 +104,10 @@ func (f *fleet) podRollout(ctx context.Context) (Result, error) {
 		}
 		sleepCtx(ctx, f.w.clk, podTick)
 	}
+	var err2 error
+	if res.ExhaustedAtSeconds, err2 = exhausted(); err2 != nil {
+		return res, err2
+	}
 	if ctx.Err() != nil {
 		return res, fmt.Errorf("running %s: %w", f.scenario, ctx.Err())
 	}
@@ -106,6 +122,9 @@ func (f *fleet) podRollout(ctx context.Context) (Result, error) {
 		res.ConvergeSeconds = d.last.Seconds()
 	}
 	res.VirtualSeconds = f.now().Seconds()
+	if f.scenario == Exhausted {
+		res.ENIsInPodSubnets = f.enisInPodSubnets()
+	}
 	f.filled = d
 	return res, nil
 }

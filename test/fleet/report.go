@@ -106,6 +106,10 @@ func writePodTable(w io.Writer, rs []Result) error {
 		return err
 	}
 	for _, r := range rs {
+		if r.Scenario == string(Exhausted) {
+			fmt.Fprintf(w, "%s/%s: the node subnets ran out at %.0fs; %d ENIs went to the discovered pod subnets\n",
+				r.Strategy, r.Scenario, r.ExhaustedAtSeconds, r.ENIsInPodSubnets)
+		}
 		if fr := r.Fragmentation; fr != nil {
 			fmt.Fprintf(w, "%s/%s: %d legacy nodes (%s) held %d single IPs; %d addresses and %d aligned /28s were free at the start\n",
 				r.Strategy, r.Scenario, fr.Nodes, fillType, fr.IPs, fr.FreeAddrs, fr.FreePrefixes)

@@ -35,6 +35,9 @@ const (
 	// Fragmented is a rollout of prefix-mode nodes into subnets whose single IPs leave no free /28
 	// (fragment.go).
 	Fragmented Scenario = "fragmented"
+	// Exhausted is a pod rollout during which the nodes' subnets run out; discovered pod subnets take over
+	// (exhausted.go).
+	Exhausted Scenario = "exhausted"
 )
 
 // prefixScenario says whether the nodes of sc run in prefix mode and carry pods from the start.
@@ -149,9 +152,9 @@ type podStats struct {
 func Run(ctx context.Context, opts Options, strategy Strategy, scenario Scenario) (Result, error) {
 	opts.defaults()
 	wallStart := time.Now()
-	if (strategy == Legacy && prefixScenario(scenario)) || (strategy == VPCCNI && !prefixScenario(scenario)) {
+	if (strategy == Legacy && (prefixScenario(scenario) || scenario == Exhausted)) || (strategy == VPCCNI && !prefixScenario(scenario)) {
 		return Result{}, fmt.Errorf("running %s in %s: the legacy strategy plays rollout, churn and chaos; vpc-cni "+
-			"plays rollout-prefix and fragmented", strategy, scenario)
+			"plays rollout-prefix and fragmented; exhausted is eniwire's only", strategy, scenario)
 	}
 	mix := instanceMix
 	if prefixScenario(scenario) {
@@ -162,6 +165,11 @@ func Run(ctx context.Context, opts Options, strategy Strategy, scenario Scenario
 		return Result{}, err
 	}
 	defer w.close()
+	if scenario == Exhausted {
+		if err := w.addPodSubnets(); err != nil {
+			return Result{}, err
+		}
+	}
 	dir := opts.Dir
 	if dir == "" {
 		base := ""
@@ -181,6 +189,7 @@ func Run(ctx context.Context, opts Options, strategy Strategy, scenario Scenario
 		f.set.warmENI = 1
 	}
 	f.set.prefix = prefixScenario(scenario)
+	f.set.discovery = scenario == Exhausted
 	if f.set.prefix {
 		f.set.minimumIP = opts.MinimumIPTarget
 	}
@@ -190,7 +199,7 @@ func Run(ctx context.Context, opts Options, strategy Strategy, scenario Scenario
 		res, err = f.rollout(ctx, scenario == Chaos)
 	case Churn:
 		res, err = f.churn(ctx)
-	case RolloutPrefix, Fragmented:
+	case RolloutPrefix, Fragmented, Exhausted:
 		res, err = f.podRollout(ctx)
 	default:
 		return Result{}, fmt.Errorf("running scenario %q: unknown scenario", scenario)

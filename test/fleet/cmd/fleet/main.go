@@ -24,7 +24,7 @@ import (
 func main() {
 	nodes := flag.Int("nodes", 300, "nodes in the fleet")
 	scenarios := flag.String("scenarios", "rollout,churn,chaos", "scenarios to run, comma-separated: rollout, churn, chaos, "+
-		"rollout-prefix, fragmented")
+		"rollout-prefix, fragmented, exhausted")
 	strategies := flag.String("strategies", "", "strategies to run, comma-separated (default: eniwire,legacy for rollout, "+
 		"churn and chaos; eniwire,vpc-cni for rollout-prefix and fragmented)")
 	pods := flag.Int("pods", 110, "pods per node in rollout-prefix")
@@ -48,6 +48,9 @@ func main() {
 			sts = "eniwire,legacy"
 			if sc == string(fleet.RolloutPrefix) || sc == string(fleet.Fragmented) {
 				sts = "eniwire,vpc-cni"
+			}
+			if sc == string(fleet.Exhausted) {
+				sts = "eniwire"
 			}
 		}
 		for _, st := range strings.Split(sts, ",") {
