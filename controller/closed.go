@@ -7,6 +7,7 @@ package controller
 // again every reopenClosedAfter, so a primary tagged later takes IPs without a restart.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -45,8 +46,8 @@ type closure struct {
 
 // closeIfFull closes eniID to new IPs if err is its subnet refusing them for want of addresses while subnet
 // discovery has another candidate, and reports whether it did: the deficit then goes to a new ENI there.
-func (m *poolManager) closeIfFull(eniID, subnetID string, err error) bool {
-	if !errors.Is(err, eni.ErrSubnetFull) || !m.place.subnetFull(subnetID) {
+func (m *poolManager) closeIfFull(ctx context.Context, eniID, subnetID string, err error) bool {
+	if !errors.Is(err, eni.ErrSubnetFull) || !m.place.subnetFull(ctx, subnetID) {
 		return false
 	}
 	why := fmt.Sprintf("subnet %s of ENI %s has no free addresses (%s); new IPs come from an ENI in another subnet",

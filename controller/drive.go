@@ -108,7 +108,7 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 			m.clearBackoff(opID)
 			return true
 		}
-		if rec.State == journal.Planned && errors.Is(err, eni.ErrSubnetFull) && m.place.subnetFull(rec.SubnetID) {
+		if rec.State == journal.Planned && errors.Is(err, eni.ErrSubnetFull) && m.place.subnetFull(ctx, rec.SubnetID) {
 			// The create dropped its plan; the pool plans again at once, in the next candidate subnet. The
 			// candidates log the refusal once; the status lists the subnet as refused.
 			m.metrics.stepErrors.WithLabelValues(string(rec.State), eni.ErrorCode(err)).Inc()

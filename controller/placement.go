@@ -182,12 +182,19 @@ func (p *placer) place(ctx context.Context, want int) (eni.Placement, error) {
 }
 
 // subnetFull notes that subnetID refused a new ENI for want of addresses, and reports whether the next one
-// can go elsewhere (discovery has another candidate) instead of the pool backing off.
-func (p *placer) subnetFull(subnetID string) bool {
+// can go elsewhere (discovery has another candidate) instead of the pool backing off. When the cached list
+// has no other, it is read again first: it may be the node's own subnet alone because the first read failed
+// (a rollout's nodes all read at once and EC2 throttles some), and backing off on it stalled such nodes for
+// minutes while pod subnets had room.
+func (p *placer) subnetFull(ctx context.Context, subnetID string) bool {
 	if p.custom != nil || !p.subnets.enabled {
 		return false
 	}
 	p.subnets.refusedCreate(subnetID)
+	if p.subnets.remaining() {
+		return true
+	}
+	p.subnets.refresh(ctx)
 	return p.subnets.remaining()
 }
 

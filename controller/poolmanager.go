@@ -240,7 +240,7 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 					done(true, nil) // decide again: the deficit goes to secondary ENIs
 					return
 				}
-				if m.closeIfFull(a.eni, a.subnet, err) {
+				if m.closeIfFull(ctx, a.eni, a.subnet, err) {
 					done(true, nil) // decide again: the deficit goes to a new ENI in another subnet
 					return
 				}
