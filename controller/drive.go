@@ -85,6 +85,16 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 			m.clearBackoff(opID)
 			return moved
 		}
+		if rec.State == journal.Planned && rec.Attempts == 0 && m.place.passedOver(rec.SubnetID) {
+			// Planned with its round-mates before the subnet refused one of them, never sent: the create
+			// would be refused too, and spend a token of the account's bucket. The pool plans again, elsewhere.
+			if err := m.eni.DropPlan(ctx, opID); err != nil {
+				m.log.Warn("dropping a plan for a refused subnet", "op", opID, "error", err)
+				return moved
+			}
+			m.clearBackoff(opID)
+			return true
+		}
 		err := m.eni.Advance(ctx, opID)
 		if err == nil {
 			if rec.State == journal.Planned {

@@ -198,6 +198,15 @@ func (p *placer) subnetFull(ctx context.Context, subnetID string) bool {
 	return p.subnets.remaining()
 }
 
+// passedOver reports whether discovery passes subnetID over for new ENIs now (it refused one lately) and
+// has another candidate: a plan for it that was never sent goes elsewhere.
+func (p *placer) passedOver(subnetID string) bool {
+	if p.custom != nil || !p.subnets.enabled {
+		return false
+	}
+	return p.subnets.isRefused(subnetID) && p.subnets.remaining()
+}
+
 // isRetired reports whether pods may no longer take addresses of the ENI.
 func (p *placer) isRetired(eniID string) bool {
 	p.mu.Lock()

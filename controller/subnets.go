@@ -135,6 +135,13 @@ func (s *subnetCandidates) remaining() bool {
 	return false
 }
 
+// isRefused reports whether subnetID refused a create lately.
+func (s *subnetCandidates) isRefused(subnetID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refusedLocked(subnetID)
+}
+
 // refusedLocked reports whether subnetID refused a create less than subnetRefreshEvery ago (s.mu held).
 func (s *subnetCandidates) refusedLocked(subnetID string) bool {
 	at, ok := s.refused[subnetID]

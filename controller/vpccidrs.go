@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"sync"
@@ -31,11 +32,11 @@ type vpcCIDRs struct {
 	every time.Duration
 	log   *slog.Logger
 
-	// next is when the blocks are read again; told says whether the datapath holds cur; failing whether the
-	// last read failed (logged once per streak).
-	next    time.Time
-	told    bool
-	failing bool
+	// next is when the blocks are read again; told says whether the datapath holds cur; retry is the wait
+	// after the last failed read (0 while reads succeed; failures are logged once per streak).
+	next  time.Time
+	told  bool
+	retry time.Duration
 
 	mu  sync.Mutex
 	cur []netip.Prefix // sorted
@@ -62,14 +63,16 @@ func (v *vpcCIDRs) refresh(ctx context.Context, now time.Time) {
 	}
 	got, err := v.read(ctx)
 	if err != nil {
-		if !v.failing {
+		if v.retry == 0 {
 			v.log.Warn("reading the VPC's CIDR blocks; keeping the datapath's", "vpc", v.vpcID, "error", err)
 		}
-		v.failing = true
-		v.next = now.Add(min(v.every, time.Minute))
+		// A rollout's nodes all read at start and EC2 throttles many: the retries spread (full jitter) and
+		// grow to the interval, so that they do not come back together.
+		v.retry = min(max(2*v.retry, 30*time.Second), v.every)
+		v.next = now.Add(time.Duration(rand.Int64N(int64(v.retry))) + time.Second)
 		return
 	}
-	v.failing = false
+	v.retry = 0
 	v.next = now.Add(v.every)
 	v.mu.Lock()
 	changed := !slices.Equal(got, v.cur)
