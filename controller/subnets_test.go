@@ -244,9 +244,7 @@ func TestAnExhaustedSubnetSendsTheNextENIToTheNextCandidate(t *testing.T) {
 		t.Errorf("%d creates for one ENI after the exhaustion, want the refused one and the one that worked", n)
 	}
 	w.waitENISubnets(r, dp)
-	if err := w.checkBooks(st, answered); err != nil {
-		t.Fatal(err)
-	}
+	eventually(t, 20*time.Second, "every ENI at rest", func() error { return w.checkBooks(r.node.Snapshot(), answered) })
 	for _, a := range st.Assignments {
 		if e := st.ENIByID(a.ENI); e == nil || !journal.Covers(e.SubnetCIDR, a.IP) {
 			t.Fatalf("pod %s has %s of ENI %s outside its subnet", a.ContainerID, a.IP, a.ENI)
@@ -389,9 +387,7 @@ func TestCustomNetworkingPutsPodsOnENIsOfTheENIConfigsSubnet(t *testing.T) {
 		}
 	}
 	w.waitENISubnets(r, dp)
-	if err := w.checkBooks(st, answered); err != nil {
-		t.Fatal(err)
-	}
+	eventually(t, 20*time.Second, "every ENI at rest", func() error { return w.checkBooks(r.node.Snapshot(), answered) })
 	s := r.node.Status()
 	if s.MaxPods != 20 {
 		t.Errorf("max pods %d, want (3-1)*(10-1)+2 = 20 for an m5.large with custom networking", s.MaxPods)
