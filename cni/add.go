@@ -1,6 +1,7 @@
 package cni
 
 import (
+	"context"
 	"fmt"
 	"net"
 
@@ -11,8 +12,8 @@ import (
 	"github.com/eniwire/eniwire/controller/api"
 )
 
-// Add wires a pod: the veth pair, one Assign round trip carrying the host ifindex, then the pod's address,
-// routes and neighbour entry, and prints the result. Whatever it took is given back when a later step fails.
+// Add wires a pod: the veth pair, one Assign round trip carrying the host ifindex (the pod's routes and
+// neighbour entry go in while it runs), then the MTU and the pod's address, and prints the result. Whatever it took is given back when a later step fails.
 // A repeated Add for the same container and interface finds the pair and the agent's assignment in place and
 // prints the same result.
 func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
@@ -50,11 +51,15 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 		_, _ = plumbing.RemoveHostVeth(hostName, veth.HostIndex, veth.HostMAC)
 	}()
 
+	// The agent journals the assignment while the pod's routes go in: they need the host veth's MAC, not the
+	// pod's IP. Whatever the routes did, the answer is awaited, so an assignment is never left behind.
 	att := api.Attachment{ContainerID: args.ContainerID, IfName: args.IfName}
-	asg, err := inv.agent.Assign(inv.ctx, api.AssignRequest{
+	answer := assignAhead(inv.ctx, inv.agent, api.AssignRequest{
 		Attachment: att, Network: inv.conf.Name, Netns: args.Netns, Pod: pod.PodIdentity,
 		HostVeth: hostName, HostIfindex: veth.HostIndex,
 	})
+	routeErr := podNS.RouteViaHost(veth.PodIndex, veth.HostMAC)
+	asg, err := answer()
 	if err != nil {
 		log.Warn("agent refused assignment", "err", err)
 		return agentError("assigning an IP", inv.conf.AgentSocket, err)
@@ -69,6 +74,9 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 			log.Error("releasing assignment after failed ADD", "ip", asg.IP, "err", relErr)
 		}
 	}()
+	if routeErr != nil {
+		return plumbingError("routing the pod through the host veth", routeErr)
+	}
 
 	ip := net.ParseIP(asg.IP).To4()
 	if ip == nil {
@@ -78,8 +86,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	if err := podNS.SetMTU(veth, asg.MTU); err != nil {
 		return plumbingError("setting the veth's MTU", err)
 	}
-	cfg := plumbing.PodConfig{IfName: args.IfName, IP: ip, HostMAC: veth.HostMAC, MTU: asg.MTU}
-	if err := podNS.Configure(cfg); err != nil {
+	if err := podNS.SetAddress(veth, ip); err != nil {
 		return plumbingError("configuring the pod's interface", err)
 	}
 	result := buildResult(inv.conf.CNIVersion, args.Netns, veth, ip)
@@ -88,4 +95,22 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	}
 	log.Info("pod wired", "ip", asg.IP, "eni", asg.ENI, "hostVeth", hostName, "hostIfindex", veth.HostIndex, "mtu", asg.MTU, "reused", veth.Reused)
 	return nil
+}
+
+// assignAhead sends req to the agent and returns at once; the function it returns waits for the answer.
+// The call runs on a goroutine of its own, which touches no namespace.
+func assignAhead(ctx context.Context, agent Agent, req api.AssignRequest) func() (*api.Assignment, error) {
+	var (
+		asg  *api.Assignment
+		err  error
+		done = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		asg, err = agent.Assign(ctx, req)
+	}()
+	return func() (*api.Assignment, error) {
+		<-done
+		return asg, err
+	}
 }

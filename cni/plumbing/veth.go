@@ -5,9 +5,11 @@ package plumbing
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"syscall"
 
@@ -49,17 +51,23 @@ type Veth struct {
 // default MTU until SetMTU (the agent says the MTU in the answer that needs the host end's ifindex). A pair that
 // already joins the two ends is reused, so a repeated ADD changes nothing; a stale host veth of the same name (a
 // previous sandbox of the same pod) is replaced. Errors wrap ErrIfaceTaken where it applies.
+//
+// The pair is created first and the names looked at only when one is taken, so a first ADD makes no lookup
+// that finds nothing; both ends get their MACs from eniwire (random, locally administered), so the host end's
+// need not be read back.
 func (p *Pod) SetupVeth(hostName, ifName string) (*Veth, error) {
-	if v, err := p.existingPair(hostName, ifName); err != nil || v != nil {
-		return v, err
-	}
-	// The host end is created up; a stale host veth of the same name is looked for only when the name is taken.
+	hostMAC, podMAC := randomMAC(), randomMAC()
 	la := netlink.NewLinkAttrs()
-	la.Name, la.Flags = hostName, net.FlagUp
-	veth := &netlink.Veth{LinkAttrs: la, PeerName: ifName, PeerNamespace: netlink.NsFd(int(p.ns.Fd()))}
+	la.Name, la.Flags, la.HardwareAddr = hostName, net.FlagUp, hostMAC
+	veth := &netlink.Veth{LinkAttrs: la, PeerName: ifName, PeerHardwareAddr: podMAC,
+		PeerNamespace: netlink.NsFd(int(p.ns.Fd()))}
 	err := p.host.LinkAdd(veth)
 	if errors.Is(err, syscall.EEXIST) {
-		// Same pod, earlier sandbox: its veth must give way to the new one.
+		// A name is taken: by the pair of an earlier ADD (kept), by something else in the pod (refused), or by
+		// the host veth of an earlier sandbox of the same pod, which must give way to the new one.
+		if v, perr := p.existingPair(hostName, ifName); perr != nil || v != nil {
+			return v, perr
+		}
 		if old, lerr := linkByName(p.host, hostName); lerr == nil {
 			if derr := p.host.LinkDel(old); derr != nil && !isNotFound(derr) {
 				return nil, fmt.Errorf("removing stale host veth %s: %w", hostName, derr)
@@ -71,12 +79,41 @@ func (p *Pod) SetupVeth(hostName, ifName string) (*Veth, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating veth pair %s/%s: %w", hostName, ifName, err)
 	}
-	v, err := p.bringUp(hostName, ifName)
+	v, err := p.podEndUp(veth, ifName)
 	if err != nil {
 		_ = p.host.LinkDel(veth)
 		return nil, err
 	}
 	return v, nil
+}
+
+// podEndUp sets the pod end of the pair just created up and reads its index; the host end was created up,
+// and LinkAdd left its index in created.
+func (p *Pod) podEndUp(created *netlink.Veth, ifName string) (*Veth, error) {
+	if created.Index == 0 {
+		host, err := linkByName(p.host, created.Name)
+		if err != nil {
+			return nil, fmt.Errorf("looking up host veth %s: %w", created.Name, err)
+		}
+		created.Index = host.Attrs().Index
+	}
+	pod, err := linkByName(p.nl, ifName)
+	if err != nil {
+		return nil, fmt.Errorf("looking up %s in the pod: %w", ifName, err)
+	}
+	if err := setUp(p.nl, pod); err != nil {
+		return nil, fmt.Errorf("setting %s up in the pod: %w", ifName, err)
+	}
+	return &Veth{HostName: created.Name, HostIndex: created.Index, HostMAC: created.HardwareAddr,
+		PodIfName: ifName, PodIndex: pod.Attrs().Index, PodMAC: pod.Attrs().HardwareAddr}, nil
+}
+
+// randomMAC is a random unicast, locally administered MAC, as the kernel gives a veth it is not told one.
+func randomMAC() net.HardwareAddr {
+	mac := make(net.HardwareAddr, 8)
+	binary.LittleEndian.PutUint64(mac, rand.Uint64())
+	mac[0] = mac[0]&^0x01 | 0x02
+	return mac[:6]
 }
 
 // existingPair returns the pair when ifName in the pod is already the peer of hostName, nil when ifName does not
@@ -108,7 +145,7 @@ func (p *Pod) existingPair(hostName, ifName string) (*Veth, error) {
 	return v, err
 }
 
-// bringUp sets both ends up and reads their indexes and MACs.
+// bringUp sets both ends of an existing pair up and reads their indexes and MACs.
 func (p *Pod) bringUp(hostName, ifName string) (*Veth, error) {
 	host, err := linkByName(p.host, hostName)
 	if err != nil {
