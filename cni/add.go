@@ -1,7 +1,6 @@
 package cni
 
 import (
-	"context"
 	"fmt"
 	"net"
 
@@ -52,14 +51,14 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	}()
 
 	// The agent journals the assignment while the pod's routes go in: they need the host veth's MAC, not the
-	// pod's IP. Whatever the routes did, the answer is awaited, so an assignment is never left behind.
+	// pod's IP. Whatever the routes did, the answer is read, so an assignment is never left behind.
 	att := api.Attachment{ContainerID: args.ContainerID, IfName: args.IfName}
-	answer := assignAhead(inv.ctx, inv.agent, api.AssignRequest{
+	pending := inv.agent.SendAssign(inv.ctx, api.AssignRequest{
 		Attachment: att, Network: inv.conf.Name, Netns: args.Netns, Pod: pod.PodIdentity,
 		HostVeth: hostName, HostIfindex: veth.HostIndex,
 	})
 	routeErr := podNS.RouteViaHost(veth.PodIndex, veth.HostMAC)
-	asg, err := answer()
+	asg, err := pending.Answer()
 	if err != nil {
 		log.Warn("agent refused assignment", "err", err)
 		return agentError("assigning an IP", inv.conf.AgentSocket, err)
@@ -95,22 +94,4 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	}
 	log.Info("pod wired", "ip", asg.IP, "eni", asg.ENI, "hostVeth", hostName, "hostIfindex", veth.HostIndex, "mtu", asg.MTU, "reused", veth.Reused)
 	return nil
-}
-
-// assignAhead sends req to the agent and returns at once; the function it returns waits for the answer.
-// The call runs on a goroutine of its own, which touches no namespace.
-func assignAhead(ctx context.Context, agent Agent, req api.AssignRequest) func() (*api.Assignment, error) {
-	var (
-		asg  *api.Assignment
-		err  error
-		done = make(chan struct{})
-	)
-	go func() {
-		defer close(done)
-		asg, err = agent.Assign(ctx, req)
-	}()
-	return func() (*api.Assignment, error) {
-		<-done
-		return asg, err
-	}
 }
