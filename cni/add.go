@@ -36,7 +36,8 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	log := inv.log.With("netns", args.Netns, "pod", pod.Namespace+"/"+pod.Name)
 
 	hostName := hostVethName(pod.PodIdentity, args.ContainerID, args.IfName)
-	veth, err := podNS.SetupVeth(hostName, args.IfName)
+	// Created at the MTU the agent says unless configured otherwise, so that its usual answer changes nothing.
+	veth, err := podNS.SetupVeth(hostName, args.IfName, api.DefaultMTU)
 	if err != nil {
 		return plumbingError("creating the veth pair", err)
 	}

@@ -40,25 +40,29 @@ type Veth struct {
 	HostName  string
 	HostIndex int
 	HostMAC   net.HardwareAddr
+	HostMTU   int
 	PodIfName string
 	PodIndex  int
 	PodMAC    net.HardwareAddr
+	PodMTU    int
 	// Reused is true when the pair existed already (a repeated ADD) and was kept as it was.
 	Reused bool
 }
 
-// SetupVeth creates the veth pair hostName <-> ifName with ifName inside the pod, both up at the kernel's
-// default MTU until SetMTU (the agent says the MTU in the answer that needs the host end's ifindex). A pair that
+// SetupVeth creates the veth pair hostName <-> ifName with ifName inside the pod, both up at mtu (0: the
+// kernel's default); SetMTU corrects it when the agent's answer, which needs the host end's ifindex, says
+// another. A changed MTU costs the kernel a walk of every IPv6 route of the node, so the caller creates the
+// pair at the MTU the agent most likely says. A pair that
 // already joins the two ends is reused, so a repeated ADD changes nothing; a stale host veth of the same name (a
 // previous sandbox of the same pod) is replaced. Errors wrap ErrIfaceTaken where it applies.
 //
 // The pair is created first and the names looked at only when one is taken, so a first ADD makes no lookup
 // that finds nothing; both ends get their MACs from eniwire (random, locally administered), so the host end's
 // need not be read back.
-func (p *Pod) SetupVeth(hostName, ifName string) (*Veth, error) {
+func (p *Pod) SetupVeth(hostName, ifName string, mtu int) (*Veth, error) {
 	hostMAC, podMAC := randomMAC(), randomMAC()
 	la := netlink.NewLinkAttrs()
-	la.Name, la.Flags, la.HardwareAddr = hostName, net.FlagUp, hostMAC
+	la.Name, la.Flags, la.HardwareAddr, la.MTU = hostName, net.FlagUp, hostMAC, mtu
 	veth := &netlink.Veth{LinkAttrs: la, PeerName: ifName, PeerHardwareAddr: podMAC,
 		PeerNamespace: netlink.NsFd(int(p.ns.Fd()))}
 	err := p.host.LinkAdd(veth)
@@ -104,8 +108,9 @@ func (p *Pod) podEndUp(created *netlink.Veth, ifName string) (*Veth, error) {
 	if err := setUp(p.nl, pod); err != nil {
 		return nil, fmt.Errorf("setting %s up in the pod: %w", ifName, err)
 	}
-	return &Veth{HostName: created.Name, HostIndex: created.Index, HostMAC: created.HardwareAddr,
-		PodIfName: ifName, PodIndex: pod.Attrs().Index, PodMAC: pod.Attrs().HardwareAddr}, nil
+	// Both ends were created at the same MTU.
+	return &Veth{HostName: created.Name, HostIndex: created.Index, HostMAC: created.HardwareAddr, HostMTU: pod.Attrs().MTU,
+		PodIfName: ifName, PodIndex: pod.Attrs().Index, PodMAC: pod.Attrs().HardwareAddr, PodMTU: pod.Attrs().MTU}, nil
 }
 
 // randomMAC is a random unicast, locally administered MAC, as the kernel gives a veth it is not told one.
@@ -161,8 +166,8 @@ func (p *Pod) bringUp(hostName, ifName string) (*Veth, error) {
 	if err := setUp(p.nl, pod); err != nil {
 		return nil, fmt.Errorf("setting %s up in the pod: %w", ifName, err)
 	}
-	return &Veth{HostName: hostName, HostIndex: host.Attrs().Index, HostMAC: host.Attrs().HardwareAddr,
-		PodIfName: ifName, PodIndex: pod.Attrs().Index, PodMAC: pod.Attrs().HardwareAddr}, nil
+	return &Veth{HostName: hostName, HostIndex: host.Attrs().Index, HostMAC: host.Attrs().HardwareAddr, HostMTU: host.Attrs().MTU,
+		PodIfName: ifName, PodIndex: pod.Attrs().Index, PodMAC: pod.Attrs().HardwareAddr, PodMTU: pod.Attrs().MTU}, nil
 }
 
 // setUp sets l up unless it is (a host end is created up, a reused pair may be up already).
@@ -173,8 +178,8 @@ func setUp(h *netlink.Handle, l netlink.Link) error {
 	return h.LinkSetUp(l)
 }
 
-// SetMTU sets mtu on both ends of the pair v, by index (setting an MTU a link has already changes nothing);
-// 0 changes nothing.
+// SetMTU sets mtu on both ends of the pair v, by index, where an end does not have it already; 0 changes
+// nothing.
 func (p *Pod) SetMTU(v *Veth, mtu int) error {
 	if mtu == 0 {
 		return nil
@@ -182,12 +187,17 @@ func (p *Pod) SetMTU(v *Veth, mtu int) error {
 	for _, end := range []struct {
 		nl    *netlink.Handle
 		index int
+		mtu   *int
 		where string
-	}{{p.host, v.HostIndex, "host veth " + v.HostName}, {p.nl, v.PodIndex, "the pod's " + v.PodIfName}} {
+	}{{p.host, v.HostIndex, &v.HostMTU, "host veth " + v.HostName}, {p.nl, v.PodIndex, &v.PodMTU, "the pod's " + v.PodIfName}} {
+		if *end.mtu == mtu {
+			continue
+		}
 		l := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: end.index}}
 		if err := end.nl.LinkSetMTU(l, mtu); err != nil {
 			return fmt.Errorf("setting MTU %d on %s: %w", mtu, end.where, err)
 		}
+		*end.mtu = mtu
 	}
 	return nil
 }
