@@ -1,6 +1,7 @@
 package cni
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 
@@ -12,9 +13,9 @@ import (
 )
 
 // Add wires a pod: the veth pair, one Assign round trip carrying the host ifindex (the pod's routes and
-// neighbour entry go in while it runs), then the MTU and the pod's address, and prints the result. Whatever it took is given back when a later step fails.
-// A repeated Add for the same container and interface finds the pair and the agent's assignment in place and
-// prints the same result.
+// neighbour entry go in while it runs), then the MTU and the pod's address, and prints the result. Whatever
+// it took is given back when a later step fails. A repeated Add for the same container and interface finds
+// the pair and the agent's assignment in place and prints the same result.
 func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	inv, err := p.start("ADD", args)
 	if err != nil {
@@ -82,8 +83,9 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	if ip == nil {
 		return types.NewError(types.ErrInternal, fmt.Sprintf("eniwire: the agent assigned %q, which is not an IPv4 address", asg.IP), "")
 	}
-	// The agent says the MTU (AWS_VPC_ENI_MTU, capped by the primary ENI's), on both ends alike.
-	if err := podNS.SetMTU(veth, asg.MTU); err != nil {
+	// The agent says the MTU (AWS_VPC_ENI_MTU, capped by the primary ENI's), on both ends alike; an agent that
+	// predates the field says 0, which meant the kernel's default.
+	if err := podNS.SetMTU(veth, cmp.Or(asg.MTU, plumbing.KernelDefaultMTU)); err != nil {
 		return plumbingError("setting the veth's MTU", err)
 	}
 	if err := podNS.SetAddress(veth, ip); err != nil {

@@ -17,6 +17,9 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
+// KernelDefaultMTU is a veth's MTU when its creation names none.
+const KernelDefaultMTU = 1500
+
 // HostVethPrefix starts the name of every host-side veth eniwire creates.
 const HostVethPrefix = "eniw"
 
