@@ -112,8 +112,9 @@ func (p *Pod) podEndUp(created *netlink.Veth, ifName string) (*Veth, error) {
 		return nil, fmt.Errorf("setting %s up in the pod: %w", ifName, err)
 	}
 	// Both ends were created at the same MTU.
-	return &Veth{HostName: created.Name, HostIndex: created.Index, HostMAC: created.HardwareAddr, HostMTU: pod.Attrs().MTU,
-		PodIfName: ifName, PodIndex: pod.Attrs().Index, PodMAC: pod.Attrs().HardwareAddr, PodMTU: pod.Attrs().MTU}, nil
+	return &Veth{HostName: created.Name, HostIndex: created.Index, HostMAC: created.HardwareAddr,
+		HostMTU: pod.Attrs().MTU, PodIfName: ifName, PodIndex: pod.Attrs().Index, PodMAC: pod.Attrs().HardwareAddr,
+		PodMTU: pod.Attrs().MTU}, nil
 }
 
 // randomMAC is a random unicast, locally administered MAC, as the kernel gives a veth it is not told one.
@@ -169,8 +170,9 @@ func (p *Pod) bringUp(hostName, ifName string) (*Veth, error) {
 	if err := setUp(p.nl, pod); err != nil {
 		return nil, fmt.Errorf("setting %s up in the pod: %w", ifName, err)
 	}
-	return &Veth{HostName: hostName, HostIndex: host.Attrs().Index, HostMAC: host.Attrs().HardwareAddr, HostMTU: host.Attrs().MTU,
-		PodIfName: ifName, PodIndex: pod.Attrs().Index, PodMAC: pod.Attrs().HardwareAddr, PodMTU: pod.Attrs().MTU}, nil
+	return &Veth{HostName: hostName, HostIndex: host.Attrs().Index, HostMAC: host.Attrs().HardwareAddr,
+		HostMTU: host.Attrs().MTU, PodIfName: ifName, PodIndex: pod.Attrs().Index, PodMAC: pod.Attrs().HardwareAddr,
+		PodMTU: pod.Attrs().MTU}, nil
 }
 
 // setUp sets l up unless it is (a host end is created up, a reused pair may be up already).
@@ -192,7 +194,10 @@ func (p *Pod) SetMTU(v *Veth, mtu int) error {
 		index int
 		mtu   *int
 		where string
-	}{{p.host, v.HostIndex, &v.HostMTU, "host veth " + v.HostName}, {p.nl, v.PodIndex, &v.PodMTU, "the pod's " + v.PodIfName}} {
+	}{
+		{p.host, v.HostIndex, &v.HostMTU, "host veth " + v.HostName},
+		{p.nl, v.PodIndex, &v.PodMTU, "the pod's " + v.PodIfName},
+	} {
 		if *end.mtu == mtu {
 			continue
 		}
