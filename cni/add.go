@@ -1,6 +1,7 @@
 package cni
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 
@@ -11,10 +12,10 @@ import (
 	"github.com/eniwire/eniwire/controller/api"
 )
 
-// Add wires a pod: the veth pair, one Assign round trip carrying the host ifindex, then the pod's address,
-// routes and neighbour entry, and prints the result. Whatever it took is given back when a later step fails.
-// A repeated Add for the same container and interface finds the pair and the agent's assignment in place and
-// prints the same result.
+// Add wires a pod: the veth pair, one Assign round trip carrying the host ifindex (the pod's routes and
+// neighbour entry go in while it runs), then the MTU and the pod's address, and prints the result. Whatever
+// it took is given back when a later step fails. A repeated Add for the same container and interface finds
+// the pair and the agent's assignment in place and prints the same result.
 func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	inv, err := p.start("ADD", args)
 	if err != nil {
@@ -36,7 +37,8 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	log := inv.log.With("netns", args.Netns, "pod", pod.Namespace+"/"+pod.Name)
 
 	hostName := hostVethName(pod.PodIdentity, args.ContainerID, args.IfName)
-	veth, err := podNS.SetupVeth(hostName, args.IfName)
+	// Created at the MTU the agent says unless configured otherwise, so that its usual answer changes nothing.
+	veth, err := podNS.SetupVeth(hostName, args.IfName, api.DefaultMTU)
 	if err != nil {
 		return plumbingError("creating the veth pair", err)
 	}
@@ -50,11 +52,15 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 		_, _ = plumbing.RemoveHostVeth(hostName, veth.HostIndex, veth.HostMAC)
 	}()
 
+	// The agent journals the assignment while the pod's routes go in: they need the host veth's MAC, not the
+	// pod's IP. Whatever the routes did, the answer is read, so an assignment is never left behind.
 	att := api.Attachment{ContainerID: args.ContainerID, IfName: args.IfName}
-	asg, err := inv.agent.Assign(inv.ctx, api.AssignRequest{
+	pending := inv.agent.SendAssign(inv.ctx, api.AssignRequest{
 		Attachment: att, Network: inv.conf.Name, Netns: args.Netns, Pod: pod.PodIdentity,
 		HostVeth: hostName, HostIfindex: veth.HostIndex,
 	})
+	routeErr := podNS.RouteViaHost(veth.PodIndex, veth.HostMAC)
+	asg, err := pending.Answer()
 	if err != nil {
 		log.Warn("agent refused assignment", "err", err)
 		return agentError("assigning an IP", inv.conf.AgentSocket, err)
@@ -69,17 +75,20 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 			log.Error("releasing assignment after failed ADD", "ip", asg.IP, "err", relErr)
 		}
 	}()
+	if routeErr != nil {
+		return plumbingError("routing the pod through the host veth", routeErr)
+	}
 
 	ip := net.ParseIP(asg.IP).To4()
 	if ip == nil {
 		return types.NewError(types.ErrInternal, fmt.Sprintf("eniwire: the agent assigned %q, which is not an IPv4 address", asg.IP), "")
 	}
-	// The agent says the MTU (AWS_VPC_ENI_MTU, capped by the primary ENI's), on both ends alike.
-	if err := podNS.SetMTU(veth, asg.MTU); err != nil {
+	// The agent says the MTU (AWS_VPC_ENI_MTU, capped by the primary ENI's), on both ends alike; an agent that
+	// predates the field says 0, which meant the kernel's default.
+	if err := podNS.SetMTU(veth, cmp.Or(asg.MTU, plumbing.KernelDefaultMTU)); err != nil {
 		return plumbingError("setting the veth's MTU", err)
 	}
-	cfg := plumbing.PodConfig{IfName: args.IfName, IP: ip, HostMAC: veth.HostMAC, MTU: asg.MTU}
-	if err := podNS.Configure(cfg); err != nil {
+	if err := podNS.SetAddress(veth, ip); err != nil {
 		return plumbingError("configuring the pod's interface", err)
 	}
 	result := buildResult(inv.conf.CNIVersion, args.Netns, veth, ip)

@@ -15,7 +15,8 @@ import (
 // Agent is the part of the agent API the plugin calls; *api.Client satisfies it. Errors are *api.Error or wrap
 // api.ErrUnreachable, as the client documents.
 type Agent interface {
-	Assign(ctx context.Context, req api.AssignRequest) (*api.Assignment, error)
+	// SendAssign sends an Assign request; its Answer waits for the agent's answer.
+	SendAssign(ctx context.Context, req api.AssignRequest) *api.PendingAssign
 	Release(ctx context.Context, req api.ReleaseRequest) (*api.ReleaseResponse, error)
 	Check(ctx context.Context, req api.CheckRequest) (*api.Assignment, error)
 	Status(ctx context.Context) (*api.Status, error)

@@ -81,7 +81,8 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		return out, p.podUp(ctx, *out)
 	}
 	now := p.clock.Now()
-	ip, e, ok := pool.NewView(p.books.st, now).Pick(p.avail)
+	view := pool.NewView(p.books.st, now)
+	ip, e, ok := view.Pick(p.avail)
 	if !ok {
 		p.books.mu.Unlock()
 		p.wake()
@@ -109,7 +110,8 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 	out := p.toAPI(a)
 	// Wake the pool manager only when this assignment left the pool short; a wake per request would put
 	// housekeeping in the way of the next request.
-	short := p.targets.Short(p.limits, pool.NewView(p.books.st, now).Counts()) > 0
+	view.Assigned(ip)
+	short := p.targets.Short(p.limits, view.Counts()) > 0
 	p.books.mu.Unlock()
 	if short {
 		p.wake()

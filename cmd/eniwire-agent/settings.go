@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/datapath/snat"
 )
@@ -67,7 +68,7 @@ var table = []setting{
 	{"datapath", "ENIWIRE_DATAPATH", "bpf", "bpf (tc programs route pods by their ENI), hostroute (pod /32 routes to host veths only) or none (IPAM only: simulations)"},
 	{"bpf-pin-root", "ENIWIRE_BPF_PIN_ROOT", "/sys/fs/bpf/eniwire/v1", "bpffs directory of the pinned maps and links (bpf datapath)"},
 	{"sysctl-root", "ENIWIRE_SYSCTL_ROOT", "/host/proc/sys", "where the agent writes the node's sysctls (ip_forward, rp_filter of ENIs): the host's /proc/sys/net mounted under it, since a container's own /proc/sys is read-only; /proc/sys outside a container (bpf datapath)"},
-	{"eni-mtu", "AWS_VPC_ENI_MTU", "9001", "MTU of the pods' veths (the primary ENI's when smaller) and, with the bpf datapath, of secondary ENIs (576 to 9001)"},
+	{"eni-mtu", "AWS_VPC_ENI_MTU", strconv.Itoa(api.DefaultMTU), "MTU of the pods' veths (the primary ENI's when smaller) and, with the bpf datapath, of secondary ENIs (576 to 9001)"},
 	{"service-cidrs", "ENIWIRE_SERVICE_CIDRS", "", "comma-separated CIDRs handed to the host stack for kube-proxy (needed when they lie in the VPC or SNAT is external)"},
 	{"external-snat", "AWS_VPC_K8S_CNI_EXTERNALSNAT", "false", "true: something outside the node translates; the agent installs no masquerade rule"},
 	{"exclude-snat-cidrs", "AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS", "", "comma-separated CIDRs, besides the VPC's, that pod traffic reaches untranslated"},

@@ -16,7 +16,7 @@ var GatewayIP = net.IPv4(169, 254, 1, 1).To4()
 // ErrMismatch is returned (wrapped) by Pod.Verify when the pod's namespace differs from what it should hold.
 var ErrMismatch = errors.New("pod network does not match the assignment")
 
-// PodConfig is what the pod side of the veth carries.
+// PodConfig is what the pod side of the veth carries (RouteViaHost and SetAddress put it there; Verify checks it).
 type PodConfig struct {
 	IfName  string
 	IP      net.IP
@@ -24,35 +24,38 @@ type PodConfig struct {
 	MTU     int
 }
 
-// Configure puts cfg's /32 on the pod's interface, a link route to GatewayIP, a permanent neighbour entry for
-// it and a default route through it. Every step replaces, so running it twice leaves the same state.
-func (p *Pod) Configure(cfg PodConfig) error {
-	link, err := linkByName(p.nl, cfg.IfName)
-	if err != nil {
-		return fmt.Errorf("looking up %s in the pod: %w", cfg.IfName, err)
-	}
-	idx := link.Attrs().Index
-	addr := &netlink.Addr{IPNet: hostNet(cfg.IP)}
-	if err := p.nl.AddrReplace(link, addr); err != nil {
-		return fmt.Errorf("adding address %s to %s: %w", addr.IPNet, cfg.IfName, err)
-	}
-	// A pair reused from a released sandbox (the runtime kept the namespace, the agent had not yet removed
-	// the veth) still carries the old IP, which now belongs to the pool.
-	if err := p.removeOtherAddrs(link, addr); err != nil {
-		return err
-	}
-	if err := p.nl.RouteReplace(gatewayRoute(idx)); err != nil {
+// RouteViaHost gives the pod's interface (by index) a link route to GatewayIP, a permanent neighbour entry for
+// it naming the host veth's MAC and a default route through it. None of it needs the pod's address, so ADD
+// does it while the agent assigns one. Every step replaces, so running it twice leaves the same state.
+func (p *Pod) RouteViaHost(ifIndex int, hostMAC net.HardwareAddr) error {
+	if err := p.nl.RouteReplace(gatewayRoute(ifIndex)); err != nil {
 		return fmt.Errorf("adding route to %s: %w", GatewayIP, err)
 	}
 	neigh := &netlink.Neigh{
-		LinkIndex: idx, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
-		IP: GatewayIP, HardwareAddr: cfg.HostMAC,
+		LinkIndex: ifIndex, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
+		IP: GatewayIP, HardwareAddr: hostMAC,
 	}
 	if err := p.nl.NeighSet(neigh); err != nil {
-		return fmt.Errorf("adding neighbour %s -> %s: %w", GatewayIP, cfg.HostMAC, err)
+		return fmt.Errorf("adding neighbour %s -> %s: %w", GatewayIP, hostMAC, err)
 	}
-	if err := p.nl.RouteReplace(defaultRoute(idx)); err != nil {
+	if err := p.nl.RouteReplace(defaultRoute(ifIndex)); err != nil {
 		return fmt.Errorf("adding default route via %s: %w", GatewayIP, err)
+	}
+	return nil
+}
+
+// SetAddress puts ip/32 on the pod end of v, its only IPv4 address: a pair reused from a released sandbox (the
+// runtime kept the namespace, the agent had not yet removed the veth) may still carry the old IP, which now
+// belongs to the pool, so a reused pair loses every other address; a new one has none. Running it twice
+// leaves the same state.
+func (p *Pod) SetAddress(v *Veth, ip net.IP) error {
+	link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: v.PodIndex, Name: v.PodIfName}}
+	addr := &netlink.Addr{IPNet: hostNet(ip)}
+	if err := p.nl.AddrReplace(link, addr); err != nil {
+		return fmt.Errorf("adding address %s to %s: %w", addr.IPNet, v.PodIfName, err)
+	}
+	if v.Reused {
+		return p.removeOtherAddrs(link, addr)
 	}
 	return nil
 }

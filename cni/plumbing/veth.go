@@ -5,15 +5,20 @@ package plumbing
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"syscall"
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 )
+
+// KernelDefaultMTU is a veth's MTU when its creation names none.
+const KernelDefaultMTU = 1500
 
 // HostVethPrefix starts the name of every host-side veth eniwire creates.
 const HostVethPrefix = "eniw"
@@ -38,28 +43,38 @@ type Veth struct {
 	HostName  string
 	HostIndex int
 	HostMAC   net.HardwareAddr
+	HostMTU   int
 	PodIfName string
 	PodIndex  int
 	PodMAC    net.HardwareAddr
+	PodMTU    int
 	// Reused is true when the pair existed already (a repeated ADD) and was kept as it was.
 	Reused bool
 }
 
-// SetupVeth creates the veth pair hostName <-> ifName with ifName inside the pod, both up at the kernel's
-// default MTU until SetMTU (the agent says the MTU in the answer that needs the host end's ifindex). A pair that
+// SetupVeth creates the veth pair hostName <-> ifName with ifName inside the pod, both up at mtu (0: the
+// kernel's default); SetMTU corrects it when the agent's answer, which needs the host end's ifindex, says
+// another. A changed MTU costs the kernel a walk of every IPv6 route of the node, so the caller creates the
+// pair at the MTU the agent most likely says. A pair that
 // already joins the two ends is reused, so a repeated ADD changes nothing; a stale host veth of the same name (a
 // previous sandbox of the same pod) is replaced. Errors wrap ErrIfaceTaken where it applies.
-func (p *Pod) SetupVeth(hostName, ifName string) (*Veth, error) {
-	if v, err := p.existingPair(hostName, ifName); err != nil || v != nil {
-		return v, err
-	}
-	// The host end is created up; a stale host veth of the same name is looked for only when the name is taken.
+//
+// The pair is created first and the names looked at only when one is taken, so a first ADD makes no lookup
+// that finds nothing; both ends get their MACs from eniwire (random, locally administered), so the host end's
+// need not be read back.
+func (p *Pod) SetupVeth(hostName, ifName string, mtu int) (*Veth, error) {
+	hostMAC, podMAC := randomMAC(), randomMAC()
 	la := netlink.NewLinkAttrs()
-	la.Name, la.Flags = hostName, net.FlagUp
-	veth := &netlink.Veth{LinkAttrs: la, PeerName: ifName, PeerNamespace: netlink.NsFd(int(p.ns.Fd()))}
+	la.Name, la.Flags, la.HardwareAddr, la.MTU = hostName, net.FlagUp, hostMAC, mtu
+	veth := &netlink.Veth{LinkAttrs: la, PeerName: ifName, PeerHardwareAddr: podMAC,
+		PeerNamespace: netlink.NsFd(int(p.ns.Fd()))}
 	err := p.host.LinkAdd(veth)
 	if errors.Is(err, syscall.EEXIST) {
-		// Same pod, earlier sandbox: its veth must give way to the new one.
+		// A name is taken: by the pair of an earlier ADD (kept), by something else in the pod (refused), or by
+		// the host veth of an earlier sandbox of the same pod, which must give way to the new one.
+		if v, perr := p.existingPair(hostName, ifName); perr != nil || v != nil {
+			return v, perr
+		}
 		if old, lerr := linkByName(p.host, hostName); lerr == nil {
 			if derr := p.host.LinkDel(old); derr != nil && !isNotFound(derr) {
 				return nil, fmt.Errorf("removing stale host veth %s: %w", hostName, derr)
@@ -71,12 +86,43 @@ func (p *Pod) SetupVeth(hostName, ifName string) (*Veth, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating veth pair %s/%s: %w", hostName, ifName, err)
 	}
-	v, err := p.bringUp(hostName, ifName)
+	v, err := p.podEndUp(veth, ifName)
 	if err != nil {
 		_ = p.host.LinkDel(veth)
 		return nil, err
 	}
 	return v, nil
+}
+
+// podEndUp sets the pod end of the pair just created up and reads its index; the host end was created up,
+// and LinkAdd left its index in created.
+func (p *Pod) podEndUp(created *netlink.Veth, ifName string) (*Veth, error) {
+	if created.Index == 0 {
+		host, err := linkByName(p.host, created.Name)
+		if err != nil {
+			return nil, fmt.Errorf("looking up host veth %s: %w", created.Name, err)
+		}
+		created.Index = host.Attrs().Index
+	}
+	pod, err := linkByName(p.nl, ifName)
+	if err != nil {
+		return nil, fmt.Errorf("looking up %s in the pod: %w", ifName, err)
+	}
+	if err := setUp(p.nl, pod); err != nil {
+		return nil, fmt.Errorf("setting %s up in the pod: %w", ifName, err)
+	}
+	// Both ends were created at the same MTU.
+	return &Veth{HostName: created.Name, HostIndex: created.Index, HostMAC: created.HardwareAddr,
+		HostMTU: pod.Attrs().MTU, PodIfName: ifName, PodIndex: pod.Attrs().Index, PodMAC: pod.Attrs().HardwareAddr,
+		PodMTU: pod.Attrs().MTU}, nil
+}
+
+// randomMAC is a random unicast, locally administered MAC, as the kernel gives a veth it is not told one.
+func randomMAC() net.HardwareAddr {
+	mac := make(net.HardwareAddr, 8)
+	binary.LittleEndian.PutUint64(mac, rand.Uint64())
+	mac[0] = mac[0]&^0x01 | 0x02
+	return mac[:6]
 }
 
 // existingPair returns the pair when ifName in the pod is already the peer of hostName, nil when ifName does not
@@ -108,7 +154,7 @@ func (p *Pod) existingPair(hostName, ifName string) (*Veth, error) {
 	return v, err
 }
 
-// bringUp sets both ends up and reads their indexes and MACs.
+// bringUp sets both ends of an existing pair up and reads their indexes and MACs.
 func (p *Pod) bringUp(hostName, ifName string) (*Veth, error) {
 	host, err := linkByName(p.host, hostName)
 	if err != nil {
@@ -125,7 +171,8 @@ func (p *Pod) bringUp(hostName, ifName string) (*Veth, error) {
 		return nil, fmt.Errorf("setting %s up in the pod: %w", ifName, err)
 	}
 	return &Veth{HostName: hostName, HostIndex: host.Attrs().Index, HostMAC: host.Attrs().HardwareAddr,
-		PodIfName: ifName, PodIndex: pod.Attrs().Index, PodMAC: pod.Attrs().HardwareAddr}, nil
+		HostMTU: host.Attrs().MTU, PodIfName: ifName, PodIndex: pod.Attrs().Index, PodMAC: pod.Attrs().HardwareAddr,
+		PodMTU: pod.Attrs().MTU}, nil
 }
 
 // setUp sets l up unless it is (a host end is created up, a reused pair may be up already).
@@ -136,8 +183,8 @@ func setUp(h *netlink.Handle, l netlink.Link) error {
 	return h.LinkSetUp(l)
 }
 
-// SetMTU sets mtu on both ends of the pair v, by index (setting an MTU a link has already changes nothing);
-// 0 changes nothing.
+// SetMTU sets mtu on both ends of the pair v, by index, where an end does not have it already; 0 changes
+// nothing.
 func (p *Pod) SetMTU(v *Veth, mtu int) error {
 	if mtu == 0 {
 		return nil
@@ -145,12 +192,20 @@ func (p *Pod) SetMTU(v *Veth, mtu int) error {
 	for _, end := range []struct {
 		nl    *netlink.Handle
 		index int
+		mtu   *int
 		where string
-	}{{p.host, v.HostIndex, "host veth " + v.HostName}, {p.nl, v.PodIndex, "the pod's " + v.PodIfName}} {
+	}{
+		{p.host, v.HostIndex, &v.HostMTU, "host veth " + v.HostName},
+		{p.nl, v.PodIndex, &v.PodMTU, "the pod's " + v.PodIfName},
+	} {
+		if *end.mtu == mtu {
+			continue
+		}
 		l := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: end.index}}
 		if err := end.nl.LinkSetMTU(l, mtu); err != nil {
 			return fmt.Errorf("setting MTU %d on %s: %w", mtu, end.where, err)
 		}
+		*end.mtu = mtu
 	}
 	return nil
 }

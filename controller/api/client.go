@@ -35,8 +35,23 @@ const maxAnswer = 16 << 20
 // Assign asks for an IP for req's attachment. Errors: *Error (CodeNoIPAvailable, CodeNotReady,
 // CodeBadRequest, ...) or an error wrapping ErrUnreachable.
 func (c *Client) Assign(ctx context.Context, req AssignRequest) (*Assignment, error) {
+	return c.SendAssign(ctx, req).Answer()
+}
+
+// PendingAssign is an Assign request the agent is working on.
+type PendingAssign struct{ sent *sent }
+
+// SendAssign sends an Assign request and returns without waiting for the answer, so the caller can do work
+// that does not need it while the agent journals the assignment. Answer returns what Assign would; call it
+// exactly once.
+func (c *Client) SendAssign(ctx context.Context, req AssignRequest) *PendingAssign {
+	return &PendingAssign{sent: c.send(ctx, "POST", PathAssign, req)}
+}
+
+// Answer waits for the agent's answer. Errors as for Assign.
+func (p *PendingAssign) Answer() (*Assignment, error) {
 	var out Assignment
-	if err := c.do(ctx, "POST", PathAssign, req, &out); err != nil {
+	if err := p.sent.answer(&out); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -88,47 +103,47 @@ func (c *Client) GC(ctx context.Context, req GCRequest) (*GCResponse, error) {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	return c.send(ctx, method, path, in).answer(out)
+}
+
+// sent is a request written to the agent on a connection of its own, whose answer is not read yet: the
+// agent works on it meanwhile. answer reads the answer and ends the call; every sent request is answered.
+type sent struct {
+	socket, path string
+	ctx          context.Context
+	conn         net.Conn
+	end          func() // closes the connection and ends ctx
+	err          error  // why the request could not be sent; answer returns it
+}
+
+// send encodes in (when not nil) and writes the request; an error is kept for answer to return.
+func (c *Client) send(ctx context.Context, method, path string, in any) *sent {
+	s := &sent{socket: c.socket, path: path}
 	var body []byte
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return fmt.Errorf("encoding %s request: %w", path, err)
+			s.err = fmt.Errorf("encoding %s request: %w", path, err)
+			return s
 		}
 		body = b
 	}
-	status, raw, err := c.roundTrip(ctx, method, path, body)
-	if err != nil {
-		return fmt.Errorf("calling agent at %s: %w: %w", c.socket, ErrUnreachable, err)
-	}
-	if status/100 != 2 {
-		apiErr := &Error{}
-		if json.Unmarshal(raw, apiErr) != nil || apiErr.Code == "" {
-			apiErr = &Error{Code: CodeInternal, Message: fmt.Sprintf("HTTP %d: %s", status, bytes.TrimSpace(raw))}
-		}
-		return apiErr
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("decoding %s answer: %w", path, err)
-	}
-	return nil
-}
-
-// roundTrip sends one request on a connection of its own and returns the answer's status code and body.
-func (c *Client) roundTrip(ctx context.Context, method, path string, body []byte) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
 	dialer := net.Dialer{Timeout: c.dial}
 	conn, err := dialer.DialContext(ctx, "unix", c.socket)
 	if err != nil {
-		return 0, nil, err
+		cancel()
+		s.err = s.unreachable(err)
+		return s
 	}
-	defer conn.Close()
 	// The context alone ends the call (its deadline included), so a read cut short always says why.
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	defer stop()
+	s.ctx, s.conn = ctx, conn
+	s.end = func() {
+		stop()
+		conn.Close()
+		cancel()
+	}
 
 	var req bytes.Buffer
 	fmt.Fprintf(&req, "%s %s HTTP/1.0\r\nHost: agent\r\n", method, path)
@@ -138,16 +153,48 @@ func (c *Client) roundTrip(ctx context.Context, method, path string, body []byte
 	req.WriteString("\r\n")
 	req.Write(body)
 	if _, err := conn.Write(req.Bytes()); err != nil {
-		return 0, nil, ctxErr(ctx, err)
+		s.end()
+		s.err = s.unreachable(ctxErr(ctx, err))
 	}
-	answer, err := io.ReadAll(io.LimitReader(conn, maxAnswer+1))
+	return s
+}
+
+// answer waits for the agent's answer and decodes it into out (when not nil); an answer that is not 2xx
+// becomes *Error.
+func (s *sent) answer(out any) error {
+	if s.err != nil {
+		return s.err
+	}
+	defer s.end()
+	raw, err := io.ReadAll(io.LimitReader(s.conn, maxAnswer+1))
 	if err != nil {
-		return 0, nil, ctxErr(ctx, err)
+		return s.unreachable(ctxErr(s.ctx, err))
 	}
-	if len(answer) > maxAnswer {
-		return 0, nil, fmt.Errorf("the answer to %s is over %d bytes", path, maxAnswer)
+	if len(raw) > maxAnswer {
+		return s.unreachable(fmt.Errorf("the answer to %s is over %d bytes", s.path, maxAnswer))
 	}
-	return parseAnswer(answer)
+	status, body, err := parseAnswer(raw)
+	if err != nil {
+		return s.unreachable(err)
+	}
+	if status/100 != 2 {
+		apiErr := &Error{}
+		if json.Unmarshal(body, apiErr) != nil || apiErr.Code == "" {
+			apiErr = &Error{Code: CodeInternal, Message: fmt.Sprintf("HTTP %d: %s", status, bytes.TrimSpace(body))}
+		}
+		return apiErr
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("decoding %s answer: %w", s.path, err)
+	}
+	return nil
+}
+
+func (s *sent) unreachable(err error) error {
+	return fmt.Errorf("calling agent at %s: %w: %w", s.socket, ErrUnreachable, err)
 }
 
 // ctxErr says the context's reason when it ended the call.

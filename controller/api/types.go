@@ -8,6 +8,10 @@ import "time"
 // Version is the path prefix of every endpoint; a breaking change to the types gets a new one.
 const Version = "v1"
 
+// DefaultMTU is the pods' veth MTU unless the agent is configured otherwise (AWS_VPC_ENI_MTU's default: EC2's
+// jumbo frames). The plugin creates a pair at it, so the usual answer changes nothing.
+const DefaultMTU = 9001
+
 // DefaultSocket is where the agent listens unless configured otherwise.
 const DefaultSocket = "/run/eniwire/agent.sock"
 

@@ -51,6 +51,13 @@ func NewView(st *journal.State, now time.Time) *View {
 	return v
 }
 
+// Assigned records that ip was just given to a pod, as the books' assignment record says once written: the
+// view that picked ip answers for the books after the assignment without being built again.
+func (v *View) Assigned(ip string) {
+	v.assigned[ip] = true
+	delete(v.cooling, ip)
+}
+
 // State returns what the books say about ip.
 func (v *View) State(ip string) IPState {
 	switch {
