@@ -69,6 +69,9 @@ type Config struct {
 	// PodMTU is the MTU every assignment answer carries for the pod's veth (api.Assignment.MTU): the node's
 	// setting when answered, not journaled. 0 leaves the plugin to the kernel's default.
 	PodMTU int
+	// CustomNetworking: new ENIs take the subnet and security groups of the node's ENIConfig
+	// (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG).
+	CustomNetworking bool
 }
 
 // NodeInfo are the facts about the instance, from IMDS and DescribeInstanceTypes.
@@ -113,6 +116,8 @@ type Deps struct {
 	Urgent func(context.Context) context.Context
 	// WrapJournal, if set, wraps the opened journal (tests inject crashes with it).
 	WrapJournal func(Journal) Journal
+	// ENIConfigs says which ENIConfig applies to the node; required with Config.CustomNetworking.
+	ENIConfigs ENIConfigSource
 }
 
 func (c *Config) defaults() {
