@@ -61,6 +61,9 @@ func (s *suite) customNetworking(t *testing.T) string {
 	if err := s.c.WaitNodesReady(ctx, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	if err := waitAgentLog(ctx, s.c, n, `"msg":"ENIConfig","applies":true,"choice":"ENIConfig `+zone); err != nil {
+		t.Fatal(err)
+	}
 
 	start := time.Now()
 	mustCreate(t, "customnet", s.c.Client.AppsV1().Deployments(ns).Create, deployment("customnet", n.Name, customReplicas))
@@ -128,6 +131,26 @@ func kubectl(t *testing.T, c *cluster.Cluster, args ...string) string {
 		t.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 	return out
+}
+
+// waitAgentLog waits until the log of n's agent holds want: the agent's own word on what it read from the
+// Kubernetes API.
+func waitAgentLog(ctx context.Context, c *cluster.Cluster, n *cluster.Node, want string) error {
+	var last string
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(time.Second) {
+		pod, err := c.AgentPod(ctx, n.Name)
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		out, err := c.Kubectl(ctx, "logs", "-n", "kube-system", pod.Name)
+		if err == nil && strings.Contains(out, want) {
+			return nil
+		}
+		last = out
+	}
+	lines := strings.Split(strings.TrimSpace(last), "\n")
+	return fmt.Errorf("the agent on %s never logged %s; its last lines:\n%s", short(n.Name), want, strings.Join(lines[max(0, len(lines)-15):], "\n"))
 }
 
 type peerPod struct{ name, ip string }
