@@ -61,7 +61,7 @@ func (s *suite) customNetworking(t *testing.T) string {
 	if err := s.c.WaitNodesReady(ctx, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitAgentLog(ctx, s.c, n, `"msg":"ENIConfig","applies":true,"choice":"ENIConfig `+zone); err != nil {
+	if err := waitAgentLog(ctx, s.c, n, `"applies":true,"choice":"ENIConfig `+zone+" ("); err != nil {
 		t.Fatal(err)
 	}
 
