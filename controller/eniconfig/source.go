@@ -122,12 +122,11 @@ func (s *Source) WaitForSync(ctx context.Context) bool {
 // Current implements controller.ENIConfigSource from the informers' stores: the last state seen.
 func (s *Source) Current() (controller.ENIConfig, bool, string) {
 	obj, found, _ := s.node.GetStore().GetByKey(s.nodeName)
-	if !found {
-		why := fmt.Sprintf("node %s not seen in the Kubernetes API yet", s.nodeName)
-		if err := s.Err(); err != nil {
-			why += ": " + err.Error()
-		}
-		return controller.ENIConfig{}, false, why
+	switch {
+	case !found:
+		return controller.ENIConfig{}, false, s.notYet(fmt.Sprintf("node %s not seen in the Kubernetes API yet", s.nodeName))
+	case !s.configs.HasSynced():
+		return controller.ENIConfig{}, false, s.notYet("ENIConfigs not listed yet")
 	}
 	node := obj.(*unstructured.Unstructured)
 	configs := map[string]parsed{}
@@ -136,6 +135,14 @@ func (s *Source) Current() (controller.ENIConfig, bool, string) {
 		configs[p.config.Name] = p
 	}
 	return s.keys.choose(node.GetLabels(), node.GetAnnotations(), configs)
+}
+
+// notYet is why with the connection's error, if any.
+func (s *Source) notYet(why string) string {
+	if err := s.Err(); err != nil {
+		return why + ": " + err.Error()
+	}
+	return why
 }
 
 // Err implements controller.ENIConfigSource: the last list or watch error of either resource.
