@@ -16,6 +16,10 @@ const (
 	DefaultAnnotation = "k8s.amazonaws.com/eniConfig"
 )
 
+// ExternalLabel names the node's ENIConfig ahead of any annotation or label: the AWS VPC CNI reserves it for
+// tools that manage ENIConfigs for nodes.
+const ExternalLabel = "vpc.amazonaws.com/externalEniConfig"
+
 // fallbackName is the ENIConfig of a node that names none, as in the AWS VPC CNI.
 const fallbackName = "default"
 
@@ -24,9 +28,12 @@ type keys struct {
 	label, annotation string
 }
 
-// nameFor says which ENIConfig a node names and how: its annotation wins over its label, and a node with
-// neither gets the ENIConfig named "default".
+// nameFor says which ENIConfig a node names and how: the external label wins, then the annotation, then the
+// label, and a node with none gets the ENIConfig named "default".
 func (k keys) nameFor(labels, annotations map[string]string) (name, how string) {
+	if v := labels[ExternalLabel]; v != "" {
+		return v, fmt.Sprintf("label %s", ExternalLabel)
+	}
 	if v, ok := annotations[k.annotation]; ok && k.annotation != "" && v != "" {
 		return v, fmt.Sprintf("annotation %s", k.annotation)
 	}

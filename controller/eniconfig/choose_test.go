@@ -16,6 +16,7 @@ func TestANodeNamesItsENIConfigAsTheAWSVPCCNIDoes(t *testing.T) {
 	}{
 		{"by the label", defaultKeys, map[string]string{DefaultLabel: "a"}, nil, "a", "label"},
 		{"by the annotation, over the label", defaultKeys, map[string]string{DefaultLabel: "a"}, map[string]string{DefaultAnnotation: "b"}, "b", "annotation"},
+		{"by the external label, over both", defaultKeys, map[string]string{DefaultLabel: "a", ExternalLabel: "x"}, map[string]string{DefaultAnnotation: "b"}, "x", "label " + ExternalLabel},
 		{"by neither: default", defaultKeys, map[string]string{"other": "a"}, nil, "default", "node has no label"},
 		{"an empty value counts as none", defaultKeys, map[string]string{DefaultLabel: ""}, nil, "default", "node has no label"},
 		{"an empty annotation key is not consulted", keys{label: "zone"}, map[string]string{"zone": "z"}, map[string]string{"": "b"}, "z", "label zone"},
