@@ -43,10 +43,28 @@ type closure struct {
 	at  time.Time
 }
 
-// counts is the view's counts with the closed ENIs marked; closures older than reopenClosedAfter end.
+// closeIfFull closes eniID to new IPs if err is its subnet refusing them for want of addresses while subnet
+// discovery has another candidate, and reports whether it did: the deficit then goes to a new ENI there.
+func (m *poolManager) closeIfFull(eniID, subnetID string, err error) bool {
+	if !errors.Is(err, eni.ErrSubnetFull) || !m.place.subnetFull(subnetID) {
+		return false
+	}
+	why := fmt.Sprintf("subnet %s of ENI %s has no free addresses (%s); new IPs come from an ENI in another subnet",
+		subnetID, eniID, eni.ErrorCode(err))
+	m.mu.Lock()
+	m.closed[eniID] = closure{why: why, at: m.clock.Now()}
+	m.mu.Unlock()
+	m.status.set(why)
+	return true
+}
+
+// counts is the view's counts with the closed ENIs marked; closures older than reopenClosedAfter end. A
+// retired ENI (placement.go) is closed and its free addresses do not count: the pool grows elsewhere, and
+// the ENI goes by the surplus path once its pods have.
 func (m *poolManager) counts(v *pool.View) pool.Counts {
 	c := v.Counts()
 	now := m.clock.Now()
+	retired := m.place.retiredSet()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, cl := range m.closed {
@@ -55,7 +73,12 @@ func (m *poolManager) counts(v *pool.View) pool.Counts {
 		}
 	}
 	for i := range c.ENIs {
-		_, c.ENIs[i].Closed = m.closed[c.ENIs[i].ID]
+		e := &c.ENIs[i]
+		_, e.Closed = m.closed[e.ID]
+		if retired[e.ID] {
+			e.Closed, e.Retired = true, true
+			e.IPs, e.FreeSingles, e.EmptyPrefixes = e.Assigned+e.Cooldown, 0, 0
+		}
 	}
 	return c
 }

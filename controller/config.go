@@ -69,9 +69,16 @@ type Config struct {
 	// PodMTU is the MTU every assignment answer carries for the pod's veth (api.Assignment.MTU): the node's
 	// setting when answered, not journaled. 0 leaves the plugin to the kernel's default.
 	PodMTU int
-	// CustomNetworking: new ENIs take the subnet and security groups of the node's ENIConfig
-	// (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG).
+	// DisableSubnetDiscovery is ENABLE_SUBNET_DISCOVERY=false: new ENIs go to the node's own subnet only.
+	// With discovery (the default) they go to the subnet of the node's VPC and zone with the most free
+	// addresses among the node's own and those tagged kubernetes.io/role/cni=1 (subnets.go).
+	DisableSubnetDiscovery bool
+	// CustomNetworking (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG): new ENIs go to the subnet of the node's ENIConfig
+	// (Deps.ENIConfigs) with its security groups, and the primary ENI carries no pods (placement.go).
 	CustomNetworking bool
+	// VPCRefreshInterval: the VPC's CIDR blocks are read (DescribeVpcs) at start and then at most this often,
+	// with the reconcile (default 5 min).
+	VPCRefreshInterval time.Duration
 }
 
 // NodeInfo are the facts about the instance, from IMDS and DescribeInstanceTypes.
@@ -79,6 +86,7 @@ type NodeInfo struct {
 	InstanceID     string
 	InstanceType   string
 	AZ             string
+	VPCID          string
 	PrimaryMAC     string
 	PrimaryIP      string
 	VPCCIDRs       []string
@@ -114,10 +122,10 @@ type Deps struct {
 	Datapath dptypes.Driver
 	// Urgent marks a context for calls that unblock pods (ec2client.WithPriority with Urgent); may be nil.
 	Urgent func(context.Context) context.Context
-	// WrapJournal, if set, wraps the opened journal (tests inject crashes with it).
-	WrapJournal func(Journal) Journal
 	// ENIConfigs says which ENIConfig applies to the node; required with Config.CustomNetworking.
 	ENIConfigs ENIConfigSource
+	// WrapJournal, if set, wraps the opened journal (tests inject crashes with it).
+	WrapJournal func(Journal) Journal
 }
 
 func (c *Config) defaults() {
@@ -144,6 +152,9 @@ func (c *Config) defaults() {
 	}
 	if c.GCGrace == 0 {
 		c.GCGrace = 5 * time.Minute
+	}
+	if c.VPCRefreshInterval == 0 {
+		c.VPCRefreshInterval = 5 * time.Minute
 	}
 	if c.VanishedPodGrace == 0 {
 		c.VanishedPodGrace = 2 * time.Minute

@@ -108,6 +108,14 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 			m.clearBackoff(opID)
 			return true
 		}
+		if rec.State == journal.Planned && errors.Is(err, eni.ErrSubnetFull) && m.place.subnetFull(rec.SubnetID) {
+			// The create dropped its plan; the pool plans again at once, in the next candidate subnet.
+			m.metrics.stepErrors.WithLabelValues(string(rec.State), eni.ErrorCode(err)).Inc()
+			m.clearBackoff(opID)
+			m.status.set(fmt.Sprintf("subnet %s has no free addresses (%s); new ENIs go to the next candidate subnet",
+				rec.SubnetID, eni.ErrorCode(err)))
+			return true
+		}
 		if rec.State == journal.Planned && m.noteRefusal(actionCreate, err) {
 			// The plan is dropped; the pool plans again once the refusal's pause is over.
 			m.metrics.stepErrors.WithLabelValues(string(rec.State), eni.ErrorCode(err)).Inc()
@@ -139,7 +147,7 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 				m.wake()
 			}
 		}()
-		m.poolBackoff(err)
+		m.poolBackoffIn(err, rec.SubnetID)
 		if errors.Is(err, eni.ErrBooksWrong) {
 			m.eni.RequestReconcile()
 		}
@@ -156,12 +164,16 @@ func (m *poolManager) clearBackoff(opID string) {
 
 // nextDelay grows a retry delay: exponential from 1 s to 5 min; IAM and capacity refusals start higher.
 func nextDelay(prev time.Duration, err error) time.Duration {
-	floor := time.Second
+	floor, ceiling := time.Second, 5*time.Minute
 	if errors.Is(err, eni.ErrUnauthorized) || errors.Is(err, eni.ErrSubnetFull) {
 		floor = time.Minute
 	}
+	if errors.Is(err, ErrNoPlacement) {
+		// Mostly a local check (an ENIConfig still missing or in another zone): a fix should not wait long.
+		ceiling = 30 * time.Second
+	}
 	d := max(prev*2, floor)
-	d = min(d, 5*time.Minute)
+	d = min(d, ceiling)
 	return d + time.Duration(rand.Int64N(int64(d)/5+1))
 }
 
@@ -180,11 +192,19 @@ func throttleDelay(prev time.Duration) (window, wait time.Duration) {
 }
 
 // poolBackoff stops pool growth for a while after errors a storm would not fix.
-func (m *poolManager) poolBackoff(err error) {
+func (m *poolManager) poolBackoff(err error) { m.poolBackoffIn(err, "") }
+
+// poolBackoffIn is poolBackoff after a call in subnetID ("": the node's own).
+func (m *poolManager) poolBackoffIn(err error, subnetID string) {
+	if subnetID == "" {
+		subnetID = m.subnetID
+	}
 	var why string
 	switch {
+	case errors.Is(err, ErrNoPlacement):
+		why = err.Error()
 	case errors.Is(err, eni.ErrSubnetFull):
-		why = "subnet " + m.subnetID + " has no free addresses (InsufficientFreeAddressesInSubnet)"
+		why = "subnet " + subnetID + " has no free addresses (" + eni.ErrorCode(err) + ")"
 	case errors.Is(err, eni.ErrUnauthorized):
 		why = "EC2 denies the calls (UnauthorizedOperation): check the node's IAM policy"
 	default:

@@ -44,7 +44,7 @@ func (m MetadataIMDS) PrimaryIP(ctx context.Context, mac string) (netip.Addr, er
 // NodeInfoFrom converts what metadata.Load read.
 func NodeInfoFrom(n *metadata.Node) NodeInfo {
 	info := NodeInfo{InstanceID: n.InstanceID, InstanceType: n.InstanceType, AZ: n.AZ, PrimaryMAC: n.PrimaryMAC,
-		SubnetID: n.SubnetID, SecurityGroups: n.SecurityGroups, MaxENIs: n.Limits.MaxENIs, IPv4PerENI: n.Limits.IPv4PerENI,
+		VPCID: n.VPCID, SubnetID: n.SubnetID, SecurityGroups: n.SecurityGroups, MaxENIs: n.Limits.MaxENIs, IPv4PerENI: n.Limits.IPv4PerENI,
 		Hypervisor: n.Limits.Hypervisor, VCPUs: n.Limits.VCPUs}
 	if n.PrimaryIP.IsValid() {
 		info.PrimaryIP = n.PrimaryIP.String()

@@ -69,14 +69,23 @@ func PodCeiling(vcpus int) int {
 // KubeletMaxPods computes PodLimit the way the AWS VPC CNI's max-pods-calculator.sh does: the ceiling
 // applies with and without prefixes, and a type that is not Nitro falls back to secondary IPs. The
 // secondary-IP number is MaxPods's, so it matches the AWS VPC CNI's published eni-max-pods.txt (which is
-// uncapped: MaxAllowed). The agent holds no more IPs than its MaxPods.
+// uncapped: MaxAllowed). The agent holds no more IPs than its MaxPods. With cfg.CustomNetworking the primary
+// ENI carries no pods, so it does not count, as with the calculator's --cni-custom-networking-enabled:
+// (maxENIs-1)*(ipv4PerENI-1)+2.
 func KubeletMaxPods(cfg Config, l metadata.Limits, prefixes bool) PodLimit {
 	pl := poolLimits(NodeInfo{MaxENIs: l.MaxENIs, IPv4PerENI: l.IPv4PerENI})
+	if cfg.CustomNetworking {
+		pl.MaxENIs = max(pl.MaxENIs-1, 0)
+	}
 	out := PodLimit{Ceiling: PodCeiling(l.VCPUs), Prefixes: prefixes && l.Nitro()}
 	if out.Prefixes {
 		pl.IPsPerENI *= IPsPerPrefix
 	}
-	out.MaxAllowed = pool.Targets{MaxENI: cfg.MaxENI, MaxPods: cfg.MaxPods}.MaxPodsFor(pl)
+	t := pool.Targets{MaxENI: cfg.MaxENI, MaxPods: cfg.MaxPods}
+	if cfg.CustomNetworking && t.MaxENI > 1 {
+		t.MaxENI-- // MAX_ENI counts the primary too
+	}
+	out.MaxAllowed = t.MaxPodsFor(pl)
 	out.MaxPods = min(out.MaxAllowed, out.Ceiling)
 	return out
 }

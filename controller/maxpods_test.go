@@ -70,6 +70,10 @@ func TestKubeletMaxPodsCeilingAndPrefixes(t *testing.T) {
 		{"31 vCPUs: the 250 ceiling", controller.Config{}, nitro(31), false, controller.PodLimit{MaxAllowed: 234, Ceiling: 250, MaxPods: 234}},
 		{"prefixes: 16 addresses a slot", controller.Config{MaxENI: 1}, nitro(64), true, controller.PodLimit{MaxAllowed: 29*16 + 2, Ceiling: 250, MaxPods: 250, Prefixes: true}},
 		{"Xen: secondary IPs", controller.Config{}, metadata.Limits{MaxENIs: 2, IPv4PerENI: 10, VCPUs: 2, Hypervisor: "xen"}, true, controller.PodLimit{MaxAllowed: 20, Ceiling: 110, MaxPods: 20}},
+		{"custom networking: the primary ENI carries no pods", controller.Config{CustomNetworking: true}, nitro(31), false, controller.PodLimit{MaxAllowed: 7*29 + 2, Ceiling: 250, MaxPods: 7*29 + 2}},
+		{"custom networking, m5.large: the calculator's 20", controller.Config{CustomNetworking: true}, metadata.Limits{MaxENIs: 3, IPv4PerENI: 10, VCPUs: 2, Hypervisor: "nitro"}, false, controller.PodLimit{MaxAllowed: 20, Ceiling: 110, MaxPods: 20}},
+		{"custom networking with prefixes", controller.Config{CustomNetworking: true}, nitro(31), true, controller.PodLimit{MaxAllowed: 7*29*16 + 2, Ceiling: 250, MaxPods: 250, Prefixes: true}},
+		{"custom networking: MAX_ENI counts the primary", controller.Config{CustomNetworking: true, MaxENI: 3}, nitro(31), false, controller.PodLimit{MaxAllowed: 2*29 + 2, Ceiling: 250, MaxPods: 2*29 + 2}},
 		{"MAX_PODS is the setting", controller.Config{MaxPods: 50}, nitro(2), true, controller.PodLimit{MaxAllowed: 50, Ceiling: 110, MaxPods: 50, Prefixes: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

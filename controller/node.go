@@ -37,6 +37,8 @@ type Node struct {
 	pool   *poolManager  // moves the pool toward its targets; Run loop only (backoffs: their own lock)
 	house  *housekeeping // reconcile and orphan-sweep pacing; Run loop only (answered: atomic)
 	status *poolStatus   // the pool's status line; its own lock
+	place  *placer       // where new ENIs go, which ENIs pods may use; its own lock
+	vpc    *vpcCIDRs     // the VPC's CIDR blocks, told to the datapath; Run loop only
 	gone   *vanishedPods // releases assignments of pods that went without a DEL; Run loop only
 }
 
@@ -47,6 +49,9 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	cfg.defaults()
 	if deps.EC2 == nil || deps.Node.InstanceID == "" {
 		return nil, errors.New("building node controller: EC2 client and instance id are required")
+	}
+	if cfg.CustomNetworking && deps.ENIConfigs == nil {
+		return nil, errors.New("building node controller: custom networking needs an ENIConfig source")
 	}
 	if deps.Clock == nil {
 		deps.Clock = clock.Real{}
@@ -86,13 +91,20 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		return nil, err
 	}
 	n.metrics = m
+	subnets := newSubnetCandidates(deps.EC2, !cfg.DisableSubnetDiscovery, deps.Node, cfg.Cluster, deps.Clock, log)
+	var custom ENIConfigSource
+	if cfg.CustomNetworking {
+		custom = deps.ENIConfigs
+	}
+	n.place = newPlacer(subnets, custom, deps.EC2, deps.Node.AZ, deps.Clock, log)
 	n.eni = eni.NewManager(eni.Config{
 		InstanceID: deps.Node.InstanceID, Cluster: cfg.Cluster, SubnetID: deps.Node.SubnetID,
 		SubnetCIDR: deps.Node.SubnetCIDR, SecurityGroups: deps.Node.SecurityGroups, MaxENIs: deps.Node.MaxENIs,
-		GCGrace: cfg.GCGrace,
+		GCGrace: cfg.GCGrace, SubnetCIDROf: subnets.cidrOf,
 	}, deps.EC2, deps.IMDS, n.books, deps.Clock, log)
 	targets, limits := poolTargets(cfg, deps.Node), poolLimits(deps.Node)
-	log.Info("pool limits", "maxPods", targets.MaxPods, "prefixDelegation", targets.Prefixes)
+	log.Info("pool limits", "maxPods", targets.MaxPods, "prefixDelegation", targets.Prefixes,
+		"subnetDiscovery", !cfg.DisableSubnetDiscovery, "customNetworking", cfg.CustomNetworking)
 	if cfg.EnablePrefixDelegation && !targets.Prefixes {
 		log.Warn("prefix delegation asked for, but the instance type does not take prefixes (not Nitro); using secondary IPs",
 			"type", deps.Node.InstanceType)
@@ -105,13 +117,14 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	n.enis = &eniSync{books: n.books, dp: deps.Datapath, log: log, up: map[string]dptypes.ENI{}, failing: map[string]bool{}}
 	n.pool = &poolManager{books: n.books, eni: n.eni, targets: targets, limits: limits, releaseDelay: cfg.ReleaseDelay,
 		poolInterval: cfg.PoolInterval, subnetID: deps.Node.SubnetID, urgent: deps.Urgent, clock: deps.Clock, log: log,
-		metrics: m, status: n.status, wake: n.Wake, backoffs: map[string]backoff{}, driving: map[string]bool{},
+		metrics: m, status: n.status, wake: n.Wake, place: n.place, backoffs: map[string]backoff{}, driving: map[string]bool{},
 		refused: map[string]refusal{}, refusalDelay: map[string]time.Duration{}, closed: map[string]closure{},
 		fallback: &prefixFallback{subnetID: deps.Node.SubnetID, log: log, gauge: m.prefixFallback}}
 	n.house = &housekeeping{eni: n.eni, reconcileInterval: cfg.ReconcileInterval,
 		maxReconcileInterval: cfg.MaxReconcileInterval, orphanSweepInterval: cfg.OrphanSweepInterval,
 		clock: deps.Clock, log: log, metrics: m, status: n.status, reconcileEvery: cfg.ReconcileInterval}
 	n.house.throttles, _ = deps.EC2.(throttleReporter)
+	n.vpc = newVPCCIDRs(deps.EC2, deps.Datapath, deps.Node, cfg.VPCRefreshInterval, log)
 	n.gone = &vanishedPods{ipam: n.ipam, gone: netnsGone, grace: cfg.VanishedPodGrace, every: cfg.VanishedPodGrace / 4,
 		clock: deps.Clock, log: log, released: m.vanished, since: map[api.Attachment]time.Time{}}
 	log.Info("journal replayed", "enis", len(st.ENIs), "assignments", len(st.Assignments), "seq", st.Seq, "recovered", store.Recovered)
@@ -135,8 +148,9 @@ func (n *Node) Ready() (bool, string) {
 	return true, ""
 }
 
-// servable reports whether the node can hand out ip of eniID now: the ENI's datapath is up.
-func (n *Node) servable(eniID, _ string) bool { return n.enis.isUp(eniID) }
+// servable reports whether the node can hand out ip of eniID now: the ENI's datapath is up and pods may
+// still take its addresses (placement.go).
+func (n *Node) servable(eniID, _ string) bool { return n.enis.isUp(eniID) && !n.place.isRetired(eniID) }
 
 // Healthy returns the journal failure that stopped the node (it wraps journal.ErrBroken when the store broke),
 // or nil. Run returns the same error.
@@ -179,6 +193,7 @@ func (n *Node) GC(ctx context.Context, req api.GCRequest) (*api.GCResponse, erro
 // Run restores the datapath from the books, then runs the pool manager until ctx ends, or until the journal
 // fails: then it returns that failure (see Healthy) and makes no further EC2 call.
 func (n *Node) Run(ctx context.Context) error {
+	n.place.observe(ctx, n.books)
 	n.enis.sync(ctx)
 	n.ipam.restorePods(ctx)
 	if j := n.cfg.StartJitter; j > 0 {
@@ -213,6 +228,9 @@ func (n *Node) tick(ctx context.Context) {
 	if n.house.reconcileDue(now) {
 		n.house.reconcile(ctx)
 	}
+	// Right after the reconcile, which may have put the primary ENI in the books: with custom networking no
+	// pod may get one of its addresses.
+	n.place.observe(ctx, n.books)
 	// Nothing moves before EC2 has been read once: the pool's arithmetic counts the primary ENI and whatever a
 	// previous run attached, which only a reconcile puts in the books. (Letting a failed first reconcile fall
 	// through to the pool made nodes plan one ENI too many, create it and delete it unattached: 642 wasted
@@ -220,6 +238,7 @@ func (n *Node) tick(ctx context.Context) {
 	if !n.house.answered.Load() {
 		return
 	}
+	n.vpc.refresh(ctx, now)
 	n.house.sweepOrphans(ctx, now)
 	n.gone.check(ctx, now)
 	n.pool.expireCooldowns(ctx)

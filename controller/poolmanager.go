@@ -35,6 +35,8 @@ type poolManager struct {
 	status  *poolStatus
 	// wake asks the Run loop for another round.
 	wake func()
+	// place says where new ENIs go and which ENIs pods may no longer use.
+	place *placer
 
 	surplusSince time.Time
 
@@ -162,6 +164,7 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 	type addIPs struct {
 		eni     string
 		primary bool
+		subnet  string
 		n       int
 	}
 	grain := targets.Grain()
@@ -190,7 +193,7 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 					break
 				}
 				k := min(slotsFor(d.AddIPs, grain), limits.IPsPerENI-c.ENIs[i].Slots)
-				adds = append(adds, addIPs{c.ENIs[i].ID, c.ENIs[i].Primary, k})
+				adds = append(adds, addIPs{c.ENIs[i].ID, c.ENIs[i].Primary, c.ENIs[i].Subnet, k})
 				c.ENIs[i].Slots += k
 				c.ENIs[i].IPs += k * grain
 				continue
@@ -237,6 +240,10 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 					done(true, nil) // decide again: the deficit goes to secondary ENIs
 					return
 				}
+				if m.closeIfFull(a.eni, a.subnet, err) {
+					done(true, nil) // decide again: the deficit goes to a new ENI in another subnet
+					return
+				}
 				if m.noteRefusal(actionAssign, err) {
 					done(false, nil)
 					return
@@ -253,7 +260,12 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 	}
 	for _, want := range plans {
 		wg.Go(func() {
-			op, err := plan(ctx, want)
+			at, err := m.place.place(ctx, want*grain)
+			if err != nil {
+				done(false, func() bool { return m.result(err, "placing ENI") })
+				return
+			}
+			op, err := plan(ctx, want, at)
 			if err != nil {
 				done(false, func() bool { return m.result(err, "planning ENI") })
 				return

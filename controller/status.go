@@ -17,12 +17,16 @@ func (n *Node) Status() *api.Status {
 	ps := n.status.get()
 	out := &api.Status{Ready: ready, Reason: why, InstanceID: n.info.InstanceID, InstanceType: n.info.InstanceType,
 		MaxENIs: n.eni.MaxENIs(), IPsPerENI: n.pool.limits.IPsPerENI, PoolStatus: ps, ENIs: []api.ENIStatus{}, Pending: []api.PendingOp{},
-		MaxPods: n.pool.targets.MaxPods, PrefixDelegation: n.pool.targets.Prefixes, PrefixFallback: n.pool.fallback.status()}
+		MaxPods: n.pool.targets.MaxPods, PrefixDelegation: n.pool.targets.Prefixes, PrefixFallback: n.pool.fallback.status(),
+		VPCCIDRs: n.vpc.list()}
+	if !n.place.customNetworking() {
+		out.Subnets = n.place.subnets.status()
+	}
 	n.books.View(func(st *journal.State) {
 		v := pool.NewView(st, n.clock.Now())
 		for _, e := range st.ENIs {
 			es := api.ENIStatus{ID: e.ID, MAC: e.MAC, DeviceIndex: e.DeviceIndex, State: string(e.State), Primary: e.Primary,
-				DeleteOnTermination: e.DeleteOnTermination, SubnetCIDR: e.SubnetCIDR, IPs: slices.Clone(e.IPs)}
+				DeleteOnTermination: e.DeleteOnTermination, SubnetID: e.SubnetID, SubnetCIDR: e.SubnetCIDR, IPs: slices.Clone(e.IPs)}
 			if es.IPs == nil {
 				es.IPs = []string{}
 			}
@@ -58,6 +62,15 @@ func (n *Node) Status() *api.Status {
 				out.Pending = append(out.Pending, api.PendingOp{OpID: e.OpID, ENI: e.ID, State: state, Since: e.Since, Error: e.LastError})
 			}
 		}
+		out.CustomNetworking = n.place.status(st, func(id string) int {
+			k := 0
+			for _, a := range st.Assignments {
+				if a.ENI == id {
+					k++
+				}
+			}
+			return k
+		})
 		for _, op := range st.IPOps {
 			out.Pending = append(out.Pending, api.PendingOp{OpID: op.OpID, ENI: op.ENI, State: string(op.Kind) + " IPs", Since: op.Since})
 		}

@@ -170,6 +170,12 @@ func (d *Datapath) DeleteENI(ifindex int) error {
 	return nil
 }
 
+// SetVPCCIDRs replaces the VPC's prefixes in the routes map (pods reach them by their own ENI) and keeps
+// the host ones Load wrote from the configuration: a block associated with the VPC later joins at run time.
+func (d *Datapath) SetVPCCIDRs(vpc []netip.Prefix) error {
+	return d.SetRoutes(vpc, hostRoutes(d.cfg))
+}
+
 // SetRoutes makes the routes map hold exactly these prefixes: vpc ones leave by the pod's ENI, host ones
 // go to the host stack. A prefix in both is a host route.
 func (d *Datapath) SetRoutes(vpc, host []netip.Prefix) error {

@@ -96,7 +96,8 @@ func run() error {
 		StateDir: s.stateDir, Cluster: s.cluster, WarmENITarget: s.warmENI, WarmIPTarget: s.warmIP,
 		MinimumIPTarget: s.minIP, MaxENI: s.maxENI, MaxPods: s.maxPods, Cooldown: s.cooldown,
 		EnablePrefixDelegation: s.prefixDelegation, WarmPrefixTarget: s.warmPrefix,
-		ReconcileInterval: s.reconcile, MaxReconcileInterval: s.maxReconcile,
+		DisableSubnetDiscovery: !s.subnetDiscovery,
+		ReconcileInterval:      s.reconcile, MaxReconcileInterval: s.maxReconcile,
 		OrphanSweepInterval: s.orphanSweep, PoolInterval: s.poolInterval, ReleaseDelay: s.releaseDelay,
 		GCGrace: s.gcGrace, StartJitter: s.jitter, JournalSync: s.journalSync,
 		// The pods' veths follow AWS_VPC_ENI_MTU, capped by the primary ENI's: every assignment says it.

@@ -21,7 +21,7 @@ import (
 type settings struct {
 	stateDir, socket, metricsAddr, cluster, logLevel, logFormat, region, datapath string
 	warmENI, warmIP, minIP, maxENI, maxPods, warmPrefix                           int
-	prefixDelegation                                                              bool
+	prefixDelegation, subnetDiscovery                                             bool
 	cooldown, reconcile, maxReconcile, orphanSweep, poolInterval, releaseDelay    time.Duration
 	gcGrace, jitter                                                               time.Duration
 	clockFactor                                                                   float64
@@ -56,6 +56,7 @@ var table = []setting{
 	{"warm-ip-target", "WARM_IP_TARGET", "0", "free IPs to keep (0: unset); in prefix mode rounded up to whole prefixes, and it overrides WARM_PREFIX_TARGET"},
 	{"minimum-ip-target", "MINIMUM_IP_TARGET", "0", "IPs to hold at least (0: unset)"},
 	{"enable-prefix-delegation", "ENABLE_PREFIX_DELEGATION", "false", "true: new room comes as /28 prefixes, 16 pod IPs per ENI slot (Nitro types; others keep secondary IPs); a subnet with no free /28 gets single IPs until prefixes can be assigned again"},
+	{"enable-subnet-discovery", "ENABLE_SUBNET_DISCOVERY", "true", "true: new ENIs go to the subnet of the node's VPC and zone with the most free addresses among the node's own (unless tagged kubernetes.io/role/cni=0) and those tagged kubernetes.io/role/cni=1 (and, if tagged kubernetes.io/cluster/<name>, for this cluster); false: the node's own subnet only"},
 	{"warm-prefix-target", "WARM_PREFIX_TARGET", "1", "prefix mode: /28 prefixes' worth of free IPs to keep (unused when a WARM_IP/MINIMUM_IP target is set; 0: WARM_ENI_TARGET applies)"},
 	{"max-eni", "MAX_ENI", "0", "ENIs to hold at most, primary included (0: the instance limit)"},
 	{"max-pods", "MAX_PODS", "0", "pods the node runs at most; the pool never holds more IPs and the per-pod traffic map no more pods (0: what eniwirectl max-pods prints for the instance: ENIs x (IPs per ENI - 1) + 2, 16 IPs a slot in prefix mode, capped at 110 up to 30 vCPUs, else 250)"},
@@ -151,6 +152,9 @@ func parseSettings(args []string) (*settings, error) {
 	}
 	if s.customNetwork && s.nodeName == "" {
 		errs = append(errs, errors.New("--custom-network needs --node-name (MY_NODE_NAME)"))
+	}
+	if s.subnetDiscovery, err = strconv.ParseBool(str("enable-subnet-discovery")); err != nil {
+		errs = append(errs, fmt.Errorf("--enable-subnet-discovery: %w", err))
 	}
 	if s.eniMTU < minMTU || s.eniMTU > maxMTU {
 		errs = append(errs, fmt.Errorf("--eni-mtu: %d is not in [%d, %d]", s.eniMTU, minMTU, maxMTU))

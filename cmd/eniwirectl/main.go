@@ -35,6 +35,7 @@ flags:
 max-pods flags:
   --instance-type T     the type (default: the one the agent cached in --state-dir)
   --prefix-delegation   count /28 prefixes (16 addresses a slot) on Nitro types
+  --custom-networking   the primary ENI carries no pods (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG)
   --max-eni N           count at most N ENIs (MAX_ENI)
   --show-max-allowed    print what the ENIs can address, without the 110/250 ceiling
 `
@@ -43,9 +44,9 @@ max-pods flags:
 type options struct {
 	socket, stateDir, pinRoot, output string
 	// max-pods
-	instanceType             string
-	prefixes, showMaxAllowed bool
-	maxENI                   int
+	instanceType                               string
+	prefixes, showMaxAllowed, customNetworking bool
+	maxENI                                     int
 }
 
 type command func(opts options, out io.Writer) error
@@ -93,6 +94,7 @@ func run(args []string, out io.Writer) error {
 	fs.StringVar(&o.instanceType, "instance-type", "", "instance type (max-pods)")
 	fs.BoolVar(&o.prefixes, "prefix-delegation", false, "count /28 prefixes (max-pods)")
 	fs.IntVar(&o.maxENI, "max-eni", 0, "MAX_ENI (max-pods)")
+	fs.BoolVar(&o.customNetworking, "custom-networking", false, "the primary ENI carries no pods (max-pods)")
 	fs.BoolVar(&o.showMaxAllowed, "show-max-allowed", false, "no 110/250 ceiling (max-pods)")
 	fs.Usage = func() { fmt.Fprint(os.Stderr, usage) }
 	if err := fs.Parse(args[1:]); err != nil {

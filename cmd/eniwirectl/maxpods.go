@@ -40,7 +40,7 @@ func runMaxPods(o options, out io.Writer) error {
 			return fmt.Errorf("max-pods: %w", err)
 		}
 	}
-	pl := controller.KubeletMaxPods(controller.Config{MaxENI: o.maxENI}, l, o.prefixes)
+	pl := controller.KubeletMaxPods(controller.Config{MaxENI: o.maxENI, CustomNetworking: o.customNetworking}, l, o.prefixes)
 	if o.prefixes && !pl.Prefixes {
 		fmt.Fprintf(os.Stderr, "eniwirectl: %s is not built on Nitro (hypervisor %q): no prefix delegation, secondary IPs counted\n", typ, l.Hypervisor)
 	}

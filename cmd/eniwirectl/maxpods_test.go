@@ -81,9 +81,11 @@ func TestMaxPodsCountsOnlyMaxENI(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--instance-type", "m5.large", "--max-eni", "2"}, "20"},                        // 2 x 9 + 2
-		{[]string{"--instance-type", "m5.large", "--max-eni", "9"}, "29"},                        // above the type's 3: the type's
-		{[]string{"--instance-type", "t3.micro", "--max-eni", "1", "--prefix-delegation"}, "18"}, // 1 x 1 x 16 + 2
+		{[]string{"--instance-type", "m5.large", "--max-eni", "2"}, "20"},                               // 2 x 9 + 2
+		{[]string{"--instance-type", "m5.large", "--max-eni", "9"}, "29"},                               // above the type's 3: the type's
+		{[]string{"--instance-type", "t3.micro", "--max-eni", "1", "--prefix-delegation"}, "18"},        // 1 x 1 x 16 + 2
+		{[]string{"--instance-type", "m5.large", "--custom-networking"}, "20"},                          // (3-1) x 9 + 2, the calculator's --cni-custom-networking-enabled
+		{[]string{"--instance-type", "m5.4xlarge", "--custom-networking", "--show-max-allowed"}, "205"}, // (8-1) x 29 + 2, uncapped
 	} {
 		if got := maxPods(t, c.args...); got != c.want {
 			t.Errorf("max-pods %v = %s, want %s", c.args, got, c.want)

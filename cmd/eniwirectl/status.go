@@ -112,6 +112,23 @@ func printStatus(out io.Writer, s *api.Status, pods []api.Assignment) error {
 	if s.PoolStatus != "" {
 		fmt.Fprintf(out, "pool: %s\n", s.PoolStatus)
 	}
+	if s.CustomNetworking != "" {
+		fmt.Fprintln(out, s.CustomNetworking)
+	}
+	if len(s.Subnets) > 0 {
+		var subnets []string
+		for _, sn := range s.Subnets {
+			note := fmt.Sprintf("%d free", sn.Free)
+			if sn.Refused {
+				note += ", refused lately"
+			}
+			subnets = append(subnets, fmt.Sprintf("%s (%s, %s)", sn.ID, sn.CIDR, note))
+		}
+		fmt.Fprintf(out, "subnets for new ENIs: %s\n", strings.Join(subnets, ", "))
+	}
+	if len(s.VPCCIDRs) > 0 {
+		fmt.Fprintf(out, "VPC CIDRs: %s\n", strings.Join(s.VPCCIDRs, ", "))
+	}
 	fmt.Fprintln(out)
 	if err := printENIs(out, s.ENIs); err != nil {
 		return err

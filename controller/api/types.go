@@ -120,6 +120,7 @@ type ENIStatus struct {
 	State               string `json:"state"`
 	Primary             bool   `json:"primary"`
 	DeleteOnTermination bool   `json:"deleteOnTermination"`
+	SubnetID            string `json:"subnetID,omitempty"`
 	SubnetCIDR          string `json:"subnetCIDR"`
 	// IPs are the ENI's IPv4 slots for pods: secondary IPs, and /28 prefixes in CIDR notation.
 	IPs []string `json:"ips"`
@@ -176,4 +177,22 @@ type Status struct {
 	// as single IPs for now (a subnet with no free /28) and when prefixes are tried again.
 	PrefixDelegation bool   `json:"prefixDelegation"`
 	PrefixFallback   string `json:"prefixFallback,omitempty"`
+	// Subnets are the candidate subnets for new ENIs, in the order they are taken (subnet discovery; the
+	// node's own alone when it is off or custom networking is on).
+	Subnets []SubnetStatus `json:"subnets,omitempty"`
+	// CustomNetworking is its status line while it is on: the ENIConfig in force, ENIs of other subnets that
+	// drain, and what stops new ENIs.
+	CustomNetworking string `json:"customNetworking,omitempty"`
+	// VPCCIDRs are the VPC's IPv4 blocks as the datapath and SNAT treat them (inside the VPC).
+	VPCCIDRs []string `json:"vpcCIDRs,omitempty"`
+}
+
+// SubnetStatus is a candidate subnet for new ENIs.
+type SubnetStatus struct {
+	ID   string `json:"id"`
+	CIDR string `json:"cidr"`
+	// Free is AvailableIpAddressCount at the last read.
+	Free int `json:"free"`
+	// Refused: it refused a new ENI for want of addresses lately; the next candidate is used meanwhile.
+	Refused bool `json:"refused,omitempty"`
 }

@@ -91,3 +91,9 @@ func (c *Client) DescribeSubnets(ctx context.Context, in *ec2.DescribeSubnetsInp
 		return c.api.DescribeSubnets(ctx, in, optFns...)
 	})
 }
+
+func (c *Client) DescribeVpcs(ctx context.Context, in *ec2.DescribeVpcsInput, optFns ...func(*ec2.Options)) (*ec2.DescribeVpcsOutput, error) {
+	return call(ctx, c, "DescribeVpcs", "DescribeVpcs", func(ctx context.Context) (*ec2.DescribeVpcsOutput, error) {
+		return c.api.DescribeVpcs(ctx, in, optFns...)
+	})
+}

@@ -36,6 +36,7 @@ var accountBuckets = map[string]struct{ capacity, refill float64 }{
 	"DescribeInstances":               {100, 20}, // non-mutating
 	"DescribeInstanceTypes":           {100, 20}, // non-mutating
 	"DescribeSubnets":                 {100, 20}, // non-mutating
+	"DescribeVpcs":                    {100, 20}, // non-mutating
 	// Called without filter and pagination, these two draw from AWS's smaller unfiltered bucket.
 	"DescribeNetworkInterfaces/unfiltered": {50, 10},
 	"DescribeInstances/unfiltered":         {50, 10},
@@ -49,7 +50,7 @@ var accountBuckets = map[string]struct{ capacity, refill float64 }{
 //	AttachNetworkInterface, DetachNetworkInterface              0.5/s burst 5
 //	CreateTags                                                  1/s   burst 10
 //	DescribeNetworkInterfaces, DescribeInstances,
-//	DescribeInstanceTypes, DescribeSubnets                      2/s   burst 10
+//	DescribeInstanceTypes, DescribeSubnets, DescribeVpcs        2/s   burst 10
 //	DescribeNetworkInterfaces/unfiltered, DescribeInstances/unfiltered
 //	(no filter, no ID list, no pagination)                      1/s   burst 5
 func DefaultBuckets() map[string]Bucket {

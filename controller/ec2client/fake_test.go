@@ -341,3 +341,12 @@ func (f *fakeEC2) DescribeSubnets(ctx context.Context, _ *ec2.DescribeSubnetsInp
 }
 
 var _ EC2API = (*fakeEC2)(nil)
+
+func (f *fakeEC2) DescribeVpcs(ctx context.Context, _ *ec2.DescribeVpcsInput, _ ...func(*ec2.Options)) (*ec2.DescribeVpcsOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter(ctx, "DescribeVpcs"); err != nil {
+		return nil, err
+	}
+	return &ec2.DescribeVpcsOutput{}, nil
+}

@@ -15,24 +15,39 @@ import (
 	"github.com/eniwire/eniwire/controller/journal"
 )
 
-// Plan journals the decision to add an ENI holding wantIPs secondary IPs and returns its operation id. No EC2
-// call is made: the record, with its ClientToken, is on disk before the create.
-func (m *Manager) Plan(ctx context.Context, wantIPs int) (string, error) {
-	return m.plan(ctx, journal.ENI{WantIPs: wantIPs})
+// Placement is where a new ENI goes: its subnet and security groups. The zero Placement is the node's own
+// subnet with the primary ENI's groups (Config); empty SecurityGroups also mean the primary ENI's.
+type Placement struct {
+	SubnetID   string
+	SubnetCIDR string
+	// SecurityGroups of the new ENI; empty: Config.SecurityGroups.
+	SecurityGroups []string
+}
+
+// Plan journals the decision to add an ENI holding wantIPs secondary IPs at at, and returns its operation id.
+// No EC2 call is made: the record, with its ClientToken, subnet and groups, is on disk before the create.
+func (m *Manager) Plan(ctx context.Context, wantIPs int, at Placement) (string, error) {
+	return m.plan(ctx, journal.ENI{WantIPs: wantIPs}, at)
 }
 
 // PlanPrefixes is Plan for an ENI created with wantPrefixes /28 prefixes (Ipv4PrefixCount in the create).
-func (m *Manager) PlanPrefixes(ctx context.Context, wantPrefixes int) (string, error) {
-	return m.plan(ctx, journal.ENI{WantPrefixes: wantPrefixes})
+func (m *Manager) PlanPrefixes(ctx context.Context, wantPrefixes int, at Placement) (string, error) {
+	return m.plan(ctx, journal.ENI{WantPrefixes: wantPrefixes}, at)
 }
 
-func (m *Manager) plan(ctx context.Context, want journal.ENI) (string, error) {
+func (m *Manager) plan(ctx context.Context, want journal.ENI, at Placement) (string, error) {
+	if at.SubnetID == "" {
+		at.SubnetID, at.SubnetCIDR = m.cfg.SubnetID, m.cfg.SubnetCIDR
+	}
+	if len(at.SecurityGroups) == 0 {
+		at.SecurityGroups = m.cfg.SecurityGroups
+	}
 	opID := NewOpID()
 	now := m.clock.Now()
 	rec := journal.ENI{
 		OpID: opID, ClientToken: ClientToken(opID), State: journal.Planned, WantIPs: want.WantIPs, WantPrefixes: want.WantPrefixes,
-		SubnetID: m.cfg.SubnetID, SubnetCIDR: m.cfg.SubnetCIDR, DeviceIndex: -1, CreatedAt: now, Since: now,
-		SecurityGroups: slices.Clone(m.cfg.SecurityGroups),
+		SubnetID: at.SubnetID, SubnetCIDR: at.SubnetCIDR, DeviceIndex: -1, CreatedAt: now, Since: now,
+		SecurityGroups: slices.Clone(at.SecurityGroups),
 	}
 	for _, t := range m.tags(rec) {
 		rec.Tags = append(rec.Tags, journal.Tag{Key: aws.ToString(t.Key), Value: aws.ToString(t.Value)})
@@ -44,7 +59,7 @@ func (m *Manager) plan(ctx context.Context, want journal.ENI) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("journaling planned ENI: %w", err)
 	}
-	m.log.Info("ENI planned", "op", opID, "ips", want.WantIPs, "prefixes", want.WantPrefixes)
+	m.log.Info("ENI planned", "op", opID, "ips", want.WantIPs, "prefixes", want.WantPrefixes, "subnet", at.SubnetID)
 	return opID, nil
 }
 

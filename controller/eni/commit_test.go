@@ -90,7 +90,7 @@ func (r *rig) calls(action string) int { return int(r.sim.Counters()[action].Cal
 func (r *rig) ready(t *testing.T, ips int) (string, journal.ENI) {
 	t.Helper()
 	ctx := context.Background()
-	op, err := r.m.Plan(ctx, ips)
+	op, err := r.m.Plan(ctx, ips, eni.Placement{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +109,7 @@ func (r *rig) ready(t *testing.T, ips int) (string, journal.ENI) {
 func TestEachCommitStepIsJournaledAndLeavesItsState(t *testing.T) {
 	r := newRig(t, "m5.large")
 	ctx := context.Background()
-	op, err := r.m.Plan(ctx, 4)
+	op, err := r.m.Plan(ctx, 4, eni.Placement{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +166,7 @@ func TestEachCommitStepIsJournaledAndLeavesItsState(t *testing.T) {
 func TestLostCreateAnswerIsReplayedWithTheSameToken(t *testing.T) {
 	r := newRig(t, "m5.large")
 	ctx := context.Background()
-	op, err := r.m.Plan(ctx, 2)
+	op, err := r.m.Plan(ctx, 2, eni.Placement{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestLostCreateAnswerIsReplayedWithTheSameToken(t *testing.T) {
 func TestAttachmentLimitExceededWaitsForAReconcileInsteadOfLooping(t *testing.T) {
 	r := newRig(t, "m5.large")
 	ctx := context.Background()
-	op, err := r.m.Plan(ctx, 2)
+	op, err := r.m.Plan(ctx, 2, eni.Placement{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestConcurrentAttachesNeverShareADeviceIndex(t *testing.T) {
 	ctx := context.Background()
 	var ops []string
 	for range 5 {
-		op, err := r.m.Plan(ctx, 1)
+		op, err := r.m.Plan(ctx, 1, eni.Placement{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/aws/smithy-go"
 
@@ -87,6 +88,13 @@ func classify(what string, err error) error {
 		kind = ErrBooksWrong
 	case codeSubnetFull:
 		kind = ErrSubnetFull
+	case codeInvalidParam:
+		// In prefix mode a full subnet answers InvalidParameterValue "There aren't sufficient free Ipv4
+		// addresses or prefixes" (reference/ec2-api.md §2), not InsufficientFreeAddressesInSubnet.
+		kind = ErrRejected
+		if strings.Contains(err.Error(), "sufficient free Ipv4 addresses") {
+			kind = ErrSubnetFull
+		}
 	case codeNoCidrBlock:
 		kind = ErrNoPrefix
 	case codeUnauthorized, codeAuthFailure:

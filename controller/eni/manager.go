@@ -46,6 +46,9 @@ type Config struct {
 	SubnetID       string
 	SubnetCIDR     string
 	SecurityGroups []string
+	// SubnetCIDROf returns the CIDR of another subnet of the VPC from what the caller knows already, or ""; an
+	// adopted ENI of that subnet gets its gateway from it. It runs under the books' lock: no I/O. May be nil.
+	SubnetCIDROf func(subnetID string) string
 	// MaxENIs is the instance type's limit, primary included.
 	MaxENIs int
 	// GCGrace: our available ENIs younger than this are left alone (a create may be in flight elsewhere).
@@ -104,6 +107,17 @@ func NewManager(cfg Config, api ec2client.EC2API, imds IMDS, books Books, clk cl
 	return &Manager{cfg: cfg, ec2: api, imds: imds, books: books, clock: clk, log: log,
 		occupied: map[int]string{}, foreign: map[string]bool{}, fresh: map[string]bool{},
 		addedAt: map[string]time.Time{}, unassignedAt: map[string]time.Time{}, lostReported: map[string]bool{}}
+}
+
+// subnetCIDR is the CIDR of subnetID: the node's own, or what Config.SubnetCIDROf knows.
+func (m *Manager) subnetCIDR(subnetID string) string {
+	if subnetID == "" || subnetID == m.cfg.SubnetID {
+		return m.cfg.SubnetCIDR
+	}
+	if m.cfg.SubnetCIDROf != nil {
+		return m.cfg.SubnetCIDROf(subnetID)
+	}
+	return ""
 }
 
 // NeedsReconcile reports whether a surprising answer asked for a reconcile that has not run yet.

@@ -162,7 +162,7 @@ func (m *Manager) reconcileAttached(st *journal.State, ni *types.NetworkInterfac
 		}
 		created, _ := time.Parse(time.RFC3339, tagValue(ni, TagCreatedAt))
 		st.ENIs = append(st.ENIs, journal.ENI{OpID: opID, State: journal.Attached, Primary: primary, Adopted: !primary,
-			SubnetCIDR: m.cfg.SubnetCIDR, CreatedAt: created, Since: now})
+			CreatedAt: created, Since: now})
 		rec = &st.ENIs[len(st.ENIs)-1]
 		if !primary {
 			rep.Adopted = append(rep.Adopted, id)
@@ -176,7 +176,7 @@ func (m *Manager) reconcileAttached(st *journal.State, ni *types.NetworkInterfac
 		suspects[id] = gone
 	}
 	if rec.SubnetCIDR == "" {
-		rec.SubnetCIDR = m.cfg.SubnetCIDR
+		rec.SubnetCIDR = m.subnetCIDR(rec.SubnetID)
 	}
 	switch rec.State {
 	case journal.Planned, journal.Created:

@@ -154,7 +154,7 @@ func (v *View) Counts() Counts {
 			c.PendingENIs++
 			c.PendingIPs += max(e.WantIPs+e.WantPrefixes*journal.PrefixAddrs, len(e.Addrs()))
 		case e.Usable():
-			ec := ENICount{ID: e.ID, Primary: e.Primary, Slots: len(e.IPs)}
+			ec := ENICount{ID: e.ID, Primary: e.Primary, Subnet: e.SubnetID, Slots: len(e.IPs)}
 			for _, slot := range e.IPs {
 				switch {
 				case v.emptyPrefix(slot):

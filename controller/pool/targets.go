@@ -42,6 +42,7 @@ type Limits struct {
 type ENICount struct {
 	ID       string
 	Primary  bool
+	Subnet   string
 	Slots    int // IPv4 slots taken: secondary IPs and prefixes
 	IPs      int // addresses held for pods, the prefixes' included
 	Assigned int // given to pods
@@ -53,6 +54,9 @@ type ENICount struct {
 	// Closed: no secondary IP may be added to it (EC2 refuses, as IAM does on a primary ENI without the
 	// cluster tag); its room does not count.
 	Closed bool
+	// Retired: pods may no longer take its addresses (custom networking moved to another subnet); its free
+	// addresses do not count, and once empty it goes whatever the targets.
+	Retired bool
 }
 
 // Counts summarises a pool.
@@ -214,6 +218,11 @@ func (t Targets) Decide(l Limits, c Counts) Decision {
 			return d // an ENI on its way has room for the rest: it gets the IPs once usable
 		}
 		if len(c.ENIs)+c.PendingENIs >= t.maxENIs(l) {
+			// An empty retired ENI holds the slot a new one needs.
+			if id := emptyRetired(c); id != "" {
+				d.ReleaseENI = id
+				return d
+			}
 			d.AtLimit = c.PendingENIs == 0
 			return d
 		}
@@ -244,6 +253,10 @@ func (t Targets) Decide(l Limits, c Counts) Decision {
 	// An ENI with nothing assigned nor cooling down may go when the rest still meets the targets. One that
 	// holds a prefix may also go when the rest can meet them by growing on its own free slots: a prefix cannot
 	// be given back in part, so the last ENI's would otherwise keep the warm pool, and the ENI, for good.
+	if id := emptyRetired(c); id != "" {
+		d.ReleaseENI = id
+		return d
+	}
 	for _, e := range c.ENIs {
 		if e.Primary || e.Assigned > 0 || e.Cooldown > 0 {
 			continue
@@ -262,6 +275,16 @@ func (t Targets) Decide(l Limits, c Counts) Decision {
 		}
 	}
 	return d
+}
+
+// emptyRetired returns a retired secondary ENI that no pod holds and no address cools down on, or "".
+func emptyRetired(c Counts) string {
+	for _, e := range c.ENIs {
+		if e.Retired && !e.Primary && e.Assigned == 0 && e.Cooldown == 0 {
+			return e.ID
+		}
+	}
+	return ""
 }
 
 // room is how many addresses the ENIs of c can still take on their free slots, at the current grain.

@@ -5,7 +5,10 @@
 // datapath/hostroute's Routes) into the controller.
 package dptypes
 
-import "context"
+import (
+	"context"
+	"net/netip"
+)
 
 // ENI is what the datapath needs to know about a usable ENI.
 type ENI struct {
@@ -40,6 +43,9 @@ type Driver interface {
 	ENIDown(ctx context.Context, eni ENI) error
 	PodUp(ctx context.Context, pod Pod) error
 	PodDown(ctx context.Context, pod Pod) error
+	// SetVPCCIDRs replaces the VPC's IPv4 blocks: pod traffic to them leaves by the pod's ENI and is never
+	// source-NATed. The controller calls it when DescribeVpcs shows a changed set (a block associated later).
+	SetVPCCIDRs(ctx context.Context, cidrs []netip.Prefix) error
 }
 
 // NoDriver does nothing: for tests of the IPAM alone and for fleet simulations.
@@ -49,3 +55,5 @@ func (NoDriver) ENIUp(context.Context, ENI) error   { return nil }
 func (NoDriver) ENIDown(context.Context, ENI) error { return nil }
 func (NoDriver) PodUp(context.Context, Pod) error   { return nil }
 func (NoDriver) PodDown(context.Context, Pod) error { return nil }
+
+func (NoDriver) SetVPCCIDRs(context.Context, []netip.Prefix) error { return nil }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
@@ -99,3 +100,6 @@ func (r *Routes) ENIUp(context.Context, dptypes.ENI) error { return nil }
 
 // ENIDown does nothing.
 func (r *Routes) ENIDown(context.Context, dptypes.ENI) error { return nil }
+
+// SetVPCCIDRs does nothing: with host routes only, every pod packet takes the host's routing.
+func (r *Routes) SetVPCCIDRs(context.Context, []netip.Prefix) error { return nil }

@@ -13,6 +13,7 @@ import (
 	"github.com/eniwire/eniwire/datapath"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/datapath/hostroute"
+	"github.com/eniwire/eniwire/datapath/snat"
 	"github.com/vishvananda/netlink"
 )
 
@@ -28,6 +29,7 @@ import (
 // rp_filter loose on the ENI that reply is accepted.
 type BPF struct {
 	dp     *datapath.Datapath
+	nat    *snat.Manager
 	routes *hostroute.Routes
 	imds   IMDS
 	mtu    int
@@ -41,8 +43,21 @@ type BPF struct {
 
 var _ dptypes.Driver = (*BPF)(nil)
 
-func newBPF(dp *datapath.Datapath, md IMDS, mtu int, sysctlRoot string, log *slog.Logger) *BPF {
-	return &BPF{dp: dp, routes: &hostroute.Routes{}, imds: md, mtu: mtu, sysctlRoot: sysctlRoot, log: log, enis: map[string]int{}}
+func newBPF(dp *datapath.Datapath, nat *snat.Manager, md IMDS, mtu int, sysctlRoot string, log *slog.Logger) *BPF {
+	return &BPF{dp: dp, nat: nat, routes: &hostroute.Routes{}, imds: md, mtu: mtu, sysctlRoot: sysctlRoot, log: log, enis: map[string]int{}}
+}
+
+// SetVPCCIDRs makes the VPC's blocks, a block associated later included, leave by the pod's ENI (the
+// routes map) and escape the masquerade rule.
+func (b *BPF) SetVPCCIDRs(ctx context.Context, cidrs []netip.Prefix) error {
+	if err := b.dp.SetVPCCIDRs(cidrs); err != nil {
+		return fmt.Errorf("setting the VPC's CIDR blocks: %w", err)
+	}
+	if err := b.nat.SetVPCCIDRs(ctx, cidrs); err != nil {
+		return fmt.Errorf("setting the VPC's CIDR blocks: %w", err)
+	}
+	b.log.Info("VPC CIDR blocks set", "cidrs", cidrs)
+	return nil
 }
 
 // Close releases this process's handles only: programs, links and maps stay pinned for the next agent.

@@ -78,7 +78,7 @@ func Open(ctx context.Context, cfg Config) (*BPF, error) {
 		return nil, fmt.Errorf("finding the primary ENI: %w", err)
 	}
 	scfg, err := snat.FromEnv(getenv, snat.Config{
-		PrimaryIP: cfg.PrimaryIP, PrimaryInterface: primary.Attrs().Name, ExcludeCIDRs: cfg.VPCCIDRs, Logger: log,
+		PrimaryIP: cfg.PrimaryIP, PrimaryInterface: primary.Attrs().Name, VPCCIDRs: cfg.VPCCIDRs, Logger: log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("reading SNAT settings: %w", err)
@@ -106,7 +106,7 @@ func Open(ctx context.Context, cfg Config) (*BPF, error) {
 			return nil, fmt.Errorf("registering datapath metrics: %w", err)
 		}
 	}
-	return newBPF(dp, cfg.IMDS, cfg.MTU, cfg.SysctlRoot, log), nil
+	return newBPF(dp, nat, cfg.IMDS, cfg.MTU, cfg.SysctlRoot, log), nil
 }
 
 // Uninstall removes what Open installed on the node: the SNAT rule, then the programs and the pinned maps

@@ -14,7 +14,7 @@ const (
 	EnvRandomizeSNAT    = "AWS_VPC_K8S_CNI_RANDOMIZESNAT"
 )
 
-// FromEnv completes base (primary IP and interface, VPC CIDRs in ExcludeCIDRs) from the AWS VPC CNI's
+// FromEnv completes base (primary IP and interface, VPC CIDRs) from the AWS VPC CNI's
 // environment variables, read through getenv (os.Getenv in the agent).
 func FromEnv(getenv func(string) string, base Config) (Config, error) {
 	cfg := base

@@ -12,7 +12,9 @@ import (
 	"log/slog"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 )
 
 // Backend is the netfilter front end the rule is written with.
@@ -59,11 +61,13 @@ type Config struct {
 	PrimaryIP netip.Addr
 	// PrimaryInterface is the primary ENI's interface name: only traffic leaving by it is translated.
 	PrimaryInterface string
-	// ExcludeCIDRs are never translated: the VPC CIDRs plus AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS.
+	// ExcludeCIDRs are never translated: AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS, fixed for the Manager's life.
 	ExcludeCIDRs []netip.Prefix
-	Randomize    Randomize
-	Backend      Backend
-	Logger       *slog.Logger
+	// VPCCIDRs are never translated either; unlike ExcludeCIDRs, SetVPCCIDRs replaces them at run time.
+	VPCCIDRs  []netip.Prefix
+	Randomize Randomize
+	Backend   Backend
+	Logger    *slog.Logger
 }
 
 // ErrInvalidConfig is wrapped by New and FromEnv for unusable settings.
@@ -79,9 +83,32 @@ const (
 
 // Manager applies and removes the rule.
 type Manager struct {
-	cfg     Config
 	backend Backend
 	log     *slog.Logger
+
+	mu  sync.Mutex // held while a rule is written: SetVPCCIDRs may race an Apply
+	cfg Config
+}
+
+func checkIPv4(cidrs []netip.Prefix) error {
+	for _, p := range cidrs {
+		if !p.Addr().Is4() {
+			return fmt.Errorf("%w: excluded CIDR %s is not IPv4", ErrInvalidConfig, p)
+		}
+	}
+	return nil
+}
+
+// SetVPCCIDRs replaces the VPC's blocks among the excluded destinations and applies the rule again, so a
+// block associated with the VPC later is never translated.
+func (m *Manager) SetVPCCIDRs(ctx context.Context, vpc []netip.Prefix) error {
+	if err := checkIPv4(vpc); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	m.cfg.VPCCIDRs = slices.Clone(vpc)
+	m.mu.Unlock()
+	return m.Apply(ctx)
 }
 
 // New validates cfg and resolves the backend.
@@ -90,16 +117,17 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 		cfg.Logger = slog.Default()
 	}
 	if !cfg.External {
+		if err := checkIPv4(cfg.VPCCIDRs); err != nil {
+			return nil, err
+		}
 		if !cfg.PrimaryIP.Is4() {
 			return nil, fmt.Errorf("%w: primary IP %q is not IPv4", ErrInvalidConfig, cfg.PrimaryIP)
 		}
 		if cfg.PrimaryInterface == "" || len(cfg.PrimaryInterface) >= ifNameSize || strings.ContainsAny(cfg.PrimaryInterface, "\" \n") {
 			return nil, fmt.Errorf("%w: primary interface %q", ErrInvalidConfig, cfg.PrimaryInterface)
 		}
-		for _, p := range cfg.ExcludeCIDRs {
-			if !p.Addr().Is4() {
-				return nil, fmt.Errorf("%w: excluded CIDR %s is not IPv4", ErrInvalidConfig, p)
-			}
+		if err := checkIPv4(cfg.ExcludeCIDRs); err != nil {
+			return nil, err
 		}
 	}
 	b := cfg.Backend
@@ -115,22 +143,27 @@ func (m *Manager) Backend() Backend { return m.backend }
 // Apply makes the rule match the configuration, atomically per backend and idempotently. With External
 // set it removes the rule.
 func (m *Manager) Apply(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.cfg.External {
 		return m.Remove(ctx)
 	}
+	// The backends write one set of excluded destinations: the VPC's blocks and the configured ones.
+	cfg := m.cfg
+	cfg.ExcludeCIDRs = append(slices.Clone(m.cfg.VPCCIDRs), m.cfg.ExcludeCIDRs...)
 	var err error
 	switch m.backend {
 	case BackendNFTables:
-		err = applyNFT(m.cfg)
+		err = applyNFT(cfg)
 	case BackendIPTables:
-		err = applyIPTables(ctx, m.cfg)
+		err = applyIPTables(ctx, cfg)
 	default:
 		err = fmt.Errorf("%w: backend %s", ErrInvalidConfig, m.backend)
 	}
 	if err != nil {
 		return fmt.Errorf("applying SNAT rule with %s: %w", m.backend, err)
 	}
-	m.log.Info("SNAT rule applied", "backend", m.backend.String(), "to", m.cfg.PrimaryIP, "interface", m.cfg.PrimaryInterface, "excluded", len(m.cfg.ExcludeCIDRs))
+	m.log.Info("SNAT rule applied", "backend", m.backend.String(), "to", cfg.PrimaryIP, "interface", cfg.PrimaryInterface, "excluded", len(cfg.ExcludeCIDRs))
 	return nil
 }
 

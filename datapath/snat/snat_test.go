@@ -279,6 +279,23 @@ func TestSNATTranslatesPodTrafficLeavingTheVPC(t *testing.T) {
 					t.Fatalf("answer %v, source seen %s; want the pod's own %s and no answer", ok, src, podIP)
 				}
 			})
+			t.Run("a block SetVPCCIDRs adds at run time is not translated", func(t *testing.T) {
+				m := apply(t, cfg)
+				if err := n.node.Do(func(ns.NetNS) error {
+					return m.SetVPCCIDRs(ctx, []netip.Prefix{netip.MustParsePrefix("10.99.0.0/16"), netip.MustParsePrefix("198.51.100.0/24")})
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if src, ok := n.seenSource(t); ok || src != podIP {
+					t.Fatalf("answer %v, source seen %s; want the pod's own %s and no answer", ok, src, podIP)
+				}
+				if err := n.node.Do(func(ns.NetNS) error { return m.SetVPCCIDRs(ctx, nil) }); err != nil {
+					t.Fatal(err)
+				}
+				if src, ok := n.seenSource(t); !ok || src != primaryIP {
+					t.Fatalf("answer %v, source seen %s after the block went; want an answer from %s", ok, src, primaryIP)
+				}
+			})
 			t.Run("external SNAT removes the rule and nothing else", func(t *testing.T) {
 				ext := cfg
 				ext.External = true

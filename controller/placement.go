@@ -1,0 +1,250 @@
+package controller
+
+// Where new ENIs go, and which ENIs pods may no longer take addresses from. Without custom networking a new
+// ENI goes to the best discovered subnet (subnets.go) with the primary ENI's security groups. With custom
+// networking (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG) it goes to the subnet of the node's ENIConfig, with the
+// ENIConfig's groups, and the primary ENI carries no pods: its addresses are the node's, in the node's
+// subnet, which is the point of custom networking. When the ENIConfig names another subnet, ENIs of the old
+// one are retired: pods keep their addresses, no new pod gets one there, and once empty the pool's usual
+// surplus path releases them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
+	"github.com/eniwire/eniwire/controller/ec2client"
+	"github.com/eniwire/eniwire/controller/eni"
+	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/internal/clock"
+)
+
+// ErrNoPlacement: no new ENI may be made now: no ENIConfig applies, its subnet is in another zone or cannot
+// be read, or no discovered subnet has room. The error says which; the pool backs off and retries.
+var ErrNoPlacement = errors.New("no subnet for a new ENI")
+
+// placer decides where new ENIs go. Who may touch it: any goroutine, under mu (the Run loop observes, the
+// plans of a round place side by side, the API's Assign asks retired).
+type placer struct {
+	subnets *subnetCandidates
+	// custom is the ENIConfig source; nil when custom networking is off.
+	custom ENIConfigSource
+	ec2    ec2client.EC2API
+	az     string
+	clock  clock.Clock
+	log    *slog.Logger
+
+	mu sync.Mutex
+	// inForce is the ENIConfig new ENIs go by, once its subnet was read and found in the node's zone; the
+	// zero value while none has been.
+	inForce ENIConfig
+	// blocked says why no new ENI may be made now ("" when one may).
+	blocked string
+	// apiErr is the source's connection error, for the status line.
+	apiErr string
+	// configSubnets are the ENIConfigs' subnets read so far, by id: read once each, not per plan; a failed
+	// read is kept in unreadable and tried again after unreadableFor.
+	configSubnets map[string]subnetInfo
+	unreadable    map[string]failedRead
+	// retired are the ENIs pods may no longer take addresses from, by id.
+	retired map[string]bool
+}
+
+func newPlacer(subnets *subnetCandidates, custom ENIConfigSource, api ec2client.EC2API, az string, clk clock.Clock, log *slog.Logger) *placer {
+	return &placer{subnets: subnets, custom: custom, ec2: api, az: az, clock: clk, log: log,
+		configSubnets: map[string]subnetInfo{}, unreadable: map[string]failedRead{}, retired: map[string]bool{}}
+}
+
+// unreadableFor is how long a failed read of an ENIConfig's subnet stands before it is tried again.
+const unreadableFor = time.Minute
+
+// failedRead is a failed read of a subnet and when it happened.
+type failedRead struct {
+	err error
+	at  time.Time
+}
+
+// customNetworking reports whether new ENIs follow an ENIConfig.
+func (p *placer) customNetworking() bool { return p.custom != nil }
+
+// observe reads the ENIConfig in force and marks the ENIs of st that pods may no longer use. It costs one
+// DescribeSubnets the first time an ENIConfig names a subnet, nothing otherwise. The Run loop calls it every
+// round, so a changed ENIConfig takes effect within a pool interval.
+func (p *placer) observe(ctx context.Context, books *books) {
+	if p.custom == nil {
+		return
+	}
+	c, ok, why := p.custom.Current()
+	var blocked, apiErr string
+	if err := p.custom.Err(); err != nil {
+		apiErr = fmt.Sprintf("the API server is unreachable (%v); going by the last ENIConfig seen", err)
+	}
+	switch {
+	case !ok:
+		blocked = fmt.Sprintf("no ENIConfig applies to the node (%s): no new ENI", why)
+	default:
+		sn, err := p.configSubnet(ctx, c.Subnet)
+		switch {
+		case err != nil:
+			blocked = fmt.Sprintf("reading subnet %s of ENIConfig %s: %v: no new ENI", c.Subnet, c.Name, err)
+		case sn.AZ != p.az:
+			blocked = fmt.Sprintf("ENIConfig %s names subnet %s in zone %s, not the node's zone %s: no new ENI",
+				c.Name, c.Subnet, sn.AZ, p.az)
+		}
+	}
+	p.mu.Lock()
+	if blocked != p.blocked && blocked != "" {
+		p.log.Error("custom networking", "error", blocked)
+	}
+	if blocked == "" && (c.Name != p.inForce.Name || c.Subnet != p.inForce.Subnet || !slices.Equal(c.SecurityGroups, p.inForce.SecurityGroups)) {
+		p.log.Info("custom networking: new ENIs follow ENIConfig", "eniconfig", c.Name, "subnet", c.Subnet,
+			"securityGroups", c.SecurityGroups, "was", p.inForce.Subnet)
+		p.inForce = c
+	}
+	if apiErr != "" && p.apiErr == "" {
+		p.log.Warn("custom networking: " + apiErr)
+	}
+	p.blocked, p.apiErr = blocked, apiErr
+	target := p.inForce.Subnet
+	p.mu.Unlock()
+
+	retired := map[string]bool{}
+	books.View(func(st *journal.State) {
+		for _, e := range st.ENIs {
+			if e.ID != "" && (e.Primary || target != "" && e.SubnetID != target) {
+				retired[e.ID] = true
+			}
+		}
+	})
+	p.mu.Lock()
+	p.retired = retired
+	p.mu.Unlock()
+}
+
+// configSubnet returns the subnet an ENIConfig names, read from EC2 the first time.
+func (p *placer) configSubnet(ctx context.Context, id string) (subnetInfo, error) {
+	p.mu.Lock()
+	sn, ok := p.configSubnets[id]
+	failed, hasFailed := p.unreadable[id]
+	p.mu.Unlock()
+	if ok {
+		return sn, nil
+	}
+	if hasFailed && p.clock.Since(failed.at) < unreadableFor {
+		return subnetInfo{}, failed.err
+	}
+	out, err := describeSubnets(ctx, p.ec2, &ec2.DescribeSubnetsInput{SubnetIds: []string{id}})
+	if err == nil && len(out) == 0 {
+		err = fmt.Errorf("subnet %s not found", id)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			p.mu.Lock()
+			p.unreadable[id] = failedRead{err: err, at: p.clock.Now()}
+			p.mu.Unlock()
+		}
+		return subnetInfo{}, err
+	}
+	sn = subnetFrom(out[0])
+	p.mu.Lock()
+	p.configSubnets[id] = sn
+	delete(p.unreadable, id)
+	p.mu.Unlock()
+	p.subnets.remember(sn)
+	return sn, nil
+}
+
+// place returns where a new ENI that needs want addresses goes, or an error wrapping ErrNoPlacement.
+func (p *placer) place(ctx context.Context, want int) (eni.Placement, error) {
+	if p.custom == nil {
+		sn, err := p.subnets.next(ctx, want)
+		if err != nil {
+			return eni.Placement{}, fmt.Errorf("%w: %w", ErrNoPlacement, err)
+		}
+		return eni.Placement{SubnetID: sn.ID, SubnetCIDR: sn.CIDR}, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.blocked != "" {
+		return eni.Placement{}, fmt.Errorf("%w: custom networking: %s", ErrNoPlacement, p.blocked)
+	}
+	c := p.inForce
+	return eni.Placement{SubnetID: c.Subnet, SubnetCIDR: p.configSubnets[c.Subnet].CIDR,
+		SecurityGroups: slices.Clone(c.SecurityGroups)}, nil
+}
+
+// subnetFull notes that subnetID refused a new ENI for want of addresses, and reports whether the next one
+// can go elsewhere (discovery has another candidate) instead of the pool backing off.
+func (p *placer) subnetFull(subnetID string) bool {
+	if p.custom != nil || !p.subnets.enabled {
+		return false
+	}
+	p.subnets.refusedCreate(subnetID)
+	return p.subnets.remaining()
+}
+
+// isRetired reports whether pods may no longer take addresses of the ENI.
+func (p *placer) isRetired(eniID string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.retired[eniID]
+}
+
+// retiredSet returns a copy of the retired ENIs.
+func (p *placer) retiredSet() map[string]bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return maps.Clone(p.retired)
+}
+
+// status is the custom-networking line of `eniwirectl status`, "" when it is off: the ENIConfig in force,
+// the ENIs of other subnets that drain, and what stops new ENIs.
+func (p *placer) status(st *journal.State, assigned func(eniID string) int) string {
+	if p.custom == nil {
+		return ""
+	}
+	p.mu.Lock()
+	c, blocked, apiErr := p.inForce, p.blocked, p.apiErr
+	p.mu.Unlock()
+	var parts []string
+	if c.Name != "" {
+		parts = append(parts, fmt.Sprintf("ENIConfig %s subnet %s", c.Name, c.Subnet))
+	}
+	type drain struct{ enis, pods int }
+	draining := map[string]*drain{}
+	for _, e := range st.ENIs {
+		if e.Primary || e.ID == "" || c.Subnet == "" || e.SubnetID == c.Subnet {
+			continue
+		}
+		d := draining[e.SubnetID]
+		if d == nil {
+			d = &drain{}
+			draining[e.SubnetID] = d
+		}
+		d.enis++
+		d.pods += assigned(e.ID)
+	}
+	for _, sn := range slices.Sorted(maps.Keys(draining)) {
+		d := draining[sn]
+		noun := "ENIs"
+		if d.enis == 1 {
+			noun = "ENI"
+		}
+		parts = append(parts, fmt.Sprintf("%d %s in %s drains (%d pods)", d.enis, noun, sn, d.pods))
+	}
+	if blocked != "" {
+		parts = append(parts, blocked)
+	}
+	if apiErr != "" {
+		parts = append(parts, apiErr)
+	}
+	return "custom networking: " + strings.Join(parts, "; ")
+}
