@@ -98,8 +98,8 @@ func TestTheChartRendersNonDefaultValues(t *testing.T) {
 	if tl := pod.Tolerations[0]; tl.Key != "dedicated" || tl.Effect != corev1.TaintEffectNoSchedule {
 		t.Errorf("toleration %+v", tl)
 	}
-	if len(env) != len(agentSettingNamesInValues(t))+1 {
-		t.Errorf("rendered %d env vars, want every setting of values.yaml plus ENIWIRE_METRICS_ADDR", len(env))
+	if len(env) != len(agentSettingNamesInValues(t))+2 {
+		t.Errorf("rendered %d env vars, want every setting of values.yaml plus ENIWIRE_METRICS_ADDR and %s", len(env), nodeNameEnv)
 	}
 }
 

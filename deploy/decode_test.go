@@ -11,6 +11,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -20,6 +22,9 @@ type objects struct {
 	serviceAccounts []corev1.ServiceAccount
 	configMaps      []corev1.ConfigMap
 	daemonSets      []appsv1.DaemonSet
+	clusterRoles    []rbacv1.ClusterRole
+	roleBindings    []rbacv1.ClusterRoleBinding
+	crds            []apiextensionsv1.CustomResourceDefinition
 }
 
 var docSeparator = regexp.MustCompile(`(?m)^---\s*$`)
@@ -60,6 +65,18 @@ func decodeAll(t *testing.T, sources map[string][]byte) objects {
 				var o appsv1.DaemonSet
 				err = yaml.UnmarshalStrict([]byte(doc), &o)
 				objs.daemonSets = append(objs.daemonSets, o)
+			case "rbac.authorization.k8s.io/v1/ClusterRole":
+				var o rbacv1.ClusterRole
+				err = yaml.UnmarshalStrict([]byte(doc), &o)
+				objs.clusterRoles = append(objs.clusterRoles, o)
+			case "rbac.authorization.k8s.io/v1/ClusterRoleBinding":
+				var o rbacv1.ClusterRoleBinding
+				err = yaml.UnmarshalStrict([]byte(doc), &o)
+				objs.roleBindings = append(objs.roleBindings, o)
+			case "apiextensions.k8s.io/v1/CustomResourceDefinition":
+				var o apiextensionsv1.CustomResourceDefinition
+				err = yaml.UnmarshalStrict([]byte(doc), &o)
+				objs.crds = append(objs.crds, o)
 			default:
 				t.Fatalf("%s: a kind the tests do not know; teach decodeAll its type", where)
 			}
@@ -114,6 +131,10 @@ func agentContainer(t *testing.T, ds *appsv1.DaemonSet) *corev1.Container {
 	return nil
 }
 
+// nodeNameEnv is the one setting the DaemonSet takes from the downward API: the Node custom networking
+// watches.
+const nodeNameEnv = "MY_NODE_NAME"
+
 // envMap returns a container's env as name → value; an env var set twice or from a source fails the test.
 func envMap(t *testing.T, c *corev1.Container) map[string]string {
 	t.Helper()
@@ -122,7 +143,13 @@ func envMap(t *testing.T, c *corev1.Container) map[string]string {
 		if _, dup := m[e.Name]; dup {
 			t.Errorf("env %s is set twice", e.Name)
 		}
-		if e.ValueFrom != nil {
+		switch {
+		case e.Name == nodeNameEnv:
+			// The kubelet sets it from the pod's node; the agent's default is empty.
+			if e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
+				t.Errorf("env %s must come from the pod's spec.nodeName", e.Name)
+			}
+		case e.ValueFrom != nil:
 			t.Errorf("env %s comes from a source; settings are plain values", e.Name)
 		}
 		m[e.Name] = e.Value

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 )
 
 func readConflist(t *testing.T) ([]byte, string) {
@@ -55,8 +57,27 @@ func checkDeployment(t *testing.T, objs objects) {
 		if pod.ServiceAccountName != sa.Name {
 			t.Errorf("serviceAccountName %q, want %q", pod.ServiceAccountName, sa.Name)
 		}
-		if pod.AutomountServiceAccountToken == nil || *pod.AutomountServiceAccountToken {
-			t.Errorf("the agent does not use the Kubernetes API; its token must not be mounted")
+		if pod.AutomountServiceAccountToken == nil || !*pod.AutomountServiceAccountToken {
+			t.Errorf("the agent reads its Node and the ENIConfigs for custom networking; its pods must mount the token")
+		}
+		if sa.AutomountServiceAccountToken == nil || *sa.AutomountServiceAccountToken {
+			t.Errorf("the ServiceAccount must not hand its token to pods other than the agent's")
+		}
+	})
+	t.Run("the agent may read Nodes and ENIConfigs and nothing else", func(t *testing.T) {
+		role := theOne(t, "ClusterRole", objs.clusterRoles)
+		read := []string{"get", "list", "watch"}
+		want := []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: read},
+			{APIGroups: []string{eniConfigGroup}, Resources: []string{eniConfigPlural}, Verbs: read},
+		}
+		if !reflect.DeepEqual(role.Rules, want) {
+			t.Errorf("ClusterRole rules %+v, want %+v", role.Rules, want)
+		}
+		b := theOne(t, "ClusterRoleBinding", objs.roleBindings)
+		wantSubject := []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa.Name, Namespace: sa.Namespace}}
+		if b.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}) || !reflect.DeepEqual(b.Subjects, wantSubject) {
+			t.Errorf("ClusterRoleBinding %+v %+v, want the role %s bound to %+v", b.RoleRef, b.Subjects, role.Name, wantSubject)
 		}
 	})
 	t.Run("the pods tolerate every taint", func(t *testing.T) {

@@ -104,6 +104,14 @@ func run() error {
 		PodMTU: nodenet.PodMTU(meta.PrimaryMAC, s.eniMTU, log),
 	}
 
+	var eniConfigs controller.ENIConfigSource
+	if s.customNetwork {
+		if eniConfigs, err = s.startENIConfigs(ctx, log); err != nil {
+			return err
+		}
+		ccfg.CustomNetworking = true
+	}
+
 	var dp dptypes.Driver
 	// The agent removes released pods' host veths in the background (see hostroute.Reaper).
 	var veths *hostroute.Reaper
@@ -138,8 +146,8 @@ func run() error {
 	}
 	node, err := controller.New(ccfg, controller.Deps{
 		EC2: api, IMDS: imds, Node: info, Clock: clk, Registerer: reg, Logger: log,
-		Datapath: dp,
-		Urgent:   func(ctx context.Context) context.Context { return ec2client.WithPriority(ctx, ec2client.Urgent) },
+		Datapath: dp, ENIConfigs: eniConfigs,
+		Urgent: func(ctx context.Context) context.Context { return ec2client.WithPriority(ctx, ec2client.Urgent) },
 	})
 	if err != nil {
 		return fmt.Errorf("refusing to start: %w", err)

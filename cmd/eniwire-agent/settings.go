@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/eniwire/eniwire/controller/api"
+	"github.com/eniwire/eniwire/controller/eniconfig"
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/datapath/snat"
 )
@@ -30,6 +32,10 @@ type settings struct {
 	pinRoot, sysctlRoot, serviceCIDRs, externalSNAT, excludeSNAT, randomizeSNAT string
 	eniMTU                                                                      int
 	cniBinDir, cniConfDir, cniConflist, cniPlugin                               string
+
+	// Custom networking: the node's ENIConfig, read from the Kubernetes API (package eniconfig).
+	customNetwork                                             bool
+	nodeName, eniConfigLabel, eniConfigAnnotation, kubeconfig string
 }
 
 // The MTUs a VPC carries: IPv4's minimum and EC2's jumbo frames.
@@ -77,6 +83,11 @@ var table = []setting{
 	{"cni-conf-dir", "ENIWIRE_CNI_CONF_DIR", "/host/etc/cni/net.d", "host CNI conf dir the conflist is written into once the agent is ready"},
 	{"cni-conflist", "ENIWIRE_CNI_CONFLIST", "/etc/eniwire/cni/10-eniwire.conflist", "conflist to install"},
 	{"cni-plugin", "ENIWIRE_CNI_PLUGIN", "/usr/local/bin/eniwire", "plugin binary to install"},
+	{"custom-network", "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG", "false", "true: new ENIs take the subnet and security groups of the node's ENIConfig (crd.k8s.amazonaws.com/v1alpha1), read from the Kubernetes API"},
+	{"eni-config-label", "ENI_CONFIG_LABEL_DEF", eniconfig.DefaultLabel, "custom networking: the node label whose value names the node's ENIConfig (e.g. topology.kubernetes.io/zone); a node with neither it nor the annotation gets the ENIConfig named default"},
+	{"eni-config-annotation", "ENI_CONFIG_ANNOTATION_DEF", eniconfig.DefaultAnnotation, "custom networking: the node annotation whose value names the node's ENIConfig; it wins over the label"},
+	{"node-name", "MY_NODE_NAME", "", "this node's name in Kubernetes (the DaemonSet sets it from spec.nodeName); custom networking watches this Node"},
+	{"kubeconfig", "KUBECONFIG", "", "kubeconfig file for the Kubernetes API (empty: the pod's in-cluster service account)"},
 	{"log-level", "ENIWIRE_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"log-format", "ENIWIRE_LOG_FORMAT", "json", "json or text"},
 	{"clock-factor", "ENIWIRE_CLOCK_FACTOR", "1", "virtual seconds per wall second (simulation only)"},
@@ -131,10 +142,17 @@ func parseSettings(args []string) (*settings, error) {
 		pinRoot: str("bpf-pin-root"), sysctlRoot: str("sysctl-root"), serviceCIDRs: str("service-cidrs"), externalSNAT: str("external-snat"),
 		excludeSNAT: str("exclude-snat-cidrs"), randomizeSNAT: str("randomize-snat"), eniMTU: num("eni-mtu"),
 		cniBinDir: str("cni-bin-dir"), cniConfDir: str("cni-conf-dir"), cniConflist: str("cni-conflist"),
-		cniPlugin: str("cni-plugin"),
+		cniPlugin: str("cni-plugin"), nodeName: str("node-name"), eniConfigLabel: str("eni-config-label"),
+		eniConfigAnnotation: str("eni-config-annotation"), kubeconfig: str("kubeconfig"),
 	}
 	if s.prefixDelegation, err = strconv.ParseBool(str("enable-prefix-delegation")); err != nil {
 		errs = append(errs, fmt.Errorf("--enable-prefix-delegation: %w", err))
+	}
+	if s.customNetwork, err = strconv.ParseBool(str("custom-network")); err != nil {
+		errs = append(errs, fmt.Errorf("--custom-network: %w", err))
+	}
+	if s.customNetwork && s.nodeName == "" {
+		errs = append(errs, errors.New("--custom-network needs --node-name (MY_NODE_NAME)"))
 	}
 	if s.subnetDiscovery, err = strconv.ParseBool(str("enable-subnet-discovery")); err != nil {
 		errs = append(errs, fmt.Errorf("--enable-subnet-discovery: %w", err))

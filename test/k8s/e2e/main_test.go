@@ -148,6 +148,7 @@ func TestKubernetesNode(t *testing.T) {
 	results.run(t, "6. uninstall: the node holds nothing of eniwire", s.uninstall)
 	results.run(t, "7. Helm chart (helm's own engine) installs a working eniwire", s.helm)
 	results.run(t, "8. prefix delegation: 110 pods on an m5.large", s.prefixDelegation)
+	results.run(t, customNetworkingCase, s.customNetworking)
 
 	table := results.table()
 	fmt.Println("\n" + table)

@@ -1,0 +1,40 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/eniwire/eniwire/controller/eniconfig"
+)
+
+func TestCustomNetworkingSettings(t *testing.T) {
+	for _, env := range []string{"AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG", "MY_NODE_NAME", "ENI_CONFIG_LABEL_DEF", "ENI_CONFIG_ANNOTATION_DEF", "KUBECONFIG"} {
+		t.Setenv(env, "") // restored after the test
+		os.Unsetenv(env)
+	}
+	t.Run("are off by default, with the AWS VPC CNI's keys", func(t *testing.T) {
+		s, err := parseSettings(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.customNetwork || s.eniConfigLabel != eniconfig.DefaultLabel || s.eniConfigAnnotation != eniconfig.DefaultAnnotation {
+			t.Errorf("custom network %v, label %q, annotation %q", s.customNetwork, s.eniConfigLabel, s.eniConfigAnnotation)
+		}
+	})
+	t.Run("need the node's name when on", func(t *testing.T) {
+		if _, err := parseSettings([]string{"-custom-network=true"}); err == nil || !strings.Contains(err.Error(), "MY_NODE_NAME") {
+			t.Errorf("err = %v, want one naming MY_NODE_NAME", err)
+		}
+		t.Setenv("MY_NODE_NAME", "node-1")
+		s, err := parseSettings([]string{"-custom-network=true", "-eni-config-label=topology.kubernetes.io/zone"})
+		if err != nil || !s.customNetwork || s.nodeName != "node-1" || s.eniConfigLabel != "topology.kubernetes.io/zone" {
+			t.Errorf("settings %+v, err %v", s, err)
+		}
+	})
+	t.Run("refuse a value that is no bool", func(t *testing.T) {
+		if _, err := parseSettings([]string{"-custom-network=yes please"}); err == nil {
+			t.Error("no error")
+		}
+	})
+}
