@@ -59,7 +59,9 @@ func writeImages(repoRoot, dir string, b Binaries) ([]string, error) {
 			return withToolbox(AgnhostImage, []ociimage.File{agnhost}, []string{"/agnhost"}, nil), nil
 		},
 		func() (ociimage.Image, error) { return withToolbox(E2EBusyboxImage, nil, nil, []string{"sh"}), nil },
-		func() (ociimage.Image, error) { return withToolbox(E2EJessieDnsutilsImage, nil, nil, []string{"sh"}), nil },
+		func() (ociimage.Image, error) {
+			return withToolbox(E2EJessieDnsutilsImage, nil, nil, []string{"sh"}), nil
+		},
 		func() (ociimage.Image, error) {
 			return withToolbox(E2ENginxImage, []ociimage.File{agnhost}, []string{"/agnhost", "netexec", "--http-port=80", "--udp-port=-1"}, nil), nil
 		},
