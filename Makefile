@@ -45,6 +45,13 @@ e2e-k8s: deps ## eniwire on a real Kubernetes cluster (built from source) on the
 	@if [ "$$(id -u)" != 0 ]; then echo "e2e-k8s: needs root; run: sudo make e2e-k8s" >&2; exit 1; fi
 	cd $(K8S) && $(GO) vet ./... && $(GO) test -count=1 -timeout 75m -v ./cluster/ ./e2e/
 
+CONFORMANCE_FLAGS ?= -extended
+
+.PHONY: conformance
+conformance: deps ## Kubernetes' network conformance tests (e2e.test, v1.34.2) against eniwire in kube-proxy iptables and nftables mode, then a table (root).
+	@if [ "$$(id -u)" != 0 ]; then echo "conformance: needs root; run: sudo make conformance" >&2; exit 1; fi
+	cd $(K8S) && $(GO) run ./cmd/conformance $(CONFORMANCE_FLAGS)
+
 .PHONY: k8s
 k8s: deps ## Bring up the Kubernetes cluster with eniwire on the simulated VPC and leave it running until Ctrl-C (root).
 	@if [ "$$(id -u)" != 0 ]; then echo "k8s: needs root; run: sudo make k8s" >&2; exit 1; fi
