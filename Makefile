@@ -52,6 +52,11 @@ conformance: deps ## Kubernetes' network conformance tests (e2e.test, v1.34.2) a
 	@if [ "$$(id -u)" != 0 ]; then echo "conformance: needs root; run: sudo make conformance" >&2; exit 1; fi
 	cd $(K8S) && $(GO) run ./cmd/conformance $(CONFORMANCE_FLAGS)
 
+.PHONY: conformance-subset
+conformance-subset: deps ## The part of `make conformance` that `make test` runs: the Services and DNS [Conformance] specs, kube-proxy iptables mode (root).
+	@if [ "$$(id -u)" != 0 ]; then echo "conformance-subset: needs root; run: sudo make conformance-subset" >&2; exit 1; fi
+	cd $(K8S) && $(GO) run ./cmd/conformance -proxy-modes iptables -focus '\[sig-network\] (Services|DNS) .*\[Conformance\]'
+
 .PHONY: k8s
 k8s: deps ## Bring up the Kubernetes cluster with eniwire on the simulated VPC and leave it running until Ctrl-C (root).
 	@if [ "$$(id -u)" != 0 ]; then echo "k8s: needs root; run: sudo make k8s" >&2; exit 1; fi

@@ -62,7 +62,7 @@ func ReadJUnit(path string) ([]Result, error) {
 				continue
 			}
 			if name, ok := strings.CutPrefix(r.Name, "[It] "); ok {
-				r.Name = name
+				r.Name = withoutLabels(name)
 			} else if r.Status == "passed" || r.Status == "skipped" {
 				continue
 			}
@@ -70,4 +70,20 @@ func ReadJUnit(path string) ([]Result, error) {
 		}
 	}
 	return out, nil
+}
+
+// withoutLabels drops the list of labels ginkgo appends to a spec's name ("... [Conformance] [sig-network,
+// Conformance]") when the name already carries each of them as a tag, as the Kubernetes suite's names do.
+func withoutLabels(name string) string {
+	i := strings.LastIndex(name, " [")
+	if i < 0 || !strings.HasSuffix(name, "]") {
+		return name
+	}
+	text := name[:i]
+	for _, label := range strings.Split(name[i+2:len(name)-1], ", ") {
+		if !strings.Contains(text, "["+label+"]") {
+			return name
+		}
+	}
+	return strings.TrimSpace(text)
 }
