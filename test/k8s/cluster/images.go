@@ -3,7 +3,10 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 
 	"github.com/eniwire/eniwire/test/ociimage"
 )
@@ -42,7 +45,7 @@ func writeImages(repoRoot, dir string, b Binaries) ([]string, error) {
 		return ociimage.Image{Tags: []string{tag}, Files: append(append([]ociimage.File(nil), toolbox...), extra...),
 			Entrypoint: entrypoint, Cmd: cmd, Env: toolboxEnv}
 	}
-	agnhost, err := ociimage.FromBinary(b.Agnhost, "/agnhost")
+	agnhost, err := agnhostFiles(repoRoot, b.Agnhost)
 	if err != nil {
 		return nil, err
 	}
@@ -56,14 +59,14 @@ func writeImages(repoRoot, dir string, b Binaries) ([]string, error) {
 		func() (ociimage.Image, error) { return single(CoreDNSImage, b.CoreDNS, "/coredns", "/coredns") },
 		// agnhost as its Dockerfile makes it: the binary at /agnhost on a userland with a shell and DNS tools.
 		func() (ociimage.Image, error) {
-			return withToolbox(AgnhostImage, []ociimage.File{agnhost}, []string{"/agnhost"}, nil), nil
+			return withToolbox(AgnhostImage, agnhost, []string{"/agnhost"}, []string{"pause"}), nil
 		},
 		func() (ociimage.Image, error) { return withToolbox(E2EBusyboxImage, nil, nil, []string{"sh"}), nil },
 		func() (ociimage.Image, error) {
 			return withToolbox(E2EJessieDnsutilsImage, nil, nil, []string{"sh"}), nil
 		},
 		func() (ociimage.Image, error) {
-			return withToolbox(E2ENginxImage, []ociimage.File{agnhost}, []string{"/agnhost", "netexec", "--http-port=80", "--udp-port=-1"}, nil), nil
+			return withToolbox(E2ENginxImage, agnhost, []string{"/agnhost", "netexec", "--http-port=80", "--udp-port=-1"}, nil), nil
 		},
 		func() (ociimage.Image, error) {
 			return ImageFromDockerfile(repoRoot, b.Eniwire, []string{EniwireImage})
@@ -87,6 +90,37 @@ func writeImages(repoRoot, dir string, b Binaries) ([]string, error) {
 		paths = append(paths, p)
 	}
 	return paths, nil
+}
+
+// agnhostFiles are what agnhost's Dockerfile (test/images/agnhost in k8s.io/kubernetes) adds to its userland:
+// the binary at /agnhost and the agnhost-2 link to it, porter's TLS key pair in /, netexec's /uploads, and
+// the user and group the SupplementalGroups tests expect.
+func agnhostFiles(repoRoot, bin string) ([]ociimage.File, error) {
+	agnhost, err := ociimage.FromBinary(bin, "/agnhost")
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes")
+	cmd.Dir = filepath.Join(repoRoot, "test", "k8s")
+	dir, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("finding the k8s.io/kubernetes module: %w", err)
+	}
+	files := []ociimage.File{agnhost, {Path: "/agnhost-2", Mode: os.ModeSymlink, Data: []byte("agnhost")}, {Path: "/uploads/", Mode: 0o755},
+		{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n" +
+			"user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n")},
+		{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnogroup:x:65534:\nuser-defined-in-image:x:1000:\n" +
+			"group-defined-in-image:x:50000:user-defined-in-image\n")},
+	}
+	for _, name := range []string{"localhost.crt", "localhost.key"} {
+		f, err := ociimage.FromBinary(filepath.Join(strings.TrimSpace(string(dir)), "test", "images", "agnhost", "porter", name), "/"+name)
+		if err != nil {
+			return nil, err
+		}
+		f.Mode = 0o644
+		files = append(files, f)
+	}
+	return files, nil
 }
 
 // importImages loads the archives into the node's containerd.

@@ -13,12 +13,18 @@ import (
 )
 
 // The toolbox is the userland Kubernetes' e2e images give the commands its tests run in them (`sh -c`, `dig`,
-// `getent hosts`, `curl`, `nc`, `wget`, `hostname`, `seq`, ...), taken from the machine's Debian packages:
-// busybox-static with every applet as a symlink, and dig, host, nslookup (bind9-dnsutils), getent (libc-bin)
-// and curl with the shared libraries they load.
+// `getent hosts`, `curl`, `nc -v -t -u -w`, `ss`, `hostname`, `seq`, ...), the tools agnhost's Dockerfile
+// installs (bind-tools curl netcat-openbsd iproute2 bash), taken from the machine's Debian packages:
+// busybox-static with every applet as a symlink, and dig, host, nslookup (bind9-dnsutils), getent (libc-bin),
+// curl, nc (netcat-openbsd), ip and ss (iproute2) and bash with the shared libraries they load.
 var (
 	toolboxBusybox = "/usr/bin/busybox"
-	toolboxDynamic = []string{"/usr/bin/dig", "/usr/bin/host", "/usr/bin/nslookup", "/usr/bin/getent", "/usr/bin/curl"}
+	// toolboxDynamic maps each tool's path in the image to its path on the machine.
+	toolboxDynamic = []struct{ image, machine string }{
+		{"/usr/bin/dig", "/usr/bin/dig"}, {"/usr/bin/host", "/usr/bin/host"}, {"/usr/bin/nslookup", "/usr/bin/nslookup"},
+		{"/usr/bin/getent", "/usr/bin/getent"}, {"/usr/bin/curl", "/usr/bin/curl"}, {"/usr/bin/nc", "/usr/bin/nc.openbsd"},
+		{"/usr/bin/ip", "/usr/bin/ip"}, {"/usr/bin/ss", "/usr/bin/ss"}, {"/bin/bash", "/usr/bin/bash"},
+	}
 	// toolboxLibDirs are where Debian keeps amd64 shared libraries; the image holds them in the first, one
 	// of the dynamic loader's built-in search paths, so no ld.so.cache is needed.
 	toolboxLibDirs = []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu"}
@@ -48,13 +54,13 @@ func toolboxFiles() ([]ociimage.File, error) {
 		files = append(files, ociimage.File{Path: "/" + applet, Mode: os.ModeSymlink, Data: []byte(relativeTo("/"+applet, "/bin/busybox"))})
 	}
 	libs := map[string]bool{}
-	for _, bin := range toolboxDynamic {
-		f, err := ociimage.FromBinary(bin, bin)
+	for _, tool := range toolboxDynamic {
+		f, err := ociimage.FromBinary(tool.machine, tool.image)
 		if err != nil {
-			return nil, fmt.Errorf("the e2e images carry %s (Debian's bind9-dnsutils, libc-bin, curl): %w", bin, err)
+			return nil, fmt.Errorf("the e2e images carry %s (Debian's bind9-dnsutils, libc-bin, curl, netcat-openbsd, iproute2, bash): %w", tool.machine, err)
 		}
 		files = append(files, f)
-		if err := sharedLibraries(bin, libs); err != nil {
+		if err := sharedLibraries(tool.machine, libs); err != nil {
 			return nil, err
 		}
 	}

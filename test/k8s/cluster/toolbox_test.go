@@ -32,6 +32,9 @@ func TestTheToolboxRunsItsToolsInARootOfItsOwn(t *testing.T) {
 		{"/usr/bin/dig", "-v"},
 		{"/usr/bin/getent", "passwd", "root"},
 		{"/usr/bin/curl", "--version"},
+		{"/bin/sh", "-c", "echo hostName | nc -v -t -u -w 1 127.0.0.1 9 || true"},
+		{"/usr/bin/ss", "-V"},
+		{"/bin/bash", "-c", "true"},
 	} {
 		out, err := exec.Command("chroot", append([]string{root}, args...)...).CombinedOutput()
 		if err != nil {
