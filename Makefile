@@ -37,6 +37,7 @@ test: deps lint check-generate ## Install what is missing, vet, check the BPF ob
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./test/ec2sim
 	$(MAKE) e2e-k8s
+	$(MAKE) conformance-subset
 
 K8S := test/k8s
 

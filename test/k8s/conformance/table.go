@@ -3,6 +3,7 @@ package conformance
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -39,9 +40,10 @@ func (t Totals) String() string {
 	return s + fmt.Sprintf("; %.0f spec-seconds", t.Seconds)
 }
 
-// WriteTable writes a Markdown table of the results (test, result, seconds, and why a spec failed or
-// skipped) under a heading, then the totals.
+// WriteTable writes a Markdown table of the results sorted by name (test, result, seconds, and why a spec
+// failed or skipped) under a heading, then the totals.
 func WriteTable(w io.Writer, heading string, results []Result) error {
+	results = slices.SortedFunc(slices.Values(results), func(a, b Result) int { return strings.Compare(a.Name, b.Name) })
 	var b strings.Builder
 	fmt.Fprintf(&b, "### %s\n\n| test | result | seconds | note |\n| --- | --- | ---: | --- |\n", heading)
 	for _, r := range results {
