@@ -33,7 +33,7 @@ lint: ## gofmt and go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: deps lint check-generate ## Install what is missing, vet, check the BPF objects, run every test with -race, fuzz briefly, then the real-Kubernetes-node run.
+test: deps lint check-generate ## Install what is missing, vet, check the BPF objects, run every test with -race, fuzz briefly, then the real-Kubernetes-node run and the Services and DNS conformance specs.
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./test/ec2sim
 	$(MAKE) e2e-k8s

@@ -53,6 +53,9 @@ func toolboxFiles() ([]ociimage.File, error) {
 		}
 		files = append(files, ociimage.File{Path: "/" + applet, Mode: os.ModeSymlink, Data: []byte(relativeTo("/"+applet, "/bin/busybox"))})
 	}
+	// Debian's busybox-static runs its own applets from its shell before it searches PATH (nc would be its
+	// own, without -v, -t or -u), so sh is bash, which finds the tools through PATH as the suite expects.
+	files = append(files, ociimage.File{Path: "/bin/sh", Mode: os.ModeSymlink, Data: []byte("bash")})
 	libs := map[string]bool{}
 	for _, tool := range toolboxDynamic {
 		f, err := ociimage.FromBinary(tool.machine, tool.image)

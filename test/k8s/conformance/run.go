@@ -49,6 +49,9 @@ func (s Suite) Run(ctx context.Context, o RunOptions) ([]Result, error) {
 		"--num-nodes="+strconv.Itoa(o.NumNodes), "--system-pods-startup-timeout=5m")
 	cmd := exec.CommandContext(ctx, s.Ginkgo, args...)
 	cmd.Dir = o.Dir
+	// Interrupted, ginkgo stops the specs and still writes the report of those that ran.
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 2 * time.Minute
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
