@@ -33,7 +33,7 @@ lint: ## gofmt and go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: deps lint check-generate ## Install what is missing, vet, check the BPF objects, run every test with -race, fuzz briefly, then the real-Kubernetes-node run and the Services and DNS conformance specs.
+test: deps lint check-generate ## Install what is missing, vet, check the BPF objects, run every test with -race, fuzz briefly, then the real-Kubernetes-node run and the network conformance specs in one kube-proxy mode.
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./test/ec2sim
 	$(MAKE) e2e-k8s
@@ -54,9 +54,9 @@ conformance: deps ## Kubernetes' network conformance tests (e2e.test, v1.34.2) a
 	cd $(K8S) && $(GO) run ./cmd/conformance $(CONFORMANCE_FLAGS)
 
 .PHONY: conformance-subset
-conformance-subset: deps ## The part of `make conformance` that `make test` runs: the Services and DNS [Conformance] specs, kube-proxy iptables mode (root).
+conformance-subset: deps ## The part of `make conformance` that `make test` runs: every [sig-network] [Conformance] spec, kube-proxy iptables mode only (root).
 	@if [ "$$(id -u)" != 0 ]; then echo "conformance-subset: needs root; run: sudo make conformance-subset" >&2; exit 1; fi
-	cd $(K8S) && $(GO) run ./cmd/conformance -proxy-modes iptables -focus '\[sig-network\] (Services|DNS) .*\[Conformance\]'
+	cd $(K8S) && $(GO) run ./cmd/conformance -proxy-modes iptables
 
 .PHONY: k8s
 k8s: deps ## Bring up the Kubernetes cluster with eniwire on the simulated VPC and leave it running until Ctrl-C (root).
