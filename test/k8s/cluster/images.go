@@ -45,7 +45,7 @@ func writeImages(repoRoot, dir string, b Binaries) ([]string, error) {
 		return ociimage.Image{Tags: []string{tag}, Files: append(append([]ociimage.File(nil), toolbox...), extra...),
 			Entrypoint: entrypoint, Cmd: cmd, Env: toolboxEnv}
 	}
-	agnhost, err := agnhostFiles(repoRoot, b.Agnhost)
+	agnhost, err := agnhostFiles(repoRoot, b)
 	if err != nil {
 		return nil, err
 	}
@@ -93,10 +93,15 @@ func writeImages(repoRoot, dir string, b Binaries) ([]string, error) {
 }
 
 // agnhostFiles are what agnhost's Dockerfile (test/images/agnhost in k8s.io/kubernetes) adds to its userland:
-// the binary at /agnhost and the agnhost-2 link to it, porter's TLS key pair in /, netexec's /uploads, and
-// the user and group the SupplementalGroups tests expect.
-func agnhostFiles(repoRoot, bin string) ([]ociimage.File, error) {
-	agnhost, err := ociimage.FromBinary(bin, "/agnhost")
+// the binary at /agnhost and the agnhost-2 link to it, CoreDNS at /coredns (the DNS specs' own test server;
+// the cluster's CoreDNS build stands in for the Dockerfile's v1.6.2 release), porter's TLS key pair in /,
+// netexec's /uploads, and the user and group the SupplementalGroups tests expect.
+func agnhostFiles(repoRoot string, b Binaries) ([]ociimage.File, error) {
+	agnhost, err := ociimage.FromBinary(b.Agnhost, "/agnhost")
+	if err != nil {
+		return nil, err
+	}
+	coredns, err := ociimage.FromBinary(b.CoreDNS, "/coredns")
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +111,7 @@ func agnhostFiles(repoRoot, bin string) ([]ociimage.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("finding the k8s.io/kubernetes module: %w", err)
 	}
-	files := []ociimage.File{agnhost, {Path: "/agnhost-2", Mode: os.ModeSymlink, Data: []byte("agnhost")}, {Path: "/uploads/", Mode: 0o755},
+	files := []ociimage.File{agnhost, coredns, {Path: "/agnhost-2", Mode: os.ModeSymlink, Data: []byte("agnhost")}, {Path: "/uploads/", Mode: 0o755},
 		{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n" +
 			"user-defined-in-image:x:1000:1000::/home/user-defined-in-image:/bin/sh\n")},
 		{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\nnogroup:x:65534:\nuser-defined-in-image:x:1000:\n" +

@@ -16,7 +16,7 @@ import (
 // `getent hosts`, `curl`, `nc -v -t -u -w`, `ss`, `hostname`, `seq`, ...), the tools agnhost's Dockerfile
 // installs (bind-tools curl netcat-openbsd iproute2 bash), taken from the machine's Debian packages:
 // busybox-static with every applet as a symlink, and dig, host, nslookup (bind9-dnsutils), getent (libc-bin),
-// curl, nc (netcat-openbsd), ip and ss (iproute2) and bash with the shared libraries they load.
+// curl, wget, nc (netcat-openbsd), ip and ss (iproute2) and bash with the shared libraries they load.
 var (
 	toolboxBusybox = "/usr/bin/busybox"
 	// toolboxDynamic maps each tool's path in the image to its path on the machine.
@@ -24,6 +24,8 @@ var (
 		{"/usr/bin/dig", "/usr/bin/dig"}, {"/usr/bin/host", "/usr/bin/host"}, {"/usr/bin/nslookup", "/usr/bin/nslookup"},
 		{"/usr/bin/getent", "/usr/bin/getent"}, {"/usr/bin/curl", "/usr/bin/curl"}, {"/usr/bin/nc", "/usr/bin/nc.openbsd"},
 		{"/usr/bin/ip", "/usr/bin/ip"}, {"/usr/bin/ss", "/usr/bin/ss"}, {"/bin/bash", "/usr/bin/bash"},
+		// GNU wget: busybox-static's wget crashes (SIGSEGV) on a refused connection.
+		{"/usr/bin/wget", "/usr/bin/wget"},
 	}
 	// toolboxLibDirs are where Debian keeps amd64 shared libraries; the image holds them in the first, one
 	// of the dynamic loader's built-in search paths, so no ld.so.cache is needed.
@@ -60,7 +62,7 @@ func toolboxFiles() ([]ociimage.File, error) {
 	for _, tool := range toolboxDynamic {
 		f, err := ociimage.FromBinary(tool.machine, tool.image)
 		if err != nil {
-			return nil, fmt.Errorf("the e2e images carry %s (Debian's bind9-dnsutils, libc-bin, curl, netcat-openbsd, iproute2, bash): %w", tool.machine, err)
+			return nil, fmt.Errorf("the e2e images carry %s (Debian's bind9-dnsutils, libc-bin, curl, wget, netcat-openbsd, iproute2, bash): %w", tool.machine, err)
 		}
 		files = append(files, f)
 		if err := sharedLibraries(tool.machine, libs); err != nil {

@@ -34,6 +34,7 @@ func TestTheToolboxRunsItsToolsInARootOfItsOwn(t *testing.T) {
 		{"/usr/bin/curl", "--version"},
 		{"/bin/sh", "-c", "nc -h 2>&1 | grep -q OpenBSD"}, // the shell finds netcat-openbsd's nc, not busybox's
 		{"/usr/bin/ss", "-V"},
+		{"/bin/sh", "-c", "wget -q -O - -T 1 http://127.0.0.1:1/; test $? = 4"}, // refused, not crashed
 		{"/bin/bash", "-c", "true"},
 	} {
 		out, err := exec.Command("chroot", append([]string{root}, args...)...).CombinedOutput()
