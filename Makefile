@@ -33,10 +33,11 @@ lint: ## gofmt and go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: deps lint check-generate ## Install what is missing, vet, check the BPF objects, run every test with -race, fuzz briefly, then the real-Kubernetes-node run.
+test: deps lint check-generate ## Install what is missing, vet, check the BPF objects, run every test with -race, fuzz briefly, then the real-Kubernetes-node run and the network conformance specs in one kube-proxy mode.
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./test/ec2sim
 	$(MAKE) e2e-k8s
+	$(MAKE) conformance-subset
 
 K8S := test/k8s
 
@@ -44,6 +45,18 @@ K8S := test/k8s
 e2e-k8s: deps ## eniwire on a real Kubernetes cluster (built from source) on the simulated VPC: every case, then a table (root).
 	@if [ "$$(id -u)" != 0 ]; then echo "e2e-k8s: needs root; run: sudo make e2e-k8s" >&2; exit 1; fi
 	cd $(K8S) && $(GO) vet ./... && $(GO) test -count=1 -timeout 75m -v ./cluster/ ./e2e/
+
+CONFORMANCE_FLAGS ?= -extended
+
+.PHONY: conformance
+conformance: deps ## Kubernetes' network conformance tests (e2e.test, v1.34.2) against eniwire in kube-proxy iptables and nftables mode, then a table (root).
+	@if [ "$$(id -u)" != 0 ]; then echo "conformance: needs root; run: sudo make conformance" >&2; exit 1; fi
+	cd $(K8S) && $(GO) run ./cmd/conformance $(CONFORMANCE_FLAGS)
+
+.PHONY: conformance-subset
+conformance-subset: deps ## The part of `make conformance` that `make test` runs: every [sig-network] [Conformance] spec, kube-proxy iptables mode only (root).
+	@if [ "$$(id -u)" != 0 ]; then echo "conformance-subset: needs root; run: sudo make conformance-subset" >&2; exit 1; fi
+	cd $(K8S) && $(GO) run ./cmd/conformance -proxy-modes iptables
 
 .PHONY: k8s
 k8s: deps ## Bring up the Kubernetes cluster with eniwire on the simulated VPC and leave it running until Ctrl-C (root).

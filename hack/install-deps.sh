@@ -3,12 +3,13 @@
 # Run as root (make test and make demo call it). Idempotent.
 set -euo pipefail
 
-debs=(clang llvm libbpf-dev bpftool iproute2 iperf3 awscli containernetworking-plugins containerd runc nftables iptables procps conntrack)
+debs=(clang llvm libbpf-dev bpftool iproute2 iperf3 awscli containernetworking-plugins containerd runc nftables iptables procps conntrack busybox-static bind9-dnsutils curl wget netcat-openbsd)
 declare -A probe=(
 	[clang]=/usr/bin/clang [llvm]=/usr/bin/llvm-strip [libbpf-dev]=/usr/include/bpf/bpf_helpers.h
 	[bpftool]=/usr/sbin/bpftool [iproute2]=/usr/sbin/ip [iperf3]=/usr/bin/iperf3 [awscli]=/usr/bin/aws
 	[containernetworking-plugins]=/usr/lib/cni/portmap [containerd]=/usr/bin/containerd [runc]=/usr/sbin/runc
 	[nftables]=/usr/sbin/nft [iptables]=/usr/sbin/iptables [procps]=/usr/bin/pgrep [conntrack]=/usr/sbin/conntrack
+	[busybox-static]=/usr/bin/busybox [bind9-dnsutils]=/usr/bin/dig [curl]=/usr/bin/curl [wget]=/usr/bin/wget [netcat-openbsd]=/usr/bin/nc.openbsd
 )
 missing=()
 for p in "${debs[@]}"; do

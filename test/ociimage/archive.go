@@ -17,7 +17,8 @@ import (
 	"time"
 )
 
-// File is one file of the image's only layer. A Path ending in "/" is a directory.
+// File is one file of the image's only layer. A Path ending in "/" is a directory; a Mode with fs.ModeSymlink
+// makes a symbolic link whose target is Data.
 type File struct {
 	Path string // absolute, as the container sees it
 	Mode fs.FileMode
@@ -114,11 +115,14 @@ func (im Image) layer() ([]byte, error) {
 	for _, n := range names {
 		f := entries[n]
 		h := &tar.Header{Name: n, Mode: int64(f.Mode.Perm()), ModTime: time.Unix(0, 0), Typeflag: tar.TypeReg, Size: int64(len(f.Data))}
-		if strings.HasSuffix(n, "/") {
+		switch {
+		case strings.HasSuffix(n, "/"):
 			h.Typeflag, h.Size = tar.TypeDir, 0
 			if f.Mode&fs.ModeSticky != 0 {
 				h.Mode |= 0o1000
 			}
+		case f.Mode&fs.ModeSymlink != 0:
+			h.Typeflag, h.Size, h.Linkname, h.Mode = tar.TypeSymlink, 0, string(f.Data), 0o777
 		}
 		if err := tw.WriteHeader(h); err != nil {
 			return nil, err

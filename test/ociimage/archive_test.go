@@ -62,8 +62,22 @@ func TestARelativePathIsRefused(t *testing.T) {
 	}
 }
 
+func TestASymlinkFileBecomesALinkToItsData(t *testing.T) {
+	im := Image{Files: []File{{Path: "/bin/busybox", Mode: 0o755, Data: []byte("exe")}, {Path: "/bin/sh", Mode: os.ModeSymlink, Data: []byte("busybox")}}}
+	path := filepath.Join(t.TempDir(), "x.tar")
+	if err := im.WriteArchive(path); err != nil {
+		t.Fatal(err)
+	}
+	layer := readTar(t, readTar(t, mustRead(t, path))["layer.tar"].data)
+	if e := layer["bin/sh"]; e.typ != tar.TypeSymlink || e.link != "busybox" || len(e.data) != 0 {
+		t.Errorf("bin/sh: %+v, want a symlink to busybox", e)
+	}
+}
+
 type entry struct {
 	mode int64
+	typ  byte
+	link string
 	data []byte
 }
 
@@ -80,7 +94,7 @@ func readTar(t *testing.T, b []byte) map[string]entry {
 			t.Fatal(err)
 		}
 		data, _ := io.ReadAll(tr)
-		out[h.Name] = entry{mode: h.Mode, data: data}
+		out[h.Name] = entry{mode: h.Mode, typ: h.Typeflag, link: h.Linkname, data: data}
 	}
 }
 

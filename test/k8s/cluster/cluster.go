@@ -180,7 +180,7 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, err error) {
 func (c *Cluster) startNode(ctx context.Context, n *Node) error {
 	c.logf("starting node %s (%s, %s)", n.Name, n.Instance.Type, n.Instance.PrimaryIP)
 	var err error
-	if n.Mount, err = NewMountNS(ctx, n.Dir, filepath.Join(n.Dir, "root")); err != nil {
+	if n.Mount, err = NewMountNS(ctx, n.Dir, filepath.Join(n.Dir, "root"), n.Name); err != nil {
 		return err
 	}
 	for _, plugin := range []string{"loopback", "portmap"} {

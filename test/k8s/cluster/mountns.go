@@ -30,14 +30,15 @@ type MountNS struct {
 	Root   string // the node's directory; Root+path is what the node sees at path
 }
 
-// PID is the holder's pid: nsenter --mount=/proc/PID/ns/mnt enters the namespace.
+// PID is the holder's pid: nsenter --mount=/proc/PID/ns/mnt --uts=/proc/PID/ns/uts enters the namespaces.
 func (m *MountNS) PID() int { return m.holder.cmd.Process.Pid }
 
 // NewMountNS makes root/<path> for every node path, the mount points on the machine where missing, and
-// starts the holder, which mounts them and a bpffs and then sleeps.
-func NewMountNS(ctx context.Context, dir, root string) (*MountNS, error) {
+// starts the holder, which mounts them and a bpffs and then sleeps. The holder also holds a UTS namespace
+// whose hostname is the node's, as an instance's is: hostNetwork pods share it (their hostname is the node's).
+func NewMountNS(ctx context.Context, dir, root, hostname string) (*MountNS, error) {
 	var script strings.Builder
-	script.WriteString("set -e\nmount --make-rshared /\nmount -t bpf -o mode=0700 bpf /sys/fs/bpf\n")
+	fmt.Fprintf(&script, "set -e\nhostname %q\nmount --make-rshared /\nmount -t bpf -o mode=0700 bpf /sys/fs/bpf\n", hostname)
 	for _, p := range nodePaths {
 		if err := os.MkdirAll(root+p, 0o755); err != nil {
 			return nil, fmt.Errorf("making %s: %w", root+p, err)
@@ -50,7 +51,7 @@ func NewMountNS(ctx context.Context, dir, root string) (*MountNS, error) {
 	ready := filepath.Join(dir, "mountns.ready")
 	_ = os.Remove(ready)
 	fmt.Fprintf(&script, "touch %q\nexec sleep infinity\n", ready)
-	holder, err := Start(dir, "mountns", Namespaces{}, nil, "unshare", "--mount", "--propagation", "slave", "sh", "-c", script.String())
+	holder, err := Start(dir, "mountns", Namespaces{}, nil, "unshare", "--mount", "--uts", "--propagation", "slave", "sh", "-c", script.String())
 	if err != nil {
 		return nil, err
 	}

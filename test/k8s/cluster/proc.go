@@ -24,8 +24,8 @@ type Process struct {
 	err     error
 }
 
-// Namespaces say where a process runs: a network namespace path and the pid of a process whose mount
-// namespace it joins (0: the harness's own).
+// Namespaces say where a process runs: a network namespace path and the pid of a process whose mount and
+// UTS namespaces it joins (0: the harness's own).
 type Namespaces struct {
 	NetnsPath string
 	MountPID  int
@@ -39,7 +39,7 @@ func (n Namespaces) Command(ctx context.Context, argv ...string) *exec.Cmd {
 		pre = append(pre, "--net="+n.NetnsPath)
 	}
 	if n.MountPID != 0 {
-		pre = append(pre, fmt.Sprintf("--mount=/proc/%d/ns/mnt", n.MountPID))
+		pre = append(pre, fmt.Sprintf("--mount=/proc/%d/ns/mnt", n.MountPID), fmt.Sprintf("--uts=/proc/%d/ns/uts", n.MountPID))
 	}
 	if len(pre) == 1 {
 		return exec.CommandContext(ctx, argv[0], argv[1:]...)

@@ -1,0 +1,162 @@
+// Command conformance runs Kubernetes' own network conformance tests (e2e.test from k8s.io/kubernetes
+// v1.34.2) against eniwire: for each kube-proxy mode it brings up the two-node test cluster on the simulated
+// VPC, installs eniwire from deploy/manifests, runs the chosen specs, removes the cluster, and prints a table
+// per mode and selection (test, result, seconds) with the totals.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/eniwire/eniwire/test/k8s/cluster"
+	"github.com/eniwire/eniwire/test/k8s/conformance"
+)
+
+// selection is one ginkgo run's choice of specs.
+type selection struct {
+	name, focus, skip string
+}
+
+var (
+	// networkConformance is what issue 14 asks for first: every [sig-network] [Conformance] spec.
+	networkConformance = selection{"sig-network Conformance", `\[sig-network\].*\[Conformance\]`, `\[Disruptive\]`}
+	// networkExtended adds the other [sig-network] Services, DNS, HostPort and Networking specs that two nodes
+	// allow: none that disrupts the cluster, runs alone, is slow or flaky, or needs a feature, a cloud load
+	// balancer, IPv6 or SCTP.
+	networkExtended = selection{"sig-network Services, DNS, HostPort, Networking (not Conformance)",
+		`\[sig-network\] (Services|DNS|HostPort|Networking)`,
+		`\[Conformance\]|\[Disruptive\]|\[Serial\]|\[Slow\]|\[Flaky\]|\[Feature:|\[FeatureGate:|\[Provider:|\[Alpha\]|\[Beta\]|LoadBalancer|IPv6|[Dd]ual[Ss]tack|SCTP|ESIPP`}
+)
+
+func main() {
+	modes := flag.String("proxy-modes", "iptables,nftables", "kube-proxy modes to run the suite in, one cluster each")
+	focus := flag.String("focus", "", "run only the specs matching this ginkgo regular expression (instead of the selections)")
+	skip := flag.String("skip", `\[Disruptive\]`, "with -focus: skip the specs matching this")
+	extended := flag.Bool("extended", false, "after the Conformance specs, run the other non-disruptive [sig-network] Services, DNS, HostPort and Networking specs")
+	procs := flag.Int("procs", 4, "ginkgo processes running specs at once")
+	out := flag.String("out", filepath.Join(os.TempDir(), "eniwire-conformance"), "directory for the suite's logs, JUnit reports and the tables (conformance.md)")
+	timeout := flag.Duration("timeout", 2*time.Hour, "limit for one selection's run")
+	flag.Parse()
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "conformance: needs root (network and mount namespaces, BPF, cgroups); run: sudo make conformance")
+		os.Exit(1)
+	}
+	sels := []selection{networkConformance}
+	if *extended {
+		sels = append(sels, networkExtended)
+	}
+	if *focus != "" {
+		sels = []selection{{"focus " + *focus, *focus, *skip}}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	failed, err := run(ctx, strings.Split(*modes, ","), sels, *procs, *out, *timeout)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "conformance:", err)
+		os.Exit(1)
+	}
+	if failed > 0 {
+		fmt.Fprintf(os.Stderr, "conformance: %d specs failed\n", failed)
+		os.Exit(1)
+	}
+}
+
+func logf(format string, args ...any) {
+	fmt.Printf("conformance: %s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// run returns how many specs failed over every mode and selection.
+func run(ctx context.Context, modes []string, sels []selection, procs int, out string, timeout time.Duration) (int, error) {
+	repo, err := cluster.RepoRoot()
+	if err != nil {
+		return 0, err
+	}
+	suite, err := conformance.Build(ctx, filepath.Join(repo, "test", "k8s"), cluster.CacheDir(), logf)
+	if err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return 0, err
+	}
+	tablePath := filepath.Join(out, "conformance.md")
+	tables, err := os.Create(tablePath)
+	if err != nil {
+		return 0, err
+	}
+	defer tables.Close()
+	fmt.Fprintf(tables, "## Kubernetes %s network conformance against eniwire (%s)\n\n", cluster.KubernetesVersion, time.Now().UTC().Format("2006-01-02"))
+	failed := 0
+	var summary []string
+	for _, mode := range modes {
+		results, err := runMode(ctx, suite, mode, sels, procs, out, timeout)
+		for i, rs := range results {
+			heading := fmt.Sprintf("kube-proxy %s: %s", mode, sels[i].name)
+			if err := conformance.WriteTable(tables, heading, rs); err != nil {
+				return failed, err
+			}
+			t := conformance.Count(rs)
+			failed += t.Failed + t.Other
+			summary = append(summary, fmt.Sprintf("%s: %s", heading, t))
+		}
+		if err != nil {
+			return failed, fmt.Errorf("kube-proxy %s: %w", mode, err)
+		}
+	}
+	b, err := os.ReadFile(tablePath)
+	if err != nil {
+		return failed, err
+	}
+	fmt.Printf("\n%s", b)
+	for _, s := range summary {
+		logf("%s", s)
+	}
+	logf("tables in %s, logs and JUnit reports under %s", tablePath, out)
+	return failed, nil
+}
+
+// runMode brings up a cluster in one kube-proxy mode, runs each selection on it and removes it.
+func runMode(ctx context.Context, suite conformance.Suite, mode string, sels []selection, procs int, out string, timeout time.Duration) (_ [][]conformance.Result, err error) {
+	start := time.Now()
+	c, err := cluster.Up(ctx, cluster.Options{Name: fmt.Sprintf("ek%04x", os.Getpid()&0xffff), ProxyMode: mode, Logf: logf})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		logf("removing the %s cluster", mode)
+		err = errors.Join(err, c.Close())
+	}()
+	logf("installing eniwire: kubectl apply -k (deploy/manifests with the test overlay)")
+	if err := c.InstallEniwire(ctx, "k8s-test"); err != nil {
+		return nil, err
+	}
+	if err := c.WaitNodesReady(ctx, 5*time.Minute); err != nil {
+		return nil, err
+	}
+	logf("kube-proxy %s: %d nodes Ready, %s after the start", mode, len(c.Nodes), time.Since(start).Round(time.Second))
+	var all [][]conformance.Result
+	for i, sel := range sels {
+		runStart := time.Now()
+		logf("kube-proxy %s: running %s (focus %s, skip %s, %d processes)", mode, sel.name, sel.focus, sel.skip, procs)
+		results, err := suite.Run(ctx, conformance.RunOptions{
+			Kubeconfig: c.Kubeconfig, Focus: sel.focus, Skip: sel.skip, Procs: procs, NumNodes: len(c.Nodes), Timeout: timeout,
+			Dir: filepath.Join(out, fmt.Sprintf("%s-%d", mode, i+1)),
+			Progress: func(format string, args ...any) {
+				logf("kube-proxy %s: %s", mode, fmt.Sprintf(format, args...))
+			},
+		})
+		if err != nil {
+			return all, err
+		}
+		logf("kube-proxy %s: %s: %s in %s", mode, sel.name, conformance.Count(results), time.Since(runStart).Round(time.Second))
+		all = append(all, results)
+	}
+	return all, nil
+}
