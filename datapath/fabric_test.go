@@ -14,6 +14,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
+
+	"github.com/eniwire/eniwire/datapath/internal/linktest"
 )
 
 // fabric is a node in network namespaces: two pods with veths into the node, and two ENIs (veths) toward a
@@ -70,7 +72,7 @@ func newFabric(t *testing.T) *fabric {
 			return err
 		}
 		for name, cidr := range map[string]string{"eni1": "10.77.1.10/24", "eni2": "10.77.2.10/24", "host1": "", "host2": "", "lo": ""} {
-			l, err := up(name, cidr)
+			l, err := linktest.Up(name, cidr)
 			if err != nil {
 				return err
 			}
@@ -115,7 +117,7 @@ func newFabric(t *testing.T) *fabric {
 			return err
 		}
 		for name, cidr := range map[string]string{"vpc1": "10.77.1.1/24", "vpc2": "10.77.2.1/24", "lo": "10.77.9.9/32"} {
-			if _, err := up(name, cidr); err != nil {
+			if _, err := linktest.Up(name, cidr); err != nil {
 				return err
 			}
 			if err := sysctls(map[string]string{"net/ipv4/conf/" + name + "/rp_filter": "1"}); err != nil {
@@ -134,11 +136,11 @@ func newFabric(t *testing.T) *fabric {
 }
 
 func plumbPod(ip netip.Addr, hostMAC net.HardwareAddr) error {
-	l, err := up("eth0", ip.String()+"/32")
+	l, err := linktest.Up("eth0", ip.String()+"/32")
 	if err != nil {
 		return err
 	}
-	if _, err := up("lo", ""); err != nil {
+	if _, err := linktest.Up("lo", ""); err != nil {
 		return err
 	}
 	gw := net.IPv4(169, 254, 1, 1)
@@ -149,26 +151,6 @@ func plumbPod(ip netip.Addr, hostMAC net.HardwareAddr) error {
 		return fmt.Errorf("adding default route: %w", err)
 	}
 	return netlink.NeighAdd(&netlink.Neigh{LinkIndex: l.Attrs().Index, IP: gw, HardwareAddr: hostMAC, State: netlink.NUD_PERMANENT, Family: netlink.FAMILY_V4})
-}
-
-func up(name, cidr string) (netlink.Link, error) {
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		return nil, fmt.Errorf("finding %s: %w", name, err)
-	}
-	if cidr != "" {
-		a, err := netlink.ParseAddr(cidr)
-		if err != nil {
-			return nil, err
-		}
-		if err := netlink.AddrAdd(l, a); err != nil {
-			return nil, fmt.Errorf("adding %s to %s: %w", cidr, name, err)
-		}
-	}
-	if err := netlink.LinkSetUp(l); err != nil {
-		return nil, fmt.Errorf("setting %s up: %w", name, err)
-	}
-	return netlink.LinkByName(name)
 }
 
 func sysctls(kv map[string]string) error {

@@ -14,6 +14,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
 
+	"github.com/eniwire/eniwire/datapath/internal/linktest"
 	"github.com/eniwire/eniwire/internal/testenv"
 )
 
@@ -89,7 +90,7 @@ func (f *fabric) addHopTo(t *testing.T) ns.NetNS {
 		if err := netlink.LinkAdd(veth); err != nil {
 			return fmt.Errorf("adding veth vpcfar: %w", err)
 		}
-		if _, err := up("vpcfar", farGW.String()+"/24"); err != nil {
+		if _, err := linktest.Up("vpcfar", farGW.String()+"/24"); err != nil {
 			return err
 		}
 		return sysctls(map[string]string{"net/ipv4/ip_forward": "1"})
@@ -104,10 +105,10 @@ func (f *fabric) addHopTo(t *testing.T) ns.NetNS {
 		if err := netlink.LinkSetMTU(l, jumboMTU); err != nil {
 			return err
 		}
-		if _, err := up("eth0", farHost.String()+"/24"); err != nil {
+		if _, err := linktest.Up("eth0", farHost.String()+"/24"); err != nil {
 			return err
 		}
-		if _, err := up("lo", ""); err != nil {
+		if _, err := linktest.Up("lo", ""); err != nil {
 			return err
 		}
 		return netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Gw: farGW.AsSlice()})

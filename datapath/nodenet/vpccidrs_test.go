@@ -14,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/eniwire/eniwire/datapath/dptypes"
+	"github.com/eniwire/eniwire/datapath/internal/linktest"
 )
 
 // TestABlockAddedToTheVPCLeavesUntranslated runs the production datapath (BPF programs and the masquerade
@@ -70,14 +71,14 @@ func TestABlockAddedToTheVPCLeavesUntranslated(t *testing.T) {
 				return fmt.Errorf("adding veth %s: %w", v.name, err)
 			}
 		}
-		prim, err := linkUp("eth0", "10.0.0.10/24")
+		prim, err := linktest.Up("eth0", "10.0.0.10/24")
 		if err != nil {
 			return err
 		}
 		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: prim.Attrs().Index, Gw: net.ParseIP("10.0.0.1")}); err != nil {
 			return fmt.Errorf("adding the default route: %w", err)
 		}
-		hv, err := linkUp(p.HostVeth, "")
+		hv, err := linktest.Up(p.HostVeth, "")
 		if err != nil {
 			return err
 		}
@@ -106,7 +107,7 @@ func TestABlockAddedToTheVPCLeavesUntranslated(t *testing.T) {
 		})
 	})
 	in(pod, "plumbing the pod as the CNI plugin does", func() error {
-		l, err := linkUp("eth0", podIP.String()+"/32")
+		l, err := linktest.Up("eth0", podIP.String()+"/32")
 		if err != nil {
 			return err
 		}
@@ -121,11 +122,11 @@ func TestABlockAddedToTheVPCLeavesUntranslated(t *testing.T) {
 	})
 	in(vpc, "building the vpc", func() error {
 		for name, cidr := range map[string]string{"vpc0": "10.0.0.1/24", "vpc1": "10.0.1.1/24"} {
-			if _, err := linkUp(name, cidr); err != nil {
+			if _, err := linktest.Up(name, cidr); err != nil {
 				return err
 			}
 		}
-		lo, err := linkUp("lo", "")
+		lo, err := linktest.Up("lo", "")
 		if err != nil {
 			return err
 		}
@@ -201,22 +202,4 @@ func TestABlockAddedToTheVPCLeavesUntranslated(t *testing.T) {
 			t.Fatalf("%s saw source %s, want the primary IP %s", internet, src, primaryIP)
 		}
 	})
-}
-
-// linkUp adds cidr (if any) to the link name and sets it up.
-func linkUp(name, cidr string) (netlink.Link, error) {
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		return nil, fmt.Errorf("finding %s: %w", name, err)
-	}
-	if cidr != "" {
-		a, err := netlink.ParseAddr(cidr)
-		if err != nil {
-			return nil, err
-		}
-		if err := netlink.AddrAdd(l, a); err != nil {
-			return nil, fmt.Errorf("adding %s to %s: %w", cidr, name, err)
-		}
-	}
-	return l, netlink.LinkSetUp(l)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
 
+	"github.com/eniwire/eniwire/datapath/internal/linktest"
 	"github.com/eniwire/eniwire/internal/testenv"
 )
 
@@ -108,11 +109,11 @@ func newNode(t *testing.T) *node {
 		if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte("1"), 0o644); err != nil {
 			return err
 		}
-		prim, err := up("prim", "10.99.0.10/24")
+		prim, err := linktest.Up("prim", "10.99.0.10/24")
 		if err != nil {
 			return err
 		}
-		hv, err := up("hostveth", "")
+		hv, err := linktest.Up("hostveth", "")
 		if err != nil {
 			return err
 		}
@@ -122,20 +123,20 @@ func newNode(t *testing.T) *node {
 		return netlink.RouteAdd(&netlink.Route{LinkIndex: prim.Attrs().Index, Gw: net.ParseIP("10.99.0.1")})
 	})
 	do(n.pod, "building pod", func() error {
-		l, err := up("eth0", podIP.String()+"/32")
+		l, err := linktest.Up("eth0", podIP.String()+"/32")
 		if err != nil {
 			return err
 		}
-		if _, err := up("lo", ""); err != nil {
+		if _, err := linktest.Up("lo", ""); err != nil {
 			return err
 		}
 		return netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Scope: netlink.SCOPE_LINK, Dst: &net.IPNet{IP: net.IPv4zero, Mask: net.CIDRMask(0, 32)}})
 	})
 	do(n.inet, "building internet", func() error {
-		if _, err := up("wan", "10.99.0.1/24"); err != nil {
+		if _, err := linktest.Up("wan", "10.99.0.1/24"); err != nil {
 			return err
 		}
-		_, err := up("lo", inetHost.Addr().String()+"/32")
+		_, err := linktest.Up("lo", inetHost.Addr().String()+"/32")
 		return err
 	})
 	// The pod's default route is on-link, so the node must answer ARP for everything on the veth.
@@ -143,23 +144,6 @@ func newNode(t *testing.T) *node {
 		return os.WriteFile(filepath.Join("/proc/sys/net/ipv4/conf/hostveth/proxy_arp"), []byte("1"), 0o644)
 	})
 	return n
-}
-
-func up(name, cidr string) (netlink.Link, error) {
-	l, err := netlink.LinkByName(name)
-	if err != nil {
-		return nil, err
-	}
-	if cidr != "" {
-		a, err := netlink.ParseAddr(cidr)
-		if err != nil {
-			return nil, err
-		}
-		if err := netlink.AddrAdd(l, a); err != nil {
-			return nil, err
-		}
-	}
-	return l, netlink.LinkSetUp(l)
 }
 
 func host(a netip.Addr) *net.IPNet { return &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(32, 32)} }
