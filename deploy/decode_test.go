@@ -54,29 +54,17 @@ func decodeAll(t *testing.T, sources map[string][]byte) objects {
 			var err error
 			switch meta.APIVersion + "/" + meta.Kind {
 			case "v1/ServiceAccount":
-				var o corev1.ServiceAccount
-				err = yaml.UnmarshalStrict([]byte(doc), &o)
-				objs.serviceAccounts = append(objs.serviceAccounts, o)
+				err = decodeStrict(doc, &objs.serviceAccounts)
 			case "v1/ConfigMap":
-				var o corev1.ConfigMap
-				err = yaml.UnmarshalStrict([]byte(doc), &o)
-				objs.configMaps = append(objs.configMaps, o)
+				err = decodeStrict(doc, &objs.configMaps)
 			case "apps/v1/DaemonSet":
-				var o appsv1.DaemonSet
-				err = yaml.UnmarshalStrict([]byte(doc), &o)
-				objs.daemonSets = append(objs.daemonSets, o)
+				err = decodeStrict(doc, &objs.daemonSets)
 			case "rbac.authorization.k8s.io/v1/ClusterRole":
-				var o rbacv1.ClusterRole
-				err = yaml.UnmarshalStrict([]byte(doc), &o)
-				objs.clusterRoles = append(objs.clusterRoles, o)
+				err = decodeStrict(doc, &objs.clusterRoles)
 			case "rbac.authorization.k8s.io/v1/ClusterRoleBinding":
-				var o rbacv1.ClusterRoleBinding
-				err = yaml.UnmarshalStrict([]byte(doc), &o)
-				objs.roleBindings = append(objs.roleBindings, o)
+				err = decodeStrict(doc, &objs.roleBindings)
 			case "apiextensions.k8s.io/v1/CustomResourceDefinition":
-				var o apiextensionsv1.CustomResourceDefinition
-				err = yaml.UnmarshalStrict([]byte(doc), &o)
-				objs.crds = append(objs.crds, o)
+				err = decodeStrict(doc, &objs.crds)
 			default:
 				t.Fatalf("%s: a kind the tests do not know; teach decodeAll its type", where)
 			}
@@ -86,6 +74,16 @@ func decodeAll(t *testing.T, sources map[string][]byte) objects {
 		}
 	}
 	return objs
+}
+
+// decodeStrict decodes doc into a new T, failing on an unknown or duplicated field, and appends it to into.
+func decodeStrict[T any](doc string, into *[]T) error {
+	var o T
+	if err := yaml.UnmarshalStrict([]byte(doc), &o); err != nil {
+		return err
+	}
+	*into = append(*into, o)
+	return nil
 }
 
 func stripComments(b []byte) []byte {
