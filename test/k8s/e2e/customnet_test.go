@@ -26,6 +26,7 @@ const (
 
 // TestCustomNetworking runs the custom networking case alone on a cluster of its own, after the readiness
 // case has installed eniwire: go test -run TestCustomNetworking ./e2e/ (under the machine's cluster lock).
+// make e2e-k8s skips it: TestKubernetesNode runs the same case on its cluster.
 func TestCustomNetworking(t *testing.T) {
 	requireMachine(t)
 	c := upCluster(t, context.Background())
