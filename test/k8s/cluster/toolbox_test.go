@@ -9,18 +9,14 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/eniwire/eniwire/internal/testenv"
 	"github.com/eniwire/eniwire/test/ociimage"
 )
 
 // The toolbox's tools run in a root of their own, as they do in a container: the shell, dig and getent find
 // everything they load inside it.
 func TestTheToolboxRunsItsToolsInARootOfItsOwn(t *testing.T) {
-	if os.Getuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("needs root (chroot)")
-		}
-		t.Skip("needs root (chroot)")
-	}
+	testenv.RequireRoot(t) // chroot
 	files, err := toolboxFiles()
 	if err != nil {
 		t.Fatal(err)
