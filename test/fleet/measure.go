@@ -59,6 +59,15 @@ type Result struct {
 	Speedup          float64    `json:"speedup"`
 }
 
+// TotalEC2Calls is the run's EC2 calls of every action.
+func (r Result) TotalEC2Calls() int64 {
+	var calls int64
+	for _, n := range r.EC2Calls {
+		calls += n
+	}
+	return calls
+}
+
 // LowerBoundMethod is how lower_bound_seconds is computed; the report prints it.
 const LowerBoundMethod = `lower_bound_seconds: for each EC2 action, calls_needed = the calls the scenario needs without faults ` +
 	`(rollout and chaos: per new ENI 1 CreateNetworkInterface + 1 AttachNetworkInterface + 1 ModifyNetworkInterfaceAttribute, ` +
@@ -154,10 +163,7 @@ func (f *fleet) measure(res *Result) {
 	if d := f.filled; d != nil {
 		res.PodsStarted, res.PodsStuck, res.PodsPerMinute = d.started, d.left(), d.perMinute
 		res.PodIPsNotOnNode = d.offNode()
-		var calls int64
-		for _, n := range res.EC2Calls {
-			calls += n
-		}
+		calls := res.TotalEC2Calls()
 		if d.started > 0 {
 			res.EC2CallsPerPod = float64(calls) / float64(d.started)
 		}

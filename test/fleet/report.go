@@ -82,10 +82,7 @@ func writePodTable(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\tscenario\tnodes\tpods\tall addressed s\tlower bound s\tratio\tpods/min, min 1-5\tstuck\tec2 calls\tcalls/pod\tthrottled\tno /28 refusals\tleaked\tdup IPs\tIP off node\twall s\ttargets\t")
 	for _, r := range rs {
-		var calls int64
-		for _, n := range r.EC2Calls {
-			calls += n
-		}
+		calls := r.TotalEC2Calls()
 		conv, ratio := fmt.Sprintf("never (%d left)", r.PodsStuck), "-"
 		if r.Converged {
 			conv, ratio = fmt.Sprintf("%.0f", r.ConvergeSeconds), fmt.Sprintf("%.2f", r.Ratio)
@@ -124,10 +121,7 @@ func writeENITable(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "strategy\tscenario\tnodes\tconverge s\tlower bound s\tratio\tec2 calls\tthrottled\tattach limit\tleaked\tno DoT\tdup IPs\tkills\twall s\ttargets\t")
 	for _, r := range rs {
-		var calls int64
-		for _, n := range r.EC2Calls {
-			calls += n
-		}
+		calls := r.TotalEC2Calls()
 		conv, ratio := "never", "-"
 		if r.Converged || r.ConvergeSeconds >= 0 {
 			conv = fmt.Sprintf("%.0f", r.ConvergeSeconds)
