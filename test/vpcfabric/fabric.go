@@ -273,9 +273,14 @@ func (f *Fabric) waitFor(ctx context.Context, what string, cond func() bool) err
 	}
 }
 
-// WaitNode blocks until the instance's node netns exists and returns it.
+// WaitNode blocks until the instance's node netns exists with its primary ENI wired as eth0, and returns
+// it. (The simulator reports the instance and its primary ENI as two events, so the netns alone can still
+// lack eth0.)
 func (f *Fabric) WaitNode(ctx context.Context, instanceID string) (Node, error) {
-	if err := f.waitFor(ctx, "node "+instanceID, func() bool { return f.nodes[instanceID] != nil }); err != nil {
+	if err := f.waitFor(ctx, "node "+instanceID, func() bool {
+		n := f.nodes[instanceID]
+		return n != nil && n.links[n.inst.PrimaryMAC] != ""
+	}); err != nil {
 		return Node{}, err
 	}
 	return f.Node(instanceID)
