@@ -17,6 +17,7 @@ import (
 // it took is given back when a later step fails. A repeated Add for the same container and interface finds
 // the pair and the agent's assignment in place and prints the same result.
 func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
+	watch := startStopwatch()
 	inv, err := p.start("ADD", args)
 	if err != nil {
 		return err
@@ -34,6 +35,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 		return plumbingError("opening the pod's network namespace", err)
 	}
 	defer podNS.Close()
+	watch.lap("open")
 	log := inv.log.With("netns", args.Netns, "pod", pod.Namespace+"/"+pod.Name)
 
 	hostName := hostVethName(pod.PodIdentity, args.ContainerID, args.IfName)
@@ -52,6 +54,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 		_, _ = plumbing.RemoveHostVeth(hostName, veth.HostIndex, veth.HostMAC)
 	}()
 
+	watch.lap("veth")
 	// The agent journals the assignment while the pod's routes go in: they need the host veth's MAC, not the
 	// pod's IP. Whatever the routes did, the answer is read, so an assignment is never left behind.
 	att := api.Attachment{ContainerID: args.ContainerID, IfName: args.IfName}
@@ -60,7 +63,9 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 		HostVeth: hostName, HostIfindex: veth.HostIndex,
 	})
 	routeErr := podNS.RouteViaHost(veth.PodIndex, veth.HostMAC)
+	watch.lap("routes")
 	asg, err := pending.Answer()
+	watch.lap("agent_wait")
 	if err != nil {
 		log.Warn("agent refused assignment", "err", err)
 		return agentError("assigning an IP", inv.conf.AgentSocket, err)
@@ -95,6 +100,8 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	if err := printResult(p.Stdout, result, inv.conf.CNIVersion); err != nil {
 		return types.NewError(types.ErrIOFailure, "eniwire: printing the result", err.Error())
 	}
-	log.Info("pod wired", "ip", asg.IP, "eni", asg.ENI, "hostVeth", hostName, "hostIfindex", veth.HostIndex, "mtu", asg.MTU, "reused", veth.Reused)
+	watch.lap("address")
+	log.Info("pod wired", append([]any{"ip", asg.IP, "eni", asg.ENI, "hostVeth", hostName, "hostIfindex", veth.HostIndex,
+		"mtu", asg.MTU, "reused", veth.Reused}, watch.attrs()...)...)
 	return nil
 }

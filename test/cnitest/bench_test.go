@@ -97,6 +97,7 @@ func BenchmarkAddDelVersusReferencePtp(b *testing.B) {
 	drainVeths(b, node)
 	reportAddDel(b, "ref-", refAdds, refDels)
 	reportAddDel(b, "", adds, dels)
+	reportAddLaps(b, eniwire, adds)
 	b.Logf("ADD p50/p99: eniwire %v/%v, reference %v/%v; DEL p50/p99: eniwire %v/%v, reference %v/%v",
 		percentile(adds, 50), percentile(adds, 99), percentile(refAdds, 50), percentile(refAdds, 99),
 		percentile(dels, 50), percentile(dels, 99), percentile(refDels, 50), percentile(refDels, 99))
