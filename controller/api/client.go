@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -166,7 +167,7 @@ func (s *sent) answer(out any) error {
 		return s.err
 	}
 	defer s.end()
-	raw, err := io.ReadAll(io.LimitReader(s.conn, maxAnswer+1))
+	raw, err := readAnswer(io.LimitReader(s.conn, maxAnswer+1))
 	if err != nil {
 		return s.unreachable(ctxErr(s.ctx, err))
 	}
@@ -205,6 +206,31 @@ func ctxErr(ctx context.Context, err error) error {
 	return err
 }
 
+// readAnswer reads an answer up to the end its Content-Length marks, or else to the end of the stream. The
+// agent closes the connection after every answer, but its net/http sends the length first: stopping there
+// spares the plugin the wait for the close, a wake-up of the agent's connection goroutine.
+func readAnswer(r io.Reader) ([]byte, error) {
+	buf := make([]byte, 0, 4096)
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, cap(buf))
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if head, body, ok := bytes.Cut(buf, []byte("\r\n\r\n")); ok {
+			if length, known, lerr := contentLength(head); lerr == nil && known && len(body) >= length {
+				return buf, nil
+			}
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
 // parseAnswer splits an HTTP/1.x answer into its status code and body, checking the body against a
 // Content-Length when the answer has one (a short body is an answer cut off).
 func parseAnswer(answer []byte) (int, []byte, error) {
@@ -222,19 +248,36 @@ func parseAnswer(answer []byte) (int, []byte, error) {
 	for _, line := range lines[1:] {
 		name, value, _ := bytes.Cut(line, []byte(":"))
 		value = bytes.TrimSpace(value)
-		switch {
-		case bytes.EqualFold(name, []byte("Transfer-Encoding")) && !bytes.EqualFold(value, []byte("identity")):
+		if bytes.EqualFold(name, []byte("Transfer-Encoding")) && !bytes.EqualFold(value, []byte("identity")) {
 			return 0, nil, fmt.Errorf("the answer came in %s transfer encoding, which an HTTP/1.0 client does not take", value)
-		case bytes.EqualFold(name, []byte("Content-Length")):
-			n, err := strconv.Atoi(string(value))
-			if err != nil || n < 0 {
-				return 0, nil, fmt.Errorf("the answer's Content-Length %q is not a length", value)
-			}
-			if len(body) < n {
-				return 0, nil, fmt.Errorf("the answer was cut off after %d of its %d bytes", len(body), n)
-			}
-			body = body[:n]
 		}
 	}
+	n, known, err := contentLength(head)
+	if err != nil {
+		return 0, nil, err
+	}
+	if known {
+		if len(body) < n {
+			return 0, nil, fmt.Errorf("the answer was cut off after %d of its %d bytes", len(body), n)
+		}
+		body = body[:n]
+	}
 	return status, body, nil
+}
+
+// contentLength reads the Content-Length header of an answer's head; known is false when it has none.
+func contentLength(head []byte) (n int, known bool, err error) {
+	for _, line := range bytes.Split(head, []byte("\r\n"))[1:] {
+		name, value, _ := bytes.Cut(line, []byte(":"))
+		if !bytes.EqualFold(name, []byte("Content-Length")) {
+			continue
+		}
+		value = bytes.TrimSpace(value)
+		n, err := strconv.Atoi(string(value))
+		if err != nil || n < 0 {
+			return 0, false, fmt.Errorf("the answer's Content-Length %q is not a length", value)
+		}
+		return n, true, nil
+	}
+	return 0, false, nil
 }

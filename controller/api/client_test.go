@@ -130,3 +130,38 @@ func TestParseAnswer(t *testing.T) {
 }
 
 func decodeJSON(r *http.Request, v any) error { return json.NewDecoder(r.Body).Decode(v) }
+
+// An answer that says its length is read to that length: the call returns without waiting for the agent to
+// close the connection.
+func TestAnAnswerEndsAtItsContentLengthNotAtTheClose(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "agent.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	hold := make(chan struct{})
+	defer close(hold)
+	go func() {
+		conn, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		buf := make([]byte, 4096)
+		_, _ = conn.Read(buf)
+		body := `{"ready":true,"warm":3}`
+		fmt.Fprintf(conn, "HTTP/1.0 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		<-hold // the connection stays open until the test ends
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	st, err := NewClient(sock).Status(ctx)
+	if err != nil || !st.Ready || st.Warm != 3 {
+		t.Fatalf("got %+v, %v; want the answer", st, err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the call returned after %v, at the deadline rather than at the answer's end", took)
+	}
+}
