@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/internal/clock"
 	"github.com/eniwire/eniwire/test/ec2sim"
 )
@@ -101,13 +102,16 @@ func (w *world) addInstance(i int) (ec2sim.Instance, error) {
 	return inst, nil
 }
 
-// sdk returns an SDK client for the simulator with the given retryer.
+// sdk returns an SDK client for the simulator with the given retryer. Every strategy's client gives the
+// transport its own copy of each request body (ec2client.OwnBodyHTTPClient), as eniwire's does: against a
+// simulator on loopback the SDK's body race otherwise drops a connection under a reader once in a few dozen
+// calls, and a fleet run makes thousands.
 func (w *world) sdk(retryer aws.Retryer) *ec2.Client {
 	return ec2.New(ec2.Options{
 		Region:       w.sim.Config().Region,
 		Credentials:  credentials.NewStaticCredentialsProvider(ec2sim.TestAccessKey, ec2sim.TestSecretKey, ""),
 		BaseEndpoint: aws.String(w.srv.EC2URL()),
-		HTTPClient:   w.http,
+		HTTPClient:   ec2client.OwnBodyHTTPClient(w.http),
 		Retryer:      retryer,
 	})
 }
