@@ -38,16 +38,22 @@ func TestTheChartWithDefaultValuesRendersTheManifestsPods(t *testing.T) {
 }
 
 func TestTheChartCarriesTheProjectsConflist(t *testing.T) {
-	want, err := os.ReadFile("10-eniwire.conflist")
+	sameFile(t, "10-eniwire.conflist", filepath.Join(chartDir, "files", "10-eniwire.conflist"))
+}
+
+// sameFile fails the test unless the chart's copy holds exactly what the project's file does.
+func sameFile(t *testing.T, original, chartCopy string) {
+	t.Helper()
+	want, err := os.ReadFile(original)
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile(filepath.Join(chartDir, "files", "10-eniwire.conflist"))
+	got, err := os.ReadFile(chartCopy)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Error("helm/eniwire/files/10-eniwire.conflist differs from deploy/10-eniwire.conflist: copy it again")
+		t.Errorf("%s differs from %s: copy it again", chartCopy, original)
 	}
 }
 

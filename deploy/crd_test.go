@@ -1,8 +1,6 @@
 package deploy
 
 import (
-	"bytes"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -37,15 +35,5 @@ func TestTheENIConfigCRDIsTheAWSVPCCNIs(t *testing.T) {
 
 // Helm installs the chart's crds/ before its templates and never deletes them; they are the manifest's.
 func TestTheChartCarriesTheManifestsCRD(t *testing.T) {
-	want, err := os.ReadFile(filepath.Join("manifests", "eniconfig-crd.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile(filepath.Join(chartDir, "crds", "eniconfig.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Error("helm/eniwire/crds/eniconfig.yaml differs from manifests/eniconfig-crd.yaml: copy it again")
-	}
+	sameFile(t, filepath.Join("manifests", "eniconfig-crd.yaml"), filepath.Join(chartDir, "crds", "eniconfig.yaml"))
 }

@@ -211,24 +211,44 @@ func ctxErr(ctx context.Context, err error) error {
 // spares the plugin the wait for the close, a wake-up of the agent's connection goroutine.
 func readAnswer(r io.Reader) ([]byte, error) {
 	buf := make([]byte, 0, 4096)
+	end := -1 // where the answer ends, once its head has said
 	for {
 		if len(buf) == cap(buf) {
 			buf = slices.Grow(buf, cap(buf))
 		}
 		n, err := r.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
-		if head, body, ok := bytes.Cut(buf, []byte("\r\n\r\n")); ok {
-			if length, known, lerr := contentLength(head); lerr == nil && known && len(body) >= length {
-				return buf, nil
+		if end < 0 {
+			if head, _, ok := bytes.Cut(buf, []byte("\r\n\r\n")); ok {
+				length, known, lerr := contentLength(bytes.Split(head, []byte("\r\n"))[1:])
+				if lerr != nil || !known {
+					// No usable length (parseAnswer says what is wrong with it): the close ends the answer.
+					return readToEOF(r, buf, err)
+				}
+				end = len(head) + len("\r\n\r\n") + length
 			}
 		}
-		if err == io.EOF {
+		switch {
+		case end >= 0 && len(buf) >= end:
 			return buf, nil
-		}
-		if err != nil {
+		case err == io.EOF:
+			return buf, nil
+		case err != nil:
 			return buf, err
 		}
 	}
+}
+
+// readToEOF appends the rest of r to buf; err is the last read's.
+func readToEOF(r io.Reader, buf []byte, err error) ([]byte, error) {
+	if err != nil {
+		if err == io.EOF {
+			err = nil
+		}
+		return buf, err
+	}
+	rest, err := io.ReadAll(r)
+	return append(buf, rest...), err
 }
 
 // parseAnswer splits an HTTP/1.x answer into its status code and body, checking the body against a
@@ -252,7 +272,7 @@ func parseAnswer(answer []byte) (int, []byte, error) {
 			return 0, nil, fmt.Errorf("the answer came in %s transfer encoding, which an HTTP/1.0 client does not take", value)
 		}
 	}
-	n, known, err := contentLength(head)
+	n, known, err := contentLength(lines[1:])
 	if err != nil {
 		return 0, nil, err
 	}
@@ -265,9 +285,10 @@ func parseAnswer(answer []byte) (int, []byte, error) {
 	return status, body, nil
 }
 
-// contentLength reads the Content-Length header of an answer's head; known is false when it has none.
-func contentLength(head []byte) (n int, known bool, err error) {
-	for _, line := range bytes.Split(head, []byte("\r\n"))[1:] {
+// contentLength reads the Content-Length header among an answer's header lines; known is false when there is
+// none.
+func contentLength(headers [][]byte) (n int, known bool, err error) {
+	for _, line := range headers {
 		name, value, _ := bytes.Cut(line, []byte(":"))
 		if !bytes.EqualFold(name, []byte("Content-Length")) {
 			continue
