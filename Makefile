@@ -94,7 +94,8 @@ bench: deps ## Run the benchmarks and print their figures, each group with its m
 	@echo "== CNI ADD and DEL through libcni with the built plugin, 200 pods, warm pool: p50/p99 and the plugin's peak RSS"
 	$(GO) test -run '^$$' -bench AddDelThroughLibcni -benchtime 1x ./test/cnitest/
 	@echo "== the same 200 pods through libcni, same run: Debian's ptp + host-local against eniwire (real agent, warm"
-	@echo "   pool); fails when eniwire's ADD p99 is over 0.5 x the reference's (make goes on to the next group)"
+	@echo "   pool) and a Go plugin that does nothing (the floor: exec, Go start-up and exit, libcni), with CPU per ADD;"
+	@echo "   fails when eniwire's ADD p99 is over 0.5 x the reference's (make goes on to the next group)"
 	-$(GO) test -run '^$$' -bench AddDelVersusReference -benchtime 1x ./test/cnitest/
 	@echo "== from_pod per packet (BPF_PROG_TEST_RUN) with 1 to 10,000 pods in the map"
 	$(GO) test -run '^$$' -bench . ./datapath/

@@ -51,17 +51,17 @@ func BenchmarkAddDelThroughLibcni(b *testing.B) {
 func benchAddDel(b *testing.B, node ns.NetNS, socket string) {
 	list := deployConflist(b, socket, "1.0.0", false)
 	pods := newPods(b)
-	var adds, dels []time.Duration
+	var c calls
 	for b.Loop() {
-		adds, dels = addDelAll(b, node, list, pods)
+		c = addDelAll(b, node, list, pods)
 	}
 	drainVeths(b, node)
-	reportAddDel(b, "", adds, dels)
+	reportAddDel(b, "", c)
 	b.ReportMetric(float64(peakRSS(b, node, socket)), "plugin-peak-rss-KiB")
 	for _, op := range []struct {
 		name string
 		d    []time.Duration
-	}{{"ADD", adds}, {"DEL", dels}} {
+	}{{"ADD", c.adds}, {"DEL", c.dels}} {
 		if p99 := percentile(op.d, 99); p99 > 50*time.Millisecond {
 			b.Logf("%s p99 %v is over the 50 ms target", op.name, p99)
 		}
@@ -69,9 +69,11 @@ func benchAddDel(b *testing.B, node ns.NetNS, socket string) {
 }
 
 // BenchmarkAddDelVersusReferencePtp wires and unwires the same benchPods pods, in the same run, through
-// libcni with Debian's reference plugins (ptp with host-local IPAM, from /usr/lib/cni) and with eniwire
-// against the real agent on test/ec2sim (warm pool, no cooldown), and reports both sets of p50/p99 and the
-// ratio of eniwire's ADD p99 to the reference's, which must be at most 0.5.
+// libcni with Debian's reference plugins (ptp with host-local IPAM, from /usr/lib/cni), with eniwire against
+// the real agent on test/ec2sim (warm pool, no cooldown) and with floorplugin, a Go plugin that does nothing;
+// it reports each one's p50/p99 and CPU per ADD, and the ratio of eniwire's ADD p99 to the reference's, which
+// must be at most 0.5. The floor is what exec, the Go runtime's start and exit and libcni cost on this machine
+// before a plugin does any work.
 // Run it with: go test -run '^$' -bench AddDelVersusReference -benchtime 1x ./test/cnitest
 func BenchmarkAddDelVersusReferencePtp(b *testing.B) {
 	testenv.RequireRoot(b)
@@ -86,27 +88,34 @@ func BenchmarkAddDelVersusReferencePtp(b *testing.B) {
 		Env: []string{"IP_COOLDOWN_PERIOD=0s", "MAX_PODS=234"},
 	})
 	eniwire := deployConflist(b, agent.Socket, "1.0.0", false)
-	reference := referenceConflist(b)
-	// Each plugin wires its own set of identical fresh namespaces, the two taking turns call by call.
-	refPods, pods := newPods(b), newPods(b)
-	var refAdds, refDels, adds, dels []time.Duration
+	reference, floor := referenceConflist(b), floorConflist(b)
+	// Each plugin wires its own set of identical fresh namespaces, the three taking turns call by call.
+	ws := []wiring{{reference, newPods(b)}, {eniwire, newPods(b)}, {floor, newPods(b)}}
+	var ref, eni, flo calls
 	for b.Loop() {
-		a, d := addDelAlternating(b, node, wiring{reference, refPods}, wiring{eniwire, pods})
-		refAdds, refDels, adds, dels = a[0], d[0], a[1], d[1]
+		c := addDelAlternating(b, node, ws...)
+		ref, eni, flo = c[0], c[1], c[2]
 	}
 	drainVeths(b, node)
-	reportAddDel(b, "ref-", refAdds, refDels)
-	reportAddDel(b, "", adds, dels)
-	reportAddLaps(b, eniwire, adds)
-	b.Logf("ADD p50/p99: eniwire %v/%v, reference %v/%v; DEL p50/p99: eniwire %v/%v, reference %v/%v",
-		percentile(adds, 50), percentile(adds, 99), percentile(refAdds, 50), percentile(refAdds, 99),
-		percentile(dels, 50), percentile(dels, 99), percentile(refDels, 50), percentile(refDels, 99))
-	ratio := float64(percentile(adds, 99)) / float64(percentile(refAdds, 99))
+	reportAddDel(b, "ref-", ref)
+	reportAddDel(b, "", eni)
+	reportAddDel(b, "floor-", flo)
+	reportAddLaps(b, eniwire, eni.adds)
+	b.Logf("ADD p50/p99 and CPU per ADD p50: eniwire %v/%v %v, reference %v/%v %v, a Go plugin that does nothing %v/%v %v (%.2f x the reference at p50)",
+		percentile(eni.adds, 50), percentile(eni.adds, 99), percentile(eni.addCPU, 50),
+		percentile(ref.adds, 50), percentile(ref.adds, 99), percentile(ref.addCPU, 50),
+		percentile(flo.adds, 50), percentile(flo.adds, 99), percentile(flo.addCPU, 50),
+		float64(percentile(flo.adds, 50))/float64(percentile(ref.adds, 50)))
+	b.Logf("DEL p50/p99: eniwire %v/%v, reference %v/%v", percentile(eni.dels, 50), percentile(eni.dels, 99),
+		percentile(ref.dels, 50), percentile(ref.dels, 99))
+	ratio := float64(percentile(eni.adds, 99)) / float64(percentile(ref.adds, 99))
 	b.ReportMetric(ratio, "add-p99-vs-ref")
-	b.ReportMetric(float64(percentile(dels, 99))/float64(percentile(refDels, 99)), "del-p99-vs-ref")
+	b.ReportMetric(float64(percentile(eni.adds, 50))/float64(percentile(ref.adds, 50)), "add-p50-vs-ref")
+	b.ReportMetric(float64(percentile(flo.adds, 50))/float64(percentile(ref.adds, 50)), "floor-add-p50-vs-ref")
+	b.ReportMetric(float64(percentile(eni.dels, 99))/float64(percentile(ref.dels, 99)), "del-p99-vs-ref")
 	if ratio > 0.5 {
-		b.Errorf("eniwire's ADD p99 %v is %.2f x the reference's %v, want at most 0.5 x", percentile(adds, 99), ratio,
-			percentile(refAdds, 99))
+		b.Errorf("eniwire's ADD p99 %v is %.2f x the reference's %v, want at most 0.5 x", percentile(eni.adds, 99), ratio,
+			percentile(ref.adds, 99))
 	}
 }
 
@@ -114,9 +123,24 @@ func BenchmarkAddDelVersusReferencePtp(b *testing.B) {
 func referenceConflist(b *testing.B) *libcni.NetworkConfigList {
 	conf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"reference-ptp-%d","plugins":[{"type":"ptp","mtu":1500,"ipMasq":false,`+
 		`"ipam":{"type":"host-local","ranges":[[{"subnet":"10.222.0.0/16"}]],"dataDir":%q}}]}`, os.Getpid(), b.TempDir())
+	return confList(b, conf)
+}
+
+// floorConflist builds floorplugin into the plugin dir as the image's binaries are built (static, -s -w) and
+// returns a conflist that runs it.
+func floorConflist(b *testing.B) *libcni.NetworkConfigList {
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", filepath.Join(pluginDir, "eniwire-floor"), "./floorplugin")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("building floorplugin: %v\n%s", err, out)
+	}
+	return confList(b, fmt.Sprintf(`{"cniVersion":"1.0.0","name":"floor-%d","plugins":[{"type":"eniwire-floor"}]}`, os.Getpid()))
+}
+
+func confList(b *testing.B, conf string) *libcni.NetworkConfigList {
 	list, err := libcni.ConfListFromBytes([]byte(conf))
 	if err != nil {
-		b.Fatalf("parsing the reference conflist: %v", err)
+		b.Fatalf("parsing conflist %s: %v", conf, err)
 	}
 	return list
 }
@@ -135,43 +159,59 @@ type wiring struct {
 	pods []ns.NetNS
 }
 
+// calls are the times of one wiring's ADDs and DELs, and the CPU its plugins used per ADD (children's user and
+// system time, reaped grandchildren included).
+type calls struct {
+	adds, dels, addCPU []time.Duration
+}
+
 // addDelAll ADDs every pod through list, then DELs every pod, and returns each call's time.
-func addDelAll(b *testing.B, node ns.NetNS, list *libcni.NetworkConfigList, pods []ns.NetNS) (adds, dels []time.Duration) {
-	a, d := addDelAlternating(b, node, wiring{list, pods})
-	return a[0], d[0]
+func addDelAll(b *testing.B, node ns.NetNS, list *libcni.NetworkConfigList, pods []ns.NetNS) calls {
+	return addDelAlternating(b, node, wiring{list, pods})[0]
 }
 
 // addDelAlternating ADDs every pod of every wiring, then DELs them, taking the wirings in turn call by call so
-// that a noisy machine slows each alike, and returns each wiring's call times. The wirings have as many pods.
-func addDelAlternating(b *testing.B, node ns.NetNS, ws ...wiring) (adds, dels [][]time.Duration) {
+// that a noisy machine slows each alike, and returns each wiring's calls. The wirings have as many pods.
+func addDelAlternating(b *testing.B, node ns.NetNS, ws ...wiring) []calls {
 	cninet := newLibcni(b)
 	ctx := context.Background()
-	adds, dels = make([][]time.Duration, len(ws)), make([][]time.Duration, len(ws))
-	for _, op := range []struct {
-		name  string
-		times [][]time.Duration
-		call  func(*libcni.NetworkConfigList, *libcni.RuntimeConf) error
-	}{
-		{"ADD", adds, func(l *libcni.NetworkConfigList, rt *libcni.RuntimeConf) error {
-			_, err := cninet.AddNetworkList(ctx, l, rt)
-			return err
-		}},
-		{"DEL", dels, func(l *libcni.NetworkConfigList, rt *libcni.RuntimeConf) error {
-			return cninet.DelNetworkList(ctx, l, rt)
-		}},
-	} {
+	out := make([]calls, len(ws))
+	for _, op := range []string{"ADD", "DEL"} {
 		for i := range ws[0].pods {
 			for w, wr := range ws {
 				rt := runtimeConf(fmt.Sprintf("bench-%d", i), wr.pods[i])
+				before := childrenCPU(b)
 				start := time.Now()
-				if err := inNode(b, node, func() error { return op.call(wr.list, rt) }); err != nil {
-					b.Fatalf("%s %d through %s: %v", op.name, i, wr.list.Name, err)
+				err := inNode(b, node, func() error {
+					if op == "DEL" {
+						return cninet.DelNetworkList(ctx, wr.list, rt)
+					}
+					_, err := cninet.AddNetworkList(ctx, wr.list, rt)
+					return err
+				})
+				took := time.Since(start)
+				if err != nil {
+					b.Fatalf("%s %d through %s: %v", op, i, wr.list.Name, err)
 				}
-				op.times[w] = append(op.times[w], time.Since(start))
+				if op == "DEL" {
+					out[w].dels = append(out[w].dels, took)
+					continue
+				}
+				out[w].adds = append(out[w].adds, took)
+				out[w].addCPU = append(out[w].addCPU, childrenCPU(b)-before)
 			}
 		}
 	}
-	return adds, dels
+	return out
+}
+
+// childrenCPU is the user and system time of this process's reaped children so far.
+func childrenCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // drainVeths waits (off the clock) until the agent has removed the host veths it removes in the background
@@ -184,12 +224,13 @@ func drainVeths(b *testing.B, node ns.NetNS) {
 	b.ReportMetric(ms(time.Since(drain)), "veth-drain-ms")
 }
 
-// reportAddDel reports the p50 and p99 of ADD and DEL, their metric names prefixed.
-func reportAddDel(b *testing.B, prefix string, adds, dels []time.Duration) {
-	b.ReportMetric(ms(percentile(adds, 50)), prefix+"add-p50-ms")
-	b.ReportMetric(ms(percentile(adds, 99)), prefix+"add-p99-ms")
-	b.ReportMetric(ms(percentile(dels, 50)), prefix+"del-p50-ms")
-	b.ReportMetric(ms(percentile(dels, 99)), prefix+"del-p99-ms")
+// reportAddDel reports the p50 and p99 of ADD and DEL and the p50 of CPU per ADD, their metric names prefixed.
+func reportAddDel(b *testing.B, prefix string, c calls) {
+	b.ReportMetric(ms(percentile(c.adds, 50)), prefix+"add-p50-ms")
+	b.ReportMetric(ms(percentile(c.adds, 99)), prefix+"add-p99-ms")
+	b.ReportMetric(ms(percentile(c.addCPU, 50)), prefix+"add-cpu-p50-ms")
+	b.ReportMetric(ms(percentile(c.dels, 50)), prefix+"del-p50-ms")
+	b.ReportMetric(ms(percentile(c.dels, 99)), prefix+"del-p99-ms")
 }
 
 // peakRSS execs one ADD and one DEL directly (libcni hides the process) and returns the larger max RSS in KiB.
