@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
@@ -31,6 +32,57 @@ func (s *Sim) IMDSHandler(instanceID string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.serveIMDS(w, r, instanceID, tokens)
 	})
+}
+
+// IMDSHandlerBySource serves the metadata service of every instance at one address, as EC2's link-local
+// endpoint does: the caller is the running instance with an attached ENI that holds the request's source
+// address (an IP of the ENI, or one inside a prefix of it). Other callers get 403; a token is good only for
+// the instance it was issued to.
+func (s *Sim) IMDSHandlerBySource() http.Handler {
+	tokens := &imdsTokens{m: map[string]imdsToken{}}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, ok := s.instanceOfRemote(r.RemoteAddr)
+		if !ok {
+			http.Error(w, "Forbidden", http.StatusForbidden)
+			return
+		}
+		s.serveIMDS(w, r, id, tokens)
+	})
+}
+
+// instanceOfRemote is the running instance whose attached ENI holds the address of remote ("ip:port").
+func (s *Sim) instanceOfRemote(remote string) (string, bool) {
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil {
+		return "", false
+	}
+	a := ap.Addr().Unmap()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.ipOwner[a]
+	if e == nil {
+		e = s.prefixOwnerLocked(a)
+	}
+	if e == nil {
+		return "", false
+	}
+	inst := s.attachedInstanceLocked(e)
+	if inst == nil || inst.State != "running" {
+		return "", false
+	}
+	return inst.ID, true
+}
+
+// prefixOwnerLocked is the ENI one of whose prefixes holds a, or nil.
+func (s *Sim) prefixOwnerLocked(a netip.Addr) *eni {
+	for _, e := range s.enis {
+		for _, p := range e.Prefixes {
+			if p.V.Contains(a) {
+				return e
+			}
+		}
+	}
+	return nil
 }
 
 func (s *Sim) serveIMDS(w http.ResponseWriter, r *http.Request, instanceID string, tokens *imdsTokens) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -176,4 +177,52 @@ func TestIMDSIdentityDocumentIsJSON(t *testing.T) {
 	if err := json.NewDecoder(out.Content).Decode(&doc); err != nil || doc["instanceType"] != "m5.large" {
 		t.Fatalf("document = %v, %v", doc, err)
 	}
+}
+
+func TestIMDSBySourceAnswersTheInstanceThatHoldsTheCallersAddress(t *testing.T) {
+	w := newWorld(t, nil)
+	other, err := w.sim.AddInstance(InstanceSpec{Type: "m5.large", SubnetID: w.inst.SubnetID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := w.sim.IMDSHandlerBySource()
+	call := func(method, path, from, token string) (int, string) {
+		r := httptest.NewRequest(method, "http://169.254.169.254"+path, nil)
+		r.RemoteAddr = from + ":40000"
+		if token != "" {
+			r.Header.Set("X-aws-ec2-metadata-token", token)
+		}
+		if method == http.MethodPut {
+			r.Header.Set("X-aws-ec2-metadata-token-ttl-seconds", "60")
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return rec.Code, rec.Body.String()
+	}
+	token := func(from string) string {
+		code, tok := call(http.MethodPut, "/latest/api/token", from, "")
+		if code != http.StatusOK {
+			t.Fatalf("token from %s: HTTP %d", from, code)
+		}
+		return tok
+	}
+	for _, inst := range []Instance{w.inst, other} {
+		t.Run("from the primary IP of "+inst.ID, func(t *testing.T) {
+			code, body := call(http.MethodGet, "/latest/meta-data/instance-id", inst.PrimaryIP, token(inst.PrimaryIP))
+			if code != http.StatusOK || body != inst.ID {
+				t.Fatalf("instance-id = HTTP %d %q, want %s", code, body, inst.ID)
+			}
+		})
+	}
+	t.Run("a token issued to one instance is refused to another", func(t *testing.T) {
+		code, _ := call(http.MethodGet, "/latest/meta-data/instance-id", other.PrimaryIP, token(w.inst.PrimaryIP))
+		if code != http.StatusUnauthorized {
+			t.Fatalf("HTTP %d, want 401", code)
+		}
+	})
+	t.Run("an address no ENI holds is refused", func(t *testing.T) {
+		if code, _ := call(http.MethodPut, "/latest/api/token", "192.0.2.7", ""); code != http.StatusForbidden {
+			t.Fatalf("HTTP %d, want 403", code)
+		}
+	})
 }

@@ -5,13 +5,16 @@
 //
 //	<name>-<instance-id>  one per instance (the node). Each attached ENI is a veth whose node end carries the
 //	                      ENI's MAC: eth0 (device index 0) configured as DHCP would, eth<N> left down and bare.
-//	                      IMDS listens on 169.254.169.254:80 and the EC2 API on 169.254.169.253:80, both on lo.
+//	                      Nothing of the fabric listens inside: every port is the node's own.
 //	<name>-vpc            the router of every subnet of every CIDR block of the VPC (secondary blocks such as
 //	                      100.64.0.0/16 included): the other end of every ENI veth holds its subnet's gateway as a /32,
 //	                      each private IP (and prefix) of the ENI is a route through it to the ENI's MAC with
 //	                      no ARP, as EC2 maps addresses to ENIs, a strict reverse-path check
 //	                      drops packets whose source is not an address of the ENI they came from (EC2's
 //	                      source/dest check), while ARP for the gateway is answered from any sender, as on EC2.
+//	                      IMDS listens on 169.254.169.254:80 and the EC2 API on 169.254.169.253:80, both on its
+//	                      lo: a node reaches them through its default route, and IMDS answers as the instance
+//	                      whose ENI holds the caller's address (a pod's, SNATed or not, is its node's ENI's).
 //	<name>-vpchost        a remote host inside the VPC.
 //	<name>-inet           an internet host that accepts only packets from a node's primary IP.
 package vpcfabric
@@ -161,6 +164,9 @@ func New(ctx context.Context, sim *ec2sim.Sim, opts Options) (_ *Fabric, err err
 		return nil, err
 	}
 	if err := f.installGate(); err != nil {
+		return nil, err
+	}
+	if err := f.serveEndpoints(); err != nil {
 		return nil, err
 	}
 

@@ -206,6 +206,25 @@ func TestNodeIsWiredLikeAnEC2Instance(t *testing.T) {
 		}
 	})
 
+	t.Run("port 80 of the node is free for its own server while IMDS answers through the router", func(t *testing.T) {
+		// A hostNetwork pod (Kubernetes' DNS HostNetwork conformance spec serves on :80) takes every address.
+		l, err := Listen(w.node.NetnsPath, "tcp4", "0.0.0.0:80")
+		if err != nil {
+			t.Fatalf("listening on port 80 in the node: %v", err)
+		}
+		defer l.Close()
+		c := imds.New(imds.Options{HTTPClient: w.node.HTTPClient()})
+		out, err := c.GetMetadata(waitCtx(t), &imds.GetMetadataInput{Path: "local-ipv4"})
+		if err != nil {
+			t.Fatalf("reading IMDS with :80 taken in the node: %v", err)
+		}
+		defer out.Content.Close()
+		b, _ := io.ReadAll(out.Content)
+		if got := strings.TrimSpace(string(b)); got != w.node.PrimaryIP.String() {
+			t.Errorf("IMDS local-ipv4 = %q, want %s (the instance that holds the caller's address)", got, w.node.PrimaryIP)
+		}
+	})
+
 	t.Run("the internet host accepts the node's primary IP", func(t *testing.T) {
 		addr, peers := echoServer(t, w.fab.Internet().NetnsPath, w.fab.Internet().IP)
 		if err := dialFrom(w.node.NetnsPath, netip.Addr{}, "", addr, 5*time.Second); err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -22,10 +23,11 @@ import (
 const netnsDir = "/run/netns"
 
 // namespace is one named network namespace the fabric made, with a netlink handle bound to it so that
-// links, addresses and routes are changed without moving any thread.
+// links, addresses and routes are changed without moving any thread, and the HTTP servers it listens with.
 type namespace struct {
-	name string
-	nl   *netlink.Handle
+	name    string
+	nl      *netlink.Handle
+	servers []*http.Server
 }
 
 func (n *namespace) path() string { return filepath.Join(netnsDir, n.name) }
@@ -92,6 +94,11 @@ func (n *namespace) handle() (netns.NsHandle, error) {
 // remove closes the netlink handle and deletes the name. The kernel frees the namespace, and with it
 // every link inside (a veth pair goes when either end goes), once nothing else holds it.
 func (n *namespace) remove() error {
+	// Their sockets would keep the netns alive.
+	for _, s := range n.servers {
+		s.Close()
+	}
+	n.servers = nil
 	if n.nl != nil {
 		n.nl.Close()
 		n.nl = nil
@@ -148,6 +155,23 @@ func HTTPClient(nsPath string) *http.Client {
 			DisableKeepAlives: true,
 		},
 	}
+}
+
+// serve opens a listener inside the namespace and serves h on it from an ordinary goroutine: the socket
+// belongs to the namespace it was opened in. remove stops it.
+func (n *namespace) serve(addr netip.AddrPort, h http.Handler) error {
+	l, err := Listen(n.path(), "tcp4", addr.String())
+	if err != nil {
+		return err
+	}
+	s := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	n.servers = append(n.servers, s)
+	go func() {
+		if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			l.Close()
+		}
+	}()
+	return nil
 }
 
 // Listen opens a listener inside the namespace at nsPath.

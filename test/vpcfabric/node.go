@@ -9,9 +9,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os/exec"
-	"time"
-
-	"github.com/vishvananda/netlink"
 
 	"github.com/eniwire/eniwire/test/ec2sim"
 )
@@ -41,12 +38,11 @@ func (n Node) Command(ctx context.Context, name string, args ...string) *exec.Cm
 	return cmd
 }
 
-// node is the fabric's record of one node netns and the servers it opened inside.
+// node is the fabric's record of one node netns.
 type node struct {
-	inst    ec2sim.Instance
-	ns      *namespace
-	servers []*http.Server
-	links   map[string]string // MAC -> link name
+	inst  ec2sim.Instance
+	ns    *namespace
+	links map[string]string // MAC -> link name
 }
 
 func (n *node) view() Node {
@@ -55,14 +51,8 @@ func (n *node) view() Node {
 		IMDSURL: IMDSURL, EC2URL: EC2URL, Links: maps.Clone(n.links)}
 }
 
-// close stops the node's servers (their sockets keep the netns alive) and deletes the netns.
-func (n *node) close() error {
-	for _, s := range n.servers {
-		s.Close()
-	}
-	n.servers = nil
-	return n.ns.remove()
-}
+// close deletes the node's netns.
+func (n *node) close() error { return n.ns.remove() }
 
 // Node returns the instance's node, or ErrUnknownNode when the fabric has not (yet) made it.
 func (f *Fabric) Node(instanceID string) (Node, error) {
@@ -89,8 +79,8 @@ func (f *Fabric) Nodes() []Node {
 	return out
 }
 
-// addNodeLocked makes the node netns with IMDS and the EC2 API listening inside, and lets the node's
-// primary IP through the internet gateway.
+// addNodeLocked makes the node netns and lets the node's primary IP through the internet gateway. The
+// node reaches IMDS and the EC2 API through its primary ENI, at the router (serveEndpoints).
 func (f *Fabric) addNodeLocked(inst ec2sim.Instance) (err error) {
 	if f.nodes[inst.ID] != nil {
 		return nil
@@ -105,24 +95,6 @@ func (f *Fabric) addNodeLocked(inst ec2sim.Instance) (err error) {
 			n.close()
 		}
 	}()
-	lo, err := ns.nl.LinkByName("lo")
-	if err != nil {
-		return fmt.Errorf("adding node %s: finding lo: %w", inst.ID, err)
-	}
-	for _, a := range []netip.Addr{imdsAddr, ec2Addr} {
-		// Scope host, like 127.0.0.1: reachable from inside the node, never picked as the source address
-		// of a packet or an ARP request leaving an ENI (on EC2 these addresses are not on the instance).
-		addr := &netlink.Addr{IPNet: ipNet(netip.PrefixFrom(a, 32)), Scope: int(netlink.SCOPE_HOST)}
-		if err := ns.nl.AddrReplace(lo, addr); err != nil {
-			return fmt.Errorf("adding node %s: adding %s to lo: %w", inst.ID, a, err)
-		}
-	}
-	if err := n.serve(netip.AddrPortFrom(imdsAddr, 80), f.sim.IMDSHandler(inst.ID)); err != nil {
-		return fmt.Errorf("adding node %s: serving IMDS: %w", inst.ID, err)
-	}
-	if err := n.serve(netip.AddrPortFrom(ec2Addr, 80), f.sim.EC2Handler()); err != nil {
-		return fmt.Errorf("adding node %s: serving EC2: %w", inst.ID, err)
-	}
 	if ip, perr := netip.ParseAddr(inst.PrimaryIP); perr == nil {
 		if err := f.allowInternet(ip, true); err != nil {
 			return fmt.Errorf("adding node %s: %w", inst.ID, err)
@@ -130,23 +102,6 @@ func (f *Fabric) addNodeLocked(inst ec2sim.Instance) (err error) {
 	}
 	f.nodes[inst.ID] = n
 	f.log.Info("node added", "instance", inst.ID, "netns", ns.name, "ip", inst.PrimaryIP)
-	return nil
-}
-
-// serve opens a listener inside the node netns and serves h on it from an ordinary goroutine: the socket
-// belongs to the namespace it was opened in.
-func (n *node) serve(addr netip.AddrPort, h http.Handler) error {
-	l, err := Listen(n.ns.path(), "tcp4", addr.String())
-	if err != nil {
-		return err
-	}
-	s := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	n.servers = append(n.servers, s)
-	go func() {
-		if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			l.Close()
-		}
-	}()
 	return nil
 }
 

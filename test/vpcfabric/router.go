@@ -36,6 +36,30 @@ const sourceCheckRuleset = `table ip ` + gateTable + ` {
 }
 `
 
+// serveEndpoints puts IMDS and the EC2 API on the router's lo, where every node reaches them through its
+// primary ENI as an instance reaches EC2's link-local endpoints: nothing listens in a node, so a node's
+// hostNetwork pod may take any port (port 80 included).
+func (f *Fabric) serveEndpoints() error {
+	lo, err := f.vpc.nl.LinkByName("lo")
+	if err != nil {
+		return fmt.Errorf("serving IMDS and EC2: finding the router's lo: %w", err)
+	}
+	for _, a := range []netip.Addr{imdsAddr, ec2Addr} {
+		// Scope host: local to the router, never the source of what it forwards or answers ARP with.
+		addr := &netlink.Addr{IPNet: ipNet(netip.PrefixFrom(a, 32)), Scope: int(netlink.SCOPE_HOST)}
+		if err := f.vpc.nl.AddrReplace(lo, addr); err != nil {
+			return fmt.Errorf("serving IMDS and EC2: adding %s to the router's lo: %w", a, err)
+		}
+	}
+	if err := f.vpc.serve(netip.AddrPortFrom(imdsAddr, 80), f.sim.IMDSHandlerBySource()); err != nil {
+		return fmt.Errorf("serving IMDS: %w", err)
+	}
+	if err := f.vpc.serve(netip.AddrPortFrom(ec2Addr, 80), f.sim.EC2Handler()); err != nil {
+		return fmt.Errorf("serving EC2: %w", err)
+	}
+	return nil
+}
+
 // routerSysctls make the vpc netns forward, leave source filtering to nftables (see above), and answer
 // ARP for addresses behind other veths (as the VPC router answers for every address, so two nodes of one
 // subnet reach each other). rp_filter is set explicitly because a new netns inherits the host's value.
