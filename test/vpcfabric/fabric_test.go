@@ -194,14 +194,7 @@ func TestNodeIsWiredLikeAnEC2Instance(t *testing.T) {
 	})
 
 	t.Run("the real SDK IMDS client at its default endpoint returns the instance id", func(t *testing.T) {
-		c := imds.New(imds.Options{HTTPClient: w.node.HTTPClient()})
-		out, err := c.GetMetadata(waitCtx(t), &imds.GetMetadataInput{Path: "instance-id"})
-		if err != nil {
-			t.Fatalf("reading IMDS: %v", err)
-		}
-		defer out.Content.Close()
-		b, _ := io.ReadAll(out.Content)
-		if got := strings.TrimSpace(string(b)); got != w.inst.ID {
+		if got := nodeIMDS(t, w.node, "instance-id"); got != w.inst.ID {
 			t.Errorf("IMDS instance-id = %q, want %q", got, w.inst.ID)
 		}
 	})
@@ -213,14 +206,7 @@ func TestNodeIsWiredLikeAnEC2Instance(t *testing.T) {
 			t.Fatalf("listening on port 80 in the node: %v", err)
 		}
 		defer l.Close()
-		c := imds.New(imds.Options{HTTPClient: w.node.HTTPClient()})
-		out, err := c.GetMetadata(waitCtx(t), &imds.GetMetadataInput{Path: "local-ipv4"})
-		if err != nil {
-			t.Fatalf("reading IMDS with :80 taken in the node: %v", err)
-		}
-		defer out.Content.Close()
-		b, _ := io.ReadAll(out.Content)
-		if got := strings.TrimSpace(string(b)); got != w.node.PrimaryIP.String() {
+		if got := nodeIMDS(t, w.node, "local-ipv4"); got != w.node.PrimaryIP.String() {
 			t.Errorf("IMDS local-ipv4 = %q, want %s (the instance that holds the caller's address)", got, w.node.PrimaryIP)
 		}
 	})
@@ -234,6 +220,22 @@ func TestNodeIsWiredLikeAnEC2Instance(t *testing.T) {
 			t.Errorf("internet host saw source %s, want %s", got, w.node.PrimaryIP)
 		}
 	})
+}
+
+// nodeIMDS reads one metadata path with the real SDK client at its default endpoint, from inside node.
+func nodeIMDS(t *testing.T, node Node, path string) string {
+	t.Helper()
+	c := imds.New(imds.Options{HTTPClient: node.HTTPClient()})
+	out, err := c.GetMetadata(waitCtx(t), &imds.GetMetadataInput{Path: path})
+	if err != nil {
+		t.Fatalf("reading IMDS %s: %v", path, err)
+	}
+	defer out.Content.Close()
+	b, err := io.ReadAll(out.Content)
+	if err != nil {
+		t.Fatalf("reading IMDS %s: %v", path, err)
+	}
+	return strings.TrimSpace(string(b))
 }
 
 func mustNS(t *testing.T, path string) netns.NsHandle {

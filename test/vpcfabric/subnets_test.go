@@ -1,14 +1,12 @@
 package vpcfabric
 
 import (
-	"io"
 	"net/netip"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/vishvananda/netlink"
 
@@ -126,20 +124,13 @@ func TestENIInASecondaryBlockSubnetIsReachable(t *testing.T) {
 	})
 
 	t.Run("IMDS in the node shows the ENI's pod subnet and both VPC blocks", func(t *testing.T) {
-		c := imds.New(imds.Options{HTTPClient: w.node.HTTPClient()})
 		base := "network/interfaces/macs/" + mac + "/"
 		for path, want := range map[string]string{
 			base + "subnet-id": podSubnetID, base + "subnet-ipv4-cidr-block": podSubnetCIDR,
 			base + "vpc-ipv4-cidr-blocks": "10.0.0.0/16\n" + podBlock,
 		} {
-			out, err := c.GetMetadata(ctx, &imds.GetMetadataInput{Path: path})
-			if err != nil {
-				t.Fatalf("reading %s: %v", path, err)
-			}
-			got, err := io.ReadAll(out.Content)
-			out.Content.Close()
-			if err != nil || string(got) != want {
-				t.Errorf("%s = %q (%v), want %q", path, got, err, want)
+			if got := nodeIMDS(t, w.node, path); got != want {
+				t.Errorf("%s = %q, want %q", path, got, want)
 			}
 		}
 	})
