@@ -239,6 +239,7 @@ func (n *Node) tick(ctx context.Context) {
 		return
 	}
 	n.vpc.refresh(ctx, now)
+	n.place.learnSubnets(ctx, n.books)
 	n.house.sweepOrphans(ctx, now)
 	n.gone.check(ctx, now)
 	n.pool.expireCooldowns(ctx)

@@ -50,8 +50,8 @@ type placer struct {
 	blocked string
 	// apiErr is the source's connection error, for the status line.
 	apiErr string
-	// configSubnets are the ENIConfigs' subnets read so far, by id: read once each, not per plan; a failed
-	// read is kept in unreadable and tried again after unreadableFor.
+	// configSubnets are the subnets read by id so far (the ENIConfigs', adopted ENIs'): read once each, not
+	// per plan; a failed read is kept in unreadable and tried again after unreadableFor.
 	configSubnets map[string]subnetInfo
 	unreadable    map[string]failedRead
 	// retired are the ENIs pods may no longer take addresses from, by id.
@@ -63,7 +63,7 @@ func newPlacer(subnets *subnetCandidates, custom ENIConfigSource, api ec2client.
 		configSubnets: map[string]subnetInfo{}, unreadable: map[string]failedRead{}, retired: map[string]bool{}}
 }
 
-// unreadableFor is how long a failed read of an ENIConfig's subnet stands before it is tried again.
+// unreadableFor is how long a failed read of a subnet by id stands before it is tried again.
 const unreadableFor = time.Minute
 
 // failedRead is a failed read of a subnet and when it happened.
@@ -91,7 +91,7 @@ func (p *placer) observe(ctx context.Context, books *books) {
 	case !ok:
 		blocked = fmt.Sprintf("no ENIConfig applies to the node (%s): no new ENI", why)
 	default:
-		sn, err := p.configSubnet(ctx, c.Subnet)
+		sn, err := p.subnetByID(ctx, c.Subnet)
 		switch {
 		case err != nil:
 			blocked = fmt.Sprintf("reading subnet %s of ENIConfig %s: %v: no new ENI", c.Subnet, c.Name, err)
@@ -129,8 +129,9 @@ func (p *placer) observe(ctx context.Context, books *books) {
 	p.mu.Unlock()
 }
 
-// configSubnet returns the subnet an ENIConfig names, read from EC2 the first time.
-func (p *placer) configSubnet(ctx context.Context, id string) (subnetInfo, error) {
+// subnetByID returns a subnet read from EC2 by id the first time: an ENIConfig's, or that of an adopted ENI
+// which nothing else read (learnSubnets). A failed read stands for unreadableFor.
+func (p *placer) subnetByID(ctx context.Context, id string) (subnetInfo, error) {
 	p.mu.Lock()
 	sn, ok := p.configSubnets[id]
 	failed, hasFailed := p.unreadable[id]
@@ -147,6 +148,7 @@ func (p *placer) configSubnet(ctx context.Context, id string) (subnetInfo, error
 	}
 	if err != nil {
 		if ctx.Err() == nil {
+			p.log.Warn("reading a subnet; tried again in a minute", "subnet", id, "error", err)
 			p.mu.Lock()
 			p.unreadable[id] = failedRead{err: err, at: p.clock.Now()}
 			p.mu.Unlock()

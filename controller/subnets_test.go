@@ -519,3 +519,41 @@ func TestAFullSubnetWithNoOtherCandidateBacksThePoolOff(t *testing.T) {
 		t.Errorf("%d DescribeSubnets in 3 virtual minutes: the candidates are cached", n)
 	}
 }
+
+// An ENI adopted in a subnet the node never read (its journal lost, custom networking and discovery off since)
+// gets its subnet's CIDR from EC2, so the datapath brings it up with the subnet's gateway and its IPs serve.
+func TestAnENIAdoptedInAnUnreadSubnetLearnsItsSubnet(t *testing.T) {
+	w := newPodWorld(t)
+	src := &fakeENIConfigs{}
+	src.set(controller.ENIConfig{Name: "us-west-2a", Subnet: podA2}, true, "", nil)
+	first := w.startCustom(src, newRecordingDriver())
+	waitReady(t, first.node)
+	answered := map[string]string{}
+	assignPods(t, first.node, answered, 0, 3)
+	eventually(t, 20*time.Second, "every ENI at rest", func() error { return w.checkBooks(first.node.Snapshot(), answered) })
+	var inPodA2 []string
+	for _, e := range secondaries(first.node.Snapshot()) {
+		if e.SubnetID == podA2 && e.Usable() {
+			inPodA2 = append(inPodA2, e.ID)
+		}
+	}
+	if len(inPodA2) == 0 {
+		t.Fatalf("no ENI in %s to adopt", podA2)
+	}
+	first.stop()
+
+	cfg := fastConfig(t.TempDir()) // a new journal: the ENIs come back by adoption
+	cfg.DisableSubnetDiscovery = true
+	dp := newRecordingDriver()
+	r := w.startWith(cfg, controller.Deps{Node: w.podNode(), Datapath: dp})
+	waitReady(t, r.node)
+	eventually(t, 20*time.Second, "the ENIs of "+podA2+" adopted", func() error {
+		for _, id := range inPodA2 {
+			if r.node.Snapshot().ENIByID(id) == nil {
+				return fmt.Errorf("ENI %s not in the books", id)
+			}
+		}
+		return nil
+	})
+	w.waitENISubnets(r, dp)
+}
