@@ -50,17 +50,17 @@ type placer struct {
 	blocked string
 	// apiErr is the source's connection error, for the status line.
 	apiErr string
-	// configSubnets are the subnets read by id so far (the ENIConfigs', adopted ENIs'): read once each, not
+	// subnetsByID are the subnets read by id so far (the ENIConfigs', adopted ENIs'): read once each, not
 	// per plan; a failed read is kept in unreadable and tried again after unreadableFor.
-	configSubnets map[string]subnetInfo
-	unreadable    map[string]failedRead
+	subnetsByID map[string]subnetInfo
+	unreadable  map[string]failedRead
 	// retired are the ENIs pods may no longer take addresses from, by id.
 	retired map[string]bool
 }
 
 func newPlacer(subnets *subnetCandidates, custom ENIConfigSource, api ec2client.EC2API, az string, clk clock.Clock, log *slog.Logger) *placer {
 	return &placer{subnets: subnets, custom: custom, ec2: api, az: az, clock: clk, log: log,
-		configSubnets: map[string]subnetInfo{}, unreadable: map[string]failedRead{}, retired: map[string]bool{}}
+		subnetsByID: map[string]subnetInfo{}, unreadable: map[string]failedRead{}, retired: map[string]bool{}}
 }
 
 // unreadableFor is how long a failed read of a subnet by id stands before it is tried again.
@@ -133,7 +133,7 @@ func (p *placer) observe(ctx context.Context, books *books) {
 // which nothing else read (learnSubnets). A failed read stands for unreadableFor.
 func (p *placer) subnetByID(ctx context.Context, id string) (subnetInfo, error) {
 	p.mu.Lock()
-	sn, ok := p.configSubnets[id]
+	sn, ok := p.subnetsByID[id]
 	failed, hasFailed := p.unreadable[id]
 	p.mu.Unlock()
 	if ok {
@@ -157,7 +157,7 @@ func (p *placer) subnetByID(ctx context.Context, id string) (subnetInfo, error) 
 	}
 	sn = subnetFrom(out[0])
 	p.mu.Lock()
-	p.configSubnets[id] = sn
+	p.subnetsByID[id] = sn
 	delete(p.unreadable, id)
 	p.mu.Unlock()
 	p.subnets.remember(sn)
@@ -179,7 +179,7 @@ func (p *placer) place(ctx context.Context, want int) (eni.Placement, error) {
 		return eni.Placement{}, fmt.Errorf("%w: custom networking: %s", ErrNoPlacement, p.blocked)
 	}
 	c := p.inForce
-	return eni.Placement{SubnetID: c.Subnet, SubnetCIDR: p.configSubnets[c.Subnet].CIDR,
+	return eni.Placement{SubnetID: c.Subnet, SubnetCIDR: p.subnetsByID[c.Subnet].CIDR,
 		SecurityGroups: slices.Clone(c.SecurityGroups)}, nil
 }
 
