@@ -27,6 +27,8 @@
 
 #define ETH_P_ARP_ 0x0806
 #define ETH_P_IPV6_ 0x86DD
+#define ETH_P_8021Q_ 0x8100
+#define ETH_P_8021AD_ 0x88A8
 #define IPPROTO_ICMPV6_ 58
 #define NDISC_ROUTER_SOLICITATION 133
 #define NDISC_REDIRECT 137
@@ -109,16 +111,26 @@ static __always_inline int finish_redirect(long rc, enum verdict verdict, __u32 
 	return TC_ACT_SHOT;
 }
 
-/* from_pod_non_ipv4: ARP and IPv6 neighbour discovery pass (the host answers ARP for the pod's gateway);
- * any other IPv6 is dropped while eniwire is IPv4-only, so a pod cannot reach the node or its neighbours
- * over link-local IPv6 behind the address checks. Other EtherTypes pass: the host has no use for them. */
+/* from_pod_non_ipv4 judges a pod's frame that is not IPv4 by its EtherType. ARP passes: the host reaches a
+ * pod by a /32 route on its veth and resolves the pod's address with ARP, whose replies come back this way
+ * (the pod's own gateway entry is static and needs none). IPv6 neighbour discovery passes; any other IPv6
+ * is dropped while eniwire is IPv4-only, so a pod cannot reach the node or its neighbours over link-local
+ * IPv6 behind the address checks. Everything else is dropped: a VLAN tag would hide a packet from these
+ * checks (see eniw_from_pod), and no other protocol has business with the node. */
 static __always_inline int from_pod_non_ipv4(struct __sk_buff *skb)
 {
 	void *data = (void *)(long)skb->data;
 	void *data_end = (void *)(long)skb->data_end;
 	struct ethhdr *eth = data;
 
-	if ((void *)(eth + 1) <= data_end && eth->h_proto == bpf_htons(ETH_P_IPV6_)) {
+	if ((void *)(eth + 1) > data_end) {
+		count(VERDICT_FROM_POD_MALFORMED, skb->len);
+		return TC_ACT_SHOT;
+	}
+	switch (eth->h_proto) {
+	case bpf_htons(ETH_P_ARP_):
+		break;
+	case bpf_htons(ETH_P_IPV6_): {
 		__u8 next = 0, type = 0;
 		/* The next-header field sits at byte 6 of the IPv6 header, the ICMPv6 type right after it. */
 		if (bpf_skb_load_bytes(skb, ETH_HLEN_ + 6, &next, 1) < 0 || next != IPPROTO_ICMPV6_ ||
@@ -127,6 +139,15 @@ static __always_inline int from_pod_non_ipv4(struct __sk_buff *skb)
 			count(VERDICT_FROM_POD_IPV6, skb->len);
 			return TC_ACT_SHOT;
 		}
+		break;
+	}
+	case bpf_htons(ETH_P_8021Q_):
+	case bpf_htons(ETH_P_8021AD_):
+		count(VERDICT_FROM_POD_VLAN, skb->len);
+		return TC_ACT_SHOT;
+	default:
+		count(VERDICT_FROM_POD_ETHERTYPE, skb->len);
+		return TC_ACT_SHOT;
 	}
 	count(VERDICT_FROM_POD_NON_IPV4, skb->len);
 	return TC_ACT_UNSPEC;
@@ -188,6 +209,14 @@ int eniw_from_pod(struct __sk_buff *skb)
 {
 	struct packet p;
 
+	/* A pod's frames are untagged. The kernel moves a frame's outer VLAN tag into the skb before tc runs,
+	 * and after it strips a tag of VLAN 0 that no VLAN device claims and takes the frame in again: a
+	 * frame with two such tags would pass here as "not IPv4" and reach the IP stack behind every check
+	 * below. So a tag, in the skb or in the frame (from_pod_non_ipv4), drops the frame. */
+	if (skb->vlan_present) {
+		count(VERDICT_FROM_POD_VLAN, skb->len);
+		return TC_ACT_SHOT;
+	}
 	switch (parse_ipv4(skb, &p)) {
 	case PARSE_OK:
 		break;

@@ -71,7 +71,10 @@ enum verdict {
 	VERDICT_FROM_POD_IPV6 = 16,      /* from_pod: IPv6 other than neighbour discovery, dropped (IPv4 only) */
 	VERDICT_TO_POD_TTL = 17,         /* to_pod: TTL would expire, to the host (ICMP time exceeded) */
 	VERDICT_TO_POD_TOO_BIG = 18,     /* to_pod: larger than the pod veth's MTU, to the host (ICMP or fragments) */
-	VERDICT_MAX = 19,
+	/* 19 is dproutes' to_pod verdict. */
+	VERDICT_FROM_POD_VLAN = 20,      /* from_pod: a frame with a VLAN tag, dropped (a pod sends untagged frames) */
+	VERDICT_FROM_POD_ETHERTYPE = 21, /* from_pod: an EtherType other than IPv4, ARP and IPv6, dropped */
+	VERDICT_MAX = 22,
 };
 
 struct counter {

@@ -189,3 +189,28 @@ func badHeaderFrame(src, dst netip.Addr) []byte {
 func cutFrame(src, dst netip.Addr) []byte {
 	return frame(src, dst, protoTCP, 1, 2)[:ethLen+20+2]
 }
+
+const (
+	etherTypeVLAN = 0x8100 // 802.1Q
+	etherTypeQinQ = 0x88a8 // 802.1ad
+)
+
+// vlanTagged inserts VLAN tags (VLAN 0, priority 0) after the MACs, outermost first: what a pod with
+// CAP_NET_RAW can put on its frames.
+func vlanTagged(pkt []byte, tpids ...uint16) []byte {
+	out := append([]byte(nil), pkt[:12]...)
+	for _, tpid := range tpids {
+		out = binary.BigEndian.AppendUint16(out, tpid)
+		out = binary.BigEndian.AppendUint16(out, 0)
+	}
+	return append(out, pkt[12:]...)
+}
+
+// etherTypeFrame is a minimal frame of the given EtherType, to the host.
+func etherTypeFrame(etherType uint16) []byte {
+	pkt := make([]byte, ethLen+46)
+	copy(pkt[0:6], []byte{0x02, 0, 0, 0, 0, 0x01})
+	copy(pkt[6:12], []byte{0x02, 0, 0, 0, 0, 0x02})
+	binary.BigEndian.PutUint16(pkt[12:], etherType)
+	return pkt
+}

@@ -308,3 +308,22 @@ func runOut(t *testing.T, n ns.NetNS, prog *ebpf.Program, ifindex int, pkt []byt
 	}
 	return out[:len(pkt)]
 }
+
+// TestFromPodDropsTaggedFramesAndOtherEtherTypes: a pod sends IPv4, ARP and IPv6 neighbour discovery,
+// untagged. A frame with a VLAN tag would skip the checks: the kernel strips a tag of VLAN 0 after tc has
+// run and hands the inner packet to the IP stack, so a pod could send as another pod. Other EtherTypes have
+// no business reaching the node.
+func TestFromPodDropsTaggedFramesAndOtherEtherTypes(t *testing.T) {
+	d := openTest(t, testConfig(true))
+	putTestState(t, d)
+	n := runNS(t, testVeths...)
+	runCases(t, d, n, []progCase{
+		{"two VLAN-0 tags around another pod's IPv4 packet are dropped", fromPod, vethPod1, vlanTagged(frame(pod2, vpcPeer, protoUDP, 7000, 7000), etherTypeVLAN, etherTypeVLAN), tcActShot, VerdictFromPodVLAN},
+		{"an 802.1ad tag around an 802.1Q one is dropped", fromPod, vethPod1, vlanTagged(frame(pod2, nodeIP, protoUDP, 7000, 7000), etherTypeQinQ, etherTypeVLAN), tcActShot, VerdictFromPodVLAN},
+		{"one VLAN-0 tag around the pod's own packet is dropped", fromPod, vethPod1, vlanTagged(frame(pod1, vpcPeer, protoUDP, 7000, 7000), etherTypeVLAN), tcActShot, VerdictFromPodVLAN},
+		{"an unknown EtherType is dropped", fromPod, vethPod1, etherTypeFrame(0x88b5), tcActShot, VerdictFromPodEtherType},
+		{"MPLS is dropped", fromPod, vethPod1, etherTypeFrame(0x8847), tcActShot, VerdictFromPodEtherType},
+		{"ARP still passes on to the host", fromPod, vethPod1, arpFrame(), tcActUnspec, VerdictFromPodNonIPv4},
+		{"an untagged IPv4 packet is still checked and forwarded", fromPod, vethPod1, frame(pod1, vpcPeer, protoUDP, 7000, 7000), tcActRedirect, VerdictFromPodOutENI},
+	})
+}

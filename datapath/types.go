@@ -79,6 +79,8 @@ var verdictNames = [...]struct{ program, verdict string }{
 	bpf.EniwireVerdictVERDICT_FROM_POD_IPV6:      {"from_pod", "dropped_ipv6"},
 	bpf.EniwireVerdictVERDICT_TO_POD_TTL:         {"to_pod", "to_host_ttl"},
 	bpf.EniwireVerdictVERDICT_TO_POD_TOO_BIG:     {"to_pod", "to_host_too_big"},
+	bpf.EniwireVerdictVERDICT_FROM_POD_VLAN:      {"from_pod", "dropped_vlan"},
+	bpf.EniwireVerdictVERDICT_FROM_POD_ETHERTYPE: {"from_pod", "dropped_ethertype"},
 }
 
 // Verdicts, as the programs count them.
@@ -102,6 +104,8 @@ const (
 	VerdictFromPodIPv6      = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_IPV6)
 	VerdictToPodTTL         = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_TTL)
 	VerdictToPodTooBig      = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_TOO_BIG)
+	VerdictFromPodVLAN      = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_VLAN)
+	VerdictFromPodEtherType = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_ETHERTYPE)
 	numVerdicts             = int(bpf.EniwireVerdictVERDICT_MAX)
 )
 

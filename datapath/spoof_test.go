@@ -1,0 +1,118 @@
+package datapath
+
+import (
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/vishvananda/netlink"
+
+	"github.com/eniwire/eniwire/datapath/internal/linktest"
+)
+
+// Pods that forge what they send, with real programs in network namespaces: a pod sends raw frames, as any
+// pod with CAP_NET_RAW (the default under containerd) can.
+
+// TestAPodCannotSendAsAnotherBehindVLANTags: two VLAN-0 tags around a packet from pod2's address, sent by
+// pod1 to the VPC host. The kernel takes the outer tag off before tc and the inner one after; were the
+// frame passed as "not IPv4", the IP stack would route it out and to_vpc would even move it to pod2's ENI.
+func TestAPodCannotSendAsAnotherBehindVLANTags(t *testing.T) {
+	f := newFabric(t)
+	d := f.start(t, AttachTCX)
+	// With the node's reverse-path filter on, an addressless host veth accepts no source but its pod's:
+	// eniwire's checks must hold without it, as on nodes that turn it off.
+	f.nodeDo(t, "routing the VPC host, reverse-path filter off", func() error {
+		if err := sysctls(map[string]string{"net/ipv4/conf/all/rp_filter": "0", "net/ipv4/conf/host1/rp_filter": "0"}); err != nil {
+			return err
+		}
+		return netlink.RouteAdd(&netlink.Route{Dst: hostNet(vpcHost), Gw: gw1.AsSlice(), LinkIndex: f.eni1})
+	})
+	at := netip.AddrPortFrom(vpcHost, 7100)
+	got := recordUDP(t, f.vpc, at)
+	// send puts a raw frame on the pod's eth0, addressed to its host veth.
+	send := func(pod ns.NetNS, hostVeth string, pkt []byte) {
+		t.Helper()
+		copy(pkt[0:6], linkMAC(t, f.node, hostVeth))
+		copy(pkt[6:12], linkMAC(t, pod, "eth0"))
+		if err := pod.Do(func(ns.NetNS) error { return linktest.SendFrame("eth0", pkt) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// The way is open: each pod's own untagged datagram reaches the VPC host (and the node has resolved
+	// both gateways).
+	for _, p := range []struct {
+		n    ns.NetNS
+		veth string
+		ip   netip.Addr
+	}{{f.pod1, "host1", pod1IP}, {f.pod2, "host2", pod2IP}} {
+		send(p.n, p.veth, frame(p.ip, vpcHost, protoUDP, 7101, at.Port()))
+		if from := got.next(3 * time.Second); from != p.ip {
+			t.Fatalf("%s's own untagged datagram: the VPC host got one from %v", p.ip, from)
+		}
+	}
+
+	before := counterNow(t, d.Reader, VerdictFromPodVLAN)
+	for range 3 {
+		send(f.pod1, "host1", vlanTagged(frame(pod2IP, vpcHost, protoUDP, 7102, at.Port()), etherTypeVLAN, etherTypeVLAN))
+		if from := got.next(500 * time.Millisecond); from.IsValid() {
+			t.Fatalf("a double-tagged datagram sent by pod1 as %s reached the VPC host from %s", pod2IP, from)
+		}
+	}
+	waitCounter(t, d.Reader, VerdictFromPodVLAN, before+3)
+}
+
+// linkMAC reads the MAC of link name in netns n.
+func linkMAC(t *testing.T, n ns.NetNS, name string) (mac net.HardwareAddr) {
+	t.Helper()
+	if err := n.Do(func(ns.NetNS) error {
+		l, err := netlink.LinkByName(name)
+		if err == nil {
+			mac = l.Attrs().HardwareAddr
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return mac
+}
+
+// udpRecorder is a UDP socket that reports the source of every datagram it receives.
+type udpRecorder chan netip.Addr
+
+// recordUDP listens on at in netns n until the test ends.
+func recordUDP(t *testing.T, n ns.NetNS, at netip.AddrPort) udpRecorder {
+	t.Helper()
+	var conn net.PacketConn
+	if err := n.Do(func(ns.NetNS) (err error) {
+		conn, err = net.ListenPacket("udp4", at.String())
+		return err
+	}); err != nil {
+		t.Fatalf("listening on %s: %v", at, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	r := make(udpRecorder, 16)
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			_, from, err := conn.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			r <- from.(*net.UDPAddr).AddrPort().Addr().Unmap()
+		}
+	}()
+	return r
+}
+
+// next returns the source of the next datagram, or the zero Addr when none comes within d.
+func (r udpRecorder) next(d time.Duration) netip.Addr {
+	select {
+	case a := <-r:
+		return a
+	case <-time.After(d):
+		return netip.Addr{}
+	}
+}
