@@ -30,8 +30,8 @@
 #define ETH_P_8021Q_ 0x8100
 #define ETH_P_8021AD_ 0x88A8
 #define IPPROTO_ICMPV6_ 58
-#define NDISC_ROUTER_SOLICITATION 133
-#define NDISC_REDIRECT 137
+#define NDISC_NEIGHBOUR_SOLICITATION 135
+#define NDISC_NEIGHBOUR_ADVERTISEMENT 136
 
 /* Set by the loader before load (datapath.Config.SNAT). When off, every destination that is neither a pod
  * of this node nor a host route leaves by the pod's ENI, as with AWS_VPC_K8S_CNI_EXTERNALSNAT. */
@@ -113,9 +113,12 @@ static __always_inline int finish_redirect(long rc, enum verdict verdict, __u32 
 
 /* from_pod_non_ipv4 judges a pod's frame that is not IPv4 by its EtherType. ARP passes: the host reaches a
  * pod by a /32 route on its veth and resolves the pod's address with ARP, whose replies come back this way
- * (the pod's own gateway entry is static and needs none). IPv6 neighbour discovery passes; any other IPv6
- * is dropped while eniwire is IPv4-only, so a pod cannot reach the node or its neighbours over link-local
- * IPv6 behind the address checks. Everything else is dropped: a VLAN tag would hide a packet from these
+ * (the pod's own gateway entry is static and needs none). Of IPv6, neighbour solicitations and
+ * advertisements pass, which a pod's IPv6 stack exchanges with the host's on the link. The rest of IPv6 is
+ * dropped while eniwire is IPv4-only, so a pod cannot reach the node or its neighbours over link-local IPv6
+ * behind the address checks; neighbour discovery's router messages with it: a Router Advertisement or a
+ * Redirect would teach the node routes through the pod, and a Router Solicitation asks for a router the
+ * host veth never is (the host sends no advertisements on it). Everything else is dropped: a VLAN tag would hide a packet from these
  * checks (see eniw_from_pod), and no other protocol has business with the node. */
 static __always_inline int from_pod_non_ipv4(struct __sk_buff *skb)
 {
@@ -134,8 +137,8 @@ static __always_inline int from_pod_non_ipv4(struct __sk_buff *skb)
 		__u8 next = 0, type = 0;
 		/* The next-header field sits at byte 6 of the IPv6 header, the ICMPv6 type right after it. */
 		if (bpf_skb_load_bytes(skb, ETH_HLEN_ + 6, &next, 1) < 0 || next != IPPROTO_ICMPV6_ ||
-		    bpf_skb_load_bytes(skb, ETH_HLEN_ + 40, &type, 1) < 0 || type < NDISC_ROUTER_SOLICITATION ||
-		    type > NDISC_REDIRECT) {
+		    bpf_skb_load_bytes(skb, ETH_HLEN_ + 40, &type, 1) < 0 ||
+		    (type != NDISC_NEIGHBOUR_SOLICITATION && type != NDISC_NEIGHBOUR_ADVERTISEMENT)) {
 			count(VERDICT_FROM_POD_IPV6, skb->len);
 			return TC_ACT_SHOT;
 		}

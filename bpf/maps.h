@@ -57,7 +57,7 @@ enum verdict {
 	VERDICT_FROM_POD_TO_HOST = 2,    /* from_pod: handed to the host stack by its destination */
 	VERDICT_FROM_POD_SPOOF = 3,      /* from_pod: dropped, source is not the pod of this veth */
 	VERDICT_FROM_POD_MALFORMED = 4,  /* from_pod: dropped, truncated or malformed IPv4 header */
-	VERDICT_FROM_POD_NON_IPV4 = 5,   /* from_pod: ARP, IPv6 neighbour discovery, other EtherTypes: passed */
+	VERDICT_FROM_POD_NON_IPV4 = 5,   /* from_pod: ARP, IPv6 neighbour solicitations and advertisements: passed */
 	VERDICT_FROM_POD_NO_ENI = 6,     /* from_pod: the pod's ENI has no entry, passed to the host */
 	VERDICT_TO_VPC_REROUTED = 7,     /* to_vpc: a pod of another ENI, moved to its own ENI */
 	VERDICT_TO_VPC_PASS = 8,         /* to_vpc: left as routed */
@@ -68,7 +68,7 @@ enum verdict {
 	VERDICT_FROM_POD_HOST_FLOW = 13, /* from_pod: a packet of a flow the host carries, to the host */
 	VERDICT_FROM_POD_TTL = 14,       /* from_pod: TTL would expire, to the host (ICMP time exceeded) */
 	VERDICT_FROM_POD_TOO_BIG = 15,   /* from_pod: larger than the next hop's MTU, to the host (ICMP or fragments) */
-	VERDICT_FROM_POD_IPV6 = 16,      /* from_pod: IPv6 other than neighbour discovery, dropped (IPv4 only) */
+	VERDICT_FROM_POD_IPV6 = 16,      /* from_pod: IPv6 other than neighbour solicitations and advertisements, dropped */
 	VERDICT_TO_POD_TTL = 17,         /* to_pod: TTL would expire, to the host (ICMP time exceeded) */
 	VERDICT_TO_POD_TOO_BIG = 18,     /* to_pod: larger than the pod veth's MTU, to the host (ICMP or fragments) */
 	/* 19 is dproutes' to_pod verdict. */

@@ -173,7 +173,11 @@ func ipv6Frame(next, icmpType uint8) []byte {
 const (
 	nextICMPv6            = 58
 	nextUDP               = 17
+	icmpv6RouterSolicit   = 133
+	icmpv6RouterAdvert    = 134
 	icmpv6NeighborSolicit = 135
+	icmpv6NeighborAdvert  = 136
+	icmpv6Redirect        = 137
 )
 
 // badHeaderFrame is an IPv4 packet whose header length field (ihl 4) is shorter than any IPv4 header.

@@ -327,3 +327,19 @@ func TestFromPodDropsTaggedFramesAndOtherEtherTypes(t *testing.T) {
 		{"an untagged IPv4 packet is still checked and forwarded", fromPod, vethPod1, frame(pod1, vpcPeer, protoUDP, 7000, 7000), tcActRedirect, VerdictFromPodOutENI},
 	})
 }
+
+// TestFromPodPassesOnlyNeighbourSolicitationsAndAdvertisements: of IPv6, a pod needs neighbour discovery
+// with the host (NS, NA) and nothing more. A Router Advertisement or a Redirect would teach the node
+// routes through the pod; a Router Solicitation asks a router the host veth is not.
+func TestFromPodPassesOnlyNeighbourSolicitationsAndAdvertisements(t *testing.T) {
+	d := openTest(t, testConfig(true))
+	putTestState(t, d)
+	n := runNS(t, testVeths...)
+	runCases(t, d, n, []progCase{
+		{"a neighbour solicitation passes", fromPod, vethPod1, ipv6Frame(nextICMPv6, icmpv6NeighborSolicit), tcActUnspec, VerdictFromPodNonIPv4},
+		{"a neighbour advertisement passes", fromPod, vethPod1, ipv6Frame(nextICMPv6, icmpv6NeighborAdvert), tcActUnspec, VerdictFromPodNonIPv4},
+		{"a router advertisement is dropped", fromPod, vethPod1, ipv6Frame(nextICMPv6, icmpv6RouterAdvert), tcActShot, VerdictFromPodIPv6},
+		{"a redirect is dropped", fromPod, vethPod1, ipv6Frame(nextICMPv6, icmpv6Redirect), tcActShot, VerdictFromPodIPv6},
+		{"a router solicitation is dropped", fromPod, vethPod1, ipv6Frame(nextICMPv6, icmpv6RouterSolicit), tcActShot, VerdictFromPodIPv6},
+	})
+}

@@ -9,8 +9,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
 	"syscall"
 
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -53,11 +56,11 @@ type Veth struct {
 }
 
 // SetupVeth creates the veth pair hostName <-> ifName with ifName inside the pod, both up at mtu (0: the
-// kernel's default); SetMTU corrects it when the agent's answer, which needs the host end's ifindex, says
-// another. A changed MTU costs the kernel a walk of every IPv6 route of the node, so the caller creates the
-// pair at the MTU the agent most likely says. A pair that
-// already joins the two ends is reused, so a repeated ADD changes nothing; a stale host veth of the same name (a
-// previous sandbox of the same pod) is replaced. Errors wrap ErrIfaceTaken where it applies.
+// kernel's default), the host end taking no IPv6 Router Advertisements or Redirects. SetMTU corrects the MTU
+// when the agent's answer, which needs the host end's ifindex, says another. A changed MTU costs the kernel
+// a walk of every IPv6 route of the node, so the caller creates the pair at the MTU the agent most likely
+// says. A pair that already joins the two ends is reused, so a repeated ADD changes nothing; a stale host
+// veth of the same name (a previous sandbox of the same pod) is replaced. Errors wrap ErrIfaceTaken where it applies.
 //
 // The pair is created first and the names looked at only when one is taken, so a first ADD makes no lookup
 // that finds nothing; both ends get their MACs from eniwire (random, locally administered), so the host end's
@@ -111,10 +114,34 @@ func (p *Pod) podEndUp(created *netlink.Veth, ifName string) (*Veth, error) {
 	if err := setUp(p.nl, pod); err != nil {
 		return nil, fmt.Errorf("setting %s up in the pod: %w", ifName, err)
 	}
+	if err := learnNoRoutesOn(created.Name); err != nil {
+		return nil, err
+	}
 	// Both ends were created at the same MTU.
 	return &Veth{HostName: created.Name, HostIndex: created.Index, HostMAC: created.HardwareAddr,
 		HostMTU: pod.Attrs().MTU, PodIfName: ifName, PodIndex: pod.Attrs().Index, PodMAC: pod.Attrs().HardwareAddr,
 		PodMTU: pod.Attrs().MTU}, nil
+}
+
+// learnNoRoutesOn keeps the node from learning IPv6 routes on host veth name: it takes no Router
+// Advertisement and no Redirect, so a pod cannot make itself the node's IPv6 router (the datapath drops
+// both too; this holds where its filter is not attached yet). The sysctls are the calling thread's
+// namespace's, the node's. A node without IPv6 has none to set.
+func learnNoRoutesOn(name string) error {
+	for _, key := range []string{"accept_ra", "accept_redirects"} {
+		f, err := os.OpenFile(filepath.Join("/proc/sys/net/ipv6/conf", name, key), os.O_WRONLY, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err == nil {
+			_, err = f.WriteString("0")
+			err = errors.Join(err, f.Close())
+		}
+		if err != nil {
+			return fmt.Errorf("setting net.ipv6.conf.%s.%s=0: %w", name, key, err)
+		}
+	}
+	return nil
 }
 
 // randomMAC is a random unicast, locally administered MAC, as the kernel gives a veth it is not told one.
@@ -162,6 +189,10 @@ func (p *Pod) bringUp(hostName, ifName string) (*Veth, error) {
 	}
 	if err := setUp(p.host, host); err != nil {
 		return nil, fmt.Errorf("setting host veth %s up: %w", hostName, err)
+	}
+	// A pair an older plugin made may lack them.
+	if err := learnNoRoutesOn(hostName); err != nil {
+		return nil, err
 	}
 	pod, err := linkByName(p.nl, ifName)
 	if err != nil {
