@@ -305,6 +305,30 @@ int eniw_to_vpc(struct __sk_buff *skb)
 	return finish_redirect(redirect_neigh_eni(eni_ifindex, eni), VERDICT_TO_VPC_REROUTED, p.len);
 }
 
+/* source_of_node judges a packet from the VPC whose source belongs to this node, and says so (with the
+ * action in *act). A pod of this node never sends through the VPC to a pod of it (from_pod delivers it
+ * directly), so its address arriving from there is forged: dropped. A source the routes map gives the
+ * host (the node's own addresses, host-only ranges) goes to the host, which drops its own addresses as
+ * martians, as a router does. */
+static __always_inline int source_of_node(struct packet *p, int *act)
+{
+	struct ip_addr src;
+	ip_addr_from_v4(&src, p->saddr);
+	if (bpf_map_lookup_elem(&pods, &src)) {
+		count(VERDICT_TO_POD_SPOOF, p->len);
+		*act = TC_ACT_SHOT;
+		return 1;
+	}
+	struct route_key rk = {.prefixlen = 128, .dst = src};
+	struct route_value *route = bpf_map_lookup_elem(&routes, &rk);
+	if (route && route->kind == ROUTE_HOST) {
+		count(VERDICT_TO_POD_HOST_SOURCE, p->len);
+		*act = TC_ACT_UNSPEC;
+		return 1;
+	}
+	return 0;
+}
+
 /* Attach point: tc ingress (tcx, or clsact + cls_bpf) of every managed ENI: packets from the VPC. */
 SEC("tc")
 int eniw_to_pod(struct __sk_buff *skb)
@@ -322,6 +346,9 @@ int eniw_to_pod(struct __sk_buff *skb)
 		count(VERDICT_TO_POD_PASS, p.len);
 		return TC_ACT_UNSPEC;
 	}
+	int act;
+	if (source_of_node(&p, &act))
+		return act;
 	/* A reply to a flow the host translated (Service DNAT to a VPC host), or a packet of one it delivers
 	 * (NodePort, hostPort), detours: the host un-NATs it and keeps conntrack whole. */
 	return into_pod(skb, &p, &dst, pod->host_ifindex, to_pod_to_peer);

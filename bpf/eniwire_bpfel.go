@@ -91,7 +91,9 @@ const (
 	EniwireVerdictVERDICT_TO_POD_TOO_BIG     EniwireVerdict = 18
 	EniwireVerdictVERDICT_FROM_POD_VLAN      EniwireVerdict = 20
 	EniwireVerdictVERDICT_FROM_POD_ETHERTYPE EniwireVerdict = 21
-	EniwireVerdictVERDICT_MAX                EniwireVerdict = 22
+	EniwireVerdictVERDICT_TO_POD_SPOOF       EniwireVerdict = 22
+	EniwireVerdictVERDICT_TO_POD_HOST_SOURCE EniwireVerdict = 23
+	EniwireVerdictVERDICT_MAX                EniwireVerdict = 24
 )
 
 // Names of all BPF objects in the ELF.

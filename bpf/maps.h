@@ -74,7 +74,9 @@ enum verdict {
 	/* 19 is dproutes' to_pod verdict. */
 	VERDICT_FROM_POD_VLAN = 20,      /* from_pod: a frame with a VLAN tag, dropped (a pod sends untagged frames) */
 	VERDICT_FROM_POD_ETHERTYPE = 21, /* from_pod: an EtherType other than IPv4, ARP and IPv6, dropped */
-	VERDICT_MAX = 22,
+	VERDICT_TO_POD_SPOOF = 22,       /* to_pod: dropped, the source is a pod of this node (a spoof from the VPC) */
+	VERDICT_TO_POD_HOST_SOURCE = 23, /* to_pod: the source is the node's own or a host-only range, to the host */
+	VERDICT_MAX = 24,
 };
 
 struct counter {

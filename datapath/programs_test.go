@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"testing"
@@ -342,4 +343,25 @@ func TestFromPodPassesOnlyNeighbourSolicitationsAndAdvertisements(t *testing.T) 
 		{"a redirect is dropped", fromPod, vethPod1, ipv6Frame(nextICMPv6, icmpv6Redirect), tcActShot, VerdictFromPodIPv6},
 		{"a router solicitation is dropped", fromPod, vethPod1, ipv6Frame(nextICMPv6, icmpv6RouterSolicit), tcActShot, VerdictFromPodIPv6},
 	})
+}
+
+// TestToPodRefusesSourcesOfTheNodeItself: from the VPC, a packet cannot come from a pod of this node (the
+// node delivers its pods' packets to each other itself) nor from the node's own address; such a packet is
+// forged. A pod's address is dropped; a source the routes map gives the host (the node's own addresses, a
+// host-only range) goes to the host, which drops its own addresses as martians, as a router does.
+func TestToPodRefusesSourcesOfTheNodeItself(t *testing.T) {
+	for _, snat := range []bool{true, false} {
+		t.Run(fmt.Sprintf("SNAT %v", snat), func(t *testing.T) {
+			d := openTest(t, testConfig(snat))
+			putTestState(t, d)
+			n := runNS(t, testVeths...)
+			runCases(t, d, n, []progCase{
+				{"a packet from a pod of this node is dropped", toPod, 0, frame(pod2, pod1, protoTCP, 40000, 80), tcActShot, VerdictToPodSpoof},
+				{"a packet from a pod of this node whose veth vanished is dropped", toPod, 0, frame(podGone, pod1, protoUDP, 40000, 53), tcActShot, VerdictToPodSpoof},
+				{"a packet from the node's own address goes to the host", toPod, 0, frame(nodeIP, pod1, protoTCP, 40000, 80), tcActUnspec, VerdictToPodHostSource},
+				{"a packet from a host-only range goes to the host", toPod, 0, frame(addr("10.0.200.5"), pod1, protoUDP, 53, 5353), tcActUnspec, VerdictToPodHostSource},
+				{"a packet from elsewhere in the VPC is still delivered", toPod, 0, frame(vpcPeer, pod1, protoTCP, 443, 40000), tcActRedirect, VerdictToPodToPeer},
+			})
+		})
+	}
 }

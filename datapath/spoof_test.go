@@ -12,8 +12,8 @@ import (
 	"github.com/eniwire/eniwire/datapath/internal/linktest"
 )
 
-// Pods that forge what they send, with real programs in network namespaces: a pod sends raw frames, as any
-// pod with CAP_NET_RAW (the default under containerd) can.
+// Forged sources, with real programs in network namespaces: a pod (or the VPC) sends raw frames, as any pod
+// with CAP_NET_RAW (the default under containerd) can.
 
 // TestAPodCannotSendAsAnotherBehindVLANTags: two VLAN-0 tags around a packet from pod2's address, sent by
 // pod1 to the VPC host. The kernel takes the outer tag off before tc and the inner one after; were the
@@ -62,6 +62,40 @@ func TestAPodCannotSendAsAnotherBehindVLANTags(t *testing.T) {
 		}
 	}
 	waitCounter(t, d.Reader, VerdictFromPodVLAN, before+3)
+}
+
+// TestTheVPCCannotSendAsTheNodeOrItsPods: a packet arriving from the VPC from a pod of this node or from
+// the node's own address is forged (the node delivers its pods' packets to each other itself); it reaches
+// no pod, while one from a VPC host does.
+func TestTheVPCCannotSendAsTheNodeOrItsPods(t *testing.T) {
+	f := newFabric(t)
+	d := f.start(t, AttachTCX)
+	at := netip.AddrPortFrom(pod1IP, 7200)
+	got := recordUDP(t, f.pod1, at)
+	send := func(src netip.Addr) {
+		t.Helper()
+		pkt := frame(src, pod1IP, protoUDP, 7201, at.Port())
+		copy(pkt[0:6], f.eni1MAC)
+		copy(pkt[6:12], linkMAC(t, f.vpc, "vpc1"))
+		if err := f.vpc.Do(func(ns.NetNS) error { return linktest.SendFrame("vpc1", pkt) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	send(vpcHost)
+	if from := got.next(3 * time.Second); from != vpcHost {
+		t.Fatalf("a datagram from the VPC host: pod1 got one from %v", from)
+	}
+	spoofs := counterNow(t, d.Reader, VerdictToPodSpoof)
+	toHost := counterNow(t, d.Reader, VerdictToPodHostSource)
+	for _, src := range []netip.Addr{pod2IP, addr("10.77.1.10")} {
+		send(src)
+		if from := got.next(500 * time.Millisecond); from.IsValid() {
+			t.Errorf("a datagram from the VPC claiming %s reached pod1 from %s", src, from)
+		}
+	}
+	waitCounter(t, d.Reader, VerdictToPodSpoof, spoofs+1)
+	waitCounter(t, d.Reader, VerdictToPodHostSource, toHost+1)
 }
 
 // linkMAC reads the MAC of link name in netns n.

@@ -81,6 +81,8 @@ var verdictNames = [...]struct{ program, verdict string }{
 	bpf.EniwireVerdictVERDICT_TO_POD_TOO_BIG:     {"to_pod", "to_host_too_big"},
 	bpf.EniwireVerdictVERDICT_FROM_POD_VLAN:      {"from_pod", "dropped_vlan"},
 	bpf.EniwireVerdictVERDICT_FROM_POD_ETHERTYPE: {"from_pod", "dropped_ethertype"},
+	bpf.EniwireVerdictVERDICT_TO_POD_SPOOF:       {"to_pod", "dropped_spoof"},
+	bpf.EniwireVerdictVERDICT_TO_POD_HOST_SOURCE: {"to_pod", "to_host_source"},
 }
 
 // Verdicts, as the programs count them.
@@ -106,6 +108,8 @@ const (
 	VerdictToPodTooBig      = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_TOO_BIG)
 	VerdictFromPodVLAN      = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_VLAN)
 	VerdictFromPodEtherType = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_ETHERTYPE)
+	VerdictToPodSpoof       = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_SPOOF)
+	VerdictToPodHostSource  = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_HOST_SOURCE)
 	numVerdicts             = int(bpf.EniwireVerdictVERDICT_MAX)
 )
 
