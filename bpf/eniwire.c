@@ -68,16 +68,41 @@ static __always_inline void count_pod(struct ip_addr *pod, __u32 len, int rx)
 /* Why a packet that its route would put on a fast path goes elsewhere. */
 enum detour {
 	DETOUR_NONE = 0,
+	DETOUR_IP_HEADER, /* its IPv4 header is one a router acts on: options, or a bad checksum */
 	DETOUR_HOST_FLOW, /* its flow is the host's */
 	DETOUR_TTL,       /* it would expire at this hop */
 	DETOUR_TOO_BIG,   /* it does not fit the next hop's MTU */
 	DETOUR_NO_DEVICE, /* the interface it would be redirected to is gone */
 };
 
+/* ip_header_needs_host says whether a packet's IPv4 header is one a router acts on, which the fast paths
+ * cannot: any option (a router records its address in Record Route and timestamps, follows a source route
+ * only when accept_source_route allows, which Linux does not by default, and delivers Router Alert
+ * locally; no common stack sends options, so they cost the fast path nothing), or a header checksum that
+ * does not verify (a router drops the packet). The host does with them what a Linux router does. */
+static __always_inline int ip_header_needs_host(struct __sk_buff *skb, struct packet *p)
+{
+	__u16 words[sizeof(struct iphdr) / 2];
+
+	if (p->l4_off != ETH_HLEN_ + sizeof(struct iphdr))
+		return 1;
+	if (bpf_skb_load_bytes(skb, ETH_HLEN_, words, sizeof(words)) < 0)
+		return 1;
+	/* The one's complement sum of a valid header, its checksum included, is 0xffff (in either byte order). */
+	__u32 sum = 0;
+	for (int i = 0; i < (int)(sizeof(words) / 2); i++)
+		sum += words[i];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum != 0xffff;
+}
+
 /* detour_of says whether a packet may take the fast path to interface target_ifindex. Checking the device
  * here is what makes redirect_failed honest: the redirect helpers accept any ifindex and fail later. */
 static __always_inline enum detour detour_of(struct __sk_buff *skb, struct packet *p, __u32 target_ifindex)
 {
+	if (ip_header_needs_host(skb, p))
+		return DETOUR_IP_HEADER;
 	if (host_carries(skb, p))
 		return DETOUR_HOST_FLOW;
 	if (p->ttl <= 1)
@@ -158,14 +183,17 @@ static __always_inline int from_pod_non_ipv4(struct __sk_buff *skb)
 
 /* The verdicts a program counts a fast-path packet under: delivered, or why it detoured to the host. */
 struct fast_verdicts {
-	enum verdict delivered, host_flow, ttl, too_big;
+	enum verdict delivered, ip_header, host_flow, ttl, too_big;
 };
 
-#define FROM_POD_DETOURS .host_flow = VERDICT_FROM_POD_HOST_FLOW, .ttl = VERDICT_FROM_POD_TTL, .too_big = VERDICT_FROM_POD_TOO_BIG
+#define FROM_POD_DETOURS                                                                                     \
+	.ip_header = VERDICT_FROM_POD_IP_HEADER, .host_flow = VERDICT_FROM_POD_HOST_FLOW, .ttl = VERDICT_FROM_POD_TTL, \
+	.too_big = VERDICT_FROM_POD_TOO_BIG
 static const struct fast_verdicts from_pod_to_peer = {.delivered = VERDICT_FROM_POD_TO_PEER, FROM_POD_DETOURS};
 static const struct fast_verdicts from_pod_out_eni = {.delivered = VERDICT_FROM_POD_OUT_ENI, FROM_POD_DETOURS};
 static const struct fast_verdicts to_pod_to_peer = {
 	.delivered = VERDICT_TO_POD_TO_PEER,
+	.ip_header = VERDICT_TO_POD_IP_HEADER,
 	.host_flow = VERDICT_TO_POD_HOST_FLOW,
 	.ttl = VERDICT_TO_POD_TTL,
 	.too_big = VERDICT_TO_POD_TOO_BIG,
@@ -176,6 +204,9 @@ static const struct fast_verdicts to_pod_to_peer = {
 static __always_inline int take_detour(enum detour d, struct fast_verdicts v, __u32 len)
 {
 	switch (d) {
+	case DETOUR_IP_HEADER:
+		count(v.ip_header, len);
+		return TC_ACT_UNSPEC;
 	case DETOUR_HOST_FLOW:
 		count(v.host_flow, len);
 		return TC_ACT_UNSPEC;

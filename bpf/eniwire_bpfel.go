@@ -93,7 +93,9 @@ const (
 	EniwireVerdictVERDICT_FROM_POD_ETHERTYPE EniwireVerdict = 21
 	EniwireVerdictVERDICT_TO_POD_SPOOF       EniwireVerdict = 22
 	EniwireVerdictVERDICT_TO_POD_HOST_SOURCE EniwireVerdict = 23
-	EniwireVerdictVERDICT_MAX                EniwireVerdict = 24
+	EniwireVerdictVERDICT_FROM_POD_IP_HEADER EniwireVerdict = 24
+	EniwireVerdictVERDICT_TO_POD_IP_HEADER   EniwireVerdict = 25
+	EniwireVerdictVERDICT_MAX                EniwireVerdict = 26
 )
 
 // Names of all BPF objects in the ELF.

@@ -76,7 +76,9 @@ enum verdict {
 	VERDICT_FROM_POD_ETHERTYPE = 21, /* from_pod: an EtherType other than IPv4, ARP and IPv6, dropped */
 	VERDICT_TO_POD_SPOOF = 22,       /* to_pod: dropped, the source is a pod of this node (a spoof from the VPC) */
 	VERDICT_TO_POD_HOST_SOURCE = 23, /* to_pod: the source is the node's own or a host-only range, to the host */
-	VERDICT_MAX = 24,
+	VERDICT_FROM_POD_IP_HEADER = 24, /* from_pod: IPv4 options or a bad header checksum, to the host (a router's call) */
+	VERDICT_TO_POD_IP_HEADER = 25,   /* to_pod: IPv4 options or a bad header checksum, to the host (a router's call) */
+	VERDICT_MAX = 26,
 };
 
 struct counter {

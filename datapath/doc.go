@@ -42,7 +42,9 @@
 //
 // On the fast paths the programs decrement the TTL and hand a packet that would expire to the host (which
 // answers ICMP time exceeded), hand a packet too big for the next hop to the host (which fragments it or
-// answers fragmentation needed), and drop, counted as redirect_failed, a packet whose target interface is
+// answers fragmentation needed), hand a packet with IPv4 options or a header checksum that does not verify
+// to the host (which records itself in Record Route, refuses source routes unless accept_source_route, and
+// drops bad checksums), and drop, counted as redirect_failed, a packet whose target interface is
 // gone. Every packet they pass on returns TC_ACT_UNSPEC (tcx next), so programs attached after eniwire's
 // still see it (tcx.go says where eniwire's programs sit in the chain).
 package datapath

@@ -218,3 +218,30 @@ func etherTypeFrame(etherType uint16) []byte {
 	binary.BigEndian.PutUint16(pkt[12:], etherType)
 	return pkt
 }
+
+// IPv4 options a router acts on (RFC 791): it records its address in Record Route, and follows a source
+// route only when told to (Linux: accept_source_route, off by default).
+const (
+	optRecordRoute = 7
+	optLooseSource = 131
+	optStrictRoute = 137
+)
+
+// withRouteOption inserts an IPv4 option of type typ listing one address (a source route's next hop, or a
+// Record Route slot), padded to a 4-byte boundary.
+func withRouteOption(pkt []byte, typ uint8, hop netip.Addr) []byte {
+	h := hop.As4()
+	opt := append([]byte{typ, 7, 4}, h[:]...)
+	opt = append(opt, 0) // end of options
+	out := append(append(append([]byte(nil), pkt[:ethLen+20]...), opt...), pkt[ethLen+20:]...)
+	out[ethLen] = 0x40 | byte(5+len(opt)/4)
+	binary.BigEndian.PutUint16(out[ethLen+2:], uint16(len(out)-ethLen))
+	setIPChecksum(out)
+	return out
+}
+
+// withBadChecksum spoils a frame's IPv4 header checksum.
+func withBadChecksum(pkt []byte) []byte {
+	pkt[ethLen+10] ^= 0x5a
+	return pkt
+}

@@ -202,8 +202,7 @@ func TestFromPodFollowsTheFlow(t *testing.T) {
 		{"the same ports over another protocol stay on the fast path", fromPod, vethPod2, frame(pod2, pod1, protoUDP, 8080, 40000), tcActRedirect, VerdictFromPodToPeer},
 		{"a port unreachable about a host-carried flow goes to the host, which translates it", fromPod, vethPod2, icmpError(pod2, pod1, icmpDestUnreachable, codePortUnreachable, quotedDNS), tcActUnspec, VerdictFromPodHostFlow},
 		{"a port unreachable about a fast-path flow stays on the fast path", fromPod, vethPod2, icmpError(pod2, vpcPeer, icmpDestUnreachable, codePortUnreachable, frame(vpcPeer, pod2, protoUDP, 999, 53)), tcActRedirect, VerdictFromPodOutENI},
-		{"ports are read after IPv4 options: a host-carried flow with options goes to the host", fromPod, vethPod2, withOptions(frame(pod2, vpcPeer, protoTCP, 8080, 41000), 2), tcActUnspec, VerdictFromPodHostFlow},
-		{"a packet with IPv4 options on a fast-path flow leaves by the ENI", fromPod, vethPod2, withOptions(frame(pod2, vpcPeer, protoTCP, 8080, 41001), 2), tcActRedirect, VerdictFromPodOutENI},
+		{"a packet with IPv4 options, even no-ops, goes to the host whatever its flow", fromPod, vethPod2, withOptions(frame(pod2, vpcPeer, protoTCP, 8080, 41001), 2), tcActUnspec, VerdictFromPodIPHeader},
 		{"a first fragment goes to the host, which reassembles", fromPod, vethPod2, asFragment(frame(pod2, vpcPeer, protoUDP, 7000, 7000), true, 0), tcActUnspec, VerdictFromPodHostFlow},
 		{"a later fragment goes to the host with the first", fromPod, vethPod2, asFragment(frame(pod2, vpcPeer, protoUDP, 7000, 7000), false, 185), tcActUnspec, VerdictFromPodHostFlow},
 		{"a protocol conntrack cannot be asked about goes to the host", fromPod, vethPod2, frame(pod2, vpcPeer, protoSCTP, 7000, 7000), tcActUnspec, VerdictFromPodHostFlow},
@@ -364,4 +363,24 @@ func TestToPodRefusesSourcesOfTheNodeItself(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestFastPathLeavesHeadersARouterActsOnToTheHost: a router drops a packet whose IPv4 header checksum does
+// not verify, and acts on IPv4 options (it records itself in Record Route and timestamps, refuses source
+// routes unless accept_source_route). The fast paths cannot, so such packets go to the host, which does
+// what a Linux router does.
+func TestFastPathLeavesHeadersARouterActsOnToTheHost(t *testing.T) {
+	d := openTest(t, testConfig(true))
+	putTestState(t, d)
+	n := runNS(t, testVeths...)
+	hop := addr("10.0.9.1")
+	runCases(t, d, n, []progCase{
+		{"from a pod, a bad header checksum goes to the host", fromPod, vethPod2, withBadChecksum(frame(pod2, vpcPeer, protoUDP, 7000, 7000)), tcActUnspec, VerdictFromPodIPHeader},
+		{"from a pod, a loose source route goes to the host", fromPod, vethPod2, withRouteOption(frame(pod2, vpcPeer, protoUDP, 7000, 7000), optLooseSource, hop), tcActUnspec, VerdictFromPodIPHeader},
+		{"from a pod, a strict source route goes to the host", fromPod, vethPod2, withRouteOption(frame(pod2, pod1, protoUDP, 7000, 7000), optStrictRoute, hop), tcActUnspec, VerdictFromPodIPHeader},
+		{"from a pod, Record Route goes to the host, which records itself", fromPod, vethPod2, withRouteOption(frame(pod2, vpcPeer, protoICMP, 7, 0), optRecordRoute, netip.IPv4Unspecified()), tcActUnspec, VerdictFromPodIPHeader},
+		{"from the VPC, a bad header checksum goes to the host", toPod, 0, withBadChecksum(frame(vpcPeer, pod1, protoTCP, 443, 40000)), tcActUnspec, VerdictToPodIPHeader},
+		{"from the VPC, a loose source route goes to the host", toPod, 0, withRouteOption(frame(vpcPeer, pod1, protoTCP, 443, 40000), optLooseSource, hop), tcActUnspec, VerdictToPodIPHeader},
+		{"a plain header still takes the fast path", fromPod, vethPod2, frame(pod2, vpcPeer, protoUDP, 7000, 7000), tcActRedirect, VerdictFromPodOutENI},
+	})
 }

@@ -83,6 +83,8 @@ var verdictNames = [...]struct{ program, verdict string }{
 	bpf.EniwireVerdictVERDICT_FROM_POD_ETHERTYPE: {"from_pod", "dropped_ethertype"},
 	bpf.EniwireVerdictVERDICT_TO_POD_SPOOF:       {"to_pod", "dropped_spoof"},
 	bpf.EniwireVerdictVERDICT_TO_POD_HOST_SOURCE: {"to_pod", "to_host_source"},
+	bpf.EniwireVerdictVERDICT_FROM_POD_IP_HEADER: {"from_pod", "to_host_ip_header"},
+	bpf.EniwireVerdictVERDICT_TO_POD_IP_HEADER:   {"to_pod", "to_host_ip_header"},
 }
 
 // Verdicts, as the programs count them.
@@ -110,6 +112,8 @@ const (
 	VerdictFromPodEtherType = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_ETHERTYPE)
 	VerdictToPodSpoof       = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_SPOOF)
 	VerdictToPodHostSource  = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_HOST_SOURCE)
+	VerdictFromPodIPHeader  = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_IP_HEADER)
+	VerdictToPodIPHeader    = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_IP_HEADER)
 	numVerdicts             = int(bpf.EniwireVerdictVERDICT_MAX)
 )
 
