@@ -181,6 +181,13 @@ static __always_inline int from_pod_non_ipv4(struct __sk_buff *skb)
 	return TC_ACT_UNSPEC;
 }
 
+/* write_failed drops, counted, a packet the fast path could not write (decrement_ttl). */
+static __always_inline int write_failed(__u32 len)
+{
+	count(VERDICT_WRITE_FAILED, len);
+	return TC_ACT_SHOT;
+}
+
 /* The verdicts a program counts a fast-path packet under: delivered, or why it detoured to the host. */
 struct fast_verdicts {
 	enum verdict delivered, ip_header, host_flow, ttl, too_big;
@@ -230,7 +237,8 @@ static __always_inline int into_pod(struct __sk_buff *skb, struct packet *p, str
 	enum detour d = detour_of(skb, p, host_ifindex);
 	if (d != DETOUR_NONE)
 		return take_detour(d, v, p->len);
-	decrement_ttl(skb);
+	if (decrement_ttl(skb, p) < 0)
+		return write_failed(p->len);
 	long rc = bpf_redirect_peer(host_ifindex, 0);
 	if (rc == TC_ACT_REDIRECT)
 		count_pod(dst, p->len, 1);
@@ -291,7 +299,8 @@ int eniw_from_pod(struct __sk_buff *skb)
 		enum detour d = detour_of(skb, &p, eni_ifindex);
 		if (d != DETOUR_NONE)
 			return take_detour(d, from_pod_out_eni, p.len);
-		decrement_ttl(skb);
+		if (decrement_ttl(skb, &p) < 0)
+			return write_failed(p.len);
 		return finish_redirect(redirect_neigh_eni(eni_ifindex, eni), VERDICT_FROM_POD_OUT_ENI, p.len);
 	}
 

@@ -95,7 +95,8 @@ const (
 	EniwireVerdictVERDICT_TO_POD_HOST_SOURCE EniwireVerdict = 23
 	EniwireVerdictVERDICT_FROM_POD_IP_HEADER EniwireVerdict = 24
 	EniwireVerdictVERDICT_TO_POD_IP_HEADER   EniwireVerdict = 25
-	EniwireVerdictVERDICT_MAX                EniwireVerdict = 26
+	EniwireVerdictVERDICT_WRITE_FAILED       EniwireVerdict = 26
+	EniwireVerdictVERDICT_MAX                EniwireVerdict = 27
 )
 
 // Names of all BPF objects in the ELF.

@@ -33,6 +33,8 @@ struct packet {
 	__u8 ttl;
 	__u8 fragment; /* a fragment (MF set or a non-zero offset): only the first one carries ports */
 	__u8 pad;
+	__sum16 check; /* the header checksum, as sent */
+	__u16 pad2;
 };
 
 /* The first 8 bytes of an ICMP message; linux/icmp.h drags in libc headers the BPF target cannot use. */
@@ -86,6 +88,7 @@ static __always_inline enum parse_result parse_ipv4(struct __sk_buff *skb, struc
 	p->daddr = ip->daddr;
 	p->protocol = ip->protocol;
 	p->ttl = ip->ttl;
+	p->check = ip->check;
 	p->len = skb->len;
 	p->l4_off = ETH_HLEN_ + ip->ihl * 4;
 	p->fragment = (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET)) != 0;
@@ -95,17 +98,23 @@ static __always_inline enum parse_result parse_ipv4(struct __sk_buff *skb, struc
 }
 
 /* decrement_ttl does what a router does to a packet it forwards, checksum included (as the kernel's
- * ip_decrease_ttl). The caller has made sure the TTL is above 1. */
-static __always_inline void decrement_ttl(struct __sk_buff *skb)
+ * ip_decrease_ttl), with one bpf_skb_store_bytes of the TTL, protocol and checksum, so the header is never
+ * half-written. The programs write packet data through this helper only, never directly: a direct write
+ * makes the verifier put an unclone step in front of the whole program, which every cloned packet would
+ * pay, those passed to the host included. Here only a forwarded packet that is cloned gets its private
+ * copy, and the write fails (< 0) when that copy cannot be allocated. The caller has made sure the TTL is
+ * above 1. */
+static __always_inline long decrement_ttl(struct __sk_buff *skb, struct packet *p)
 {
-	void *data = (void *)(long)skb->data;
-	void *data_end = (void *)(long)skb->data_end;
-	struct iphdr *ip = data + ETH_HLEN_;
+	struct {
+		__u8 ttl;
+		__u8 protocol;
+		__sum16 check;
+	} h;
+	__u32 check = (__u32)p->check + (__u32)bpf_htons(0x0100);
 
-	if ((void *)(ip + 1) > data_end)
-		return;
-	__u32 check = (__u32)ip->check;
-	check += (__u32)bpf_htons(0x0100);
-	ip->check = (__sum16)(check + (check >= 0xFFFF));
-	ip->ttl--;
+	h.ttl = p->ttl - 1;
+	h.protocol = p->protocol;
+	h.check = (__sum16)(check + (check >= 0xFFFF));
+	return bpf_skb_store_bytes(skb, ETH_HLEN_ + __builtin_offsetof(struct iphdr, ttl), &h, sizeof(h), 0);
 }

@@ -44,7 +44,10 @@
 // answers ICMP time exceeded), hand a packet too big for the next hop to the host (which fragments it or
 // answers fragmentation needed), hand a packet with IPv4 options or a header checksum that does not verify
 // to the host (which records itself in Record Route, refuses source routes unless accept_source_route, and
-// drops bad checksums), and drop, counted as redirect_failed, a packet whose target interface is
-// gone. Every packet they pass on returns TC_ACT_UNSPEC (tcx next), so programs attached after eniwire's
-// still see it (tcx.go says where eniwire's programs sit in the chain).
+// drops bad checksums), and drop, counted as redirect_failed, a packet whose target interface is gone
+// (and as write_failed one whose TTL could not be written). The TTL is their only write to a packet, made
+// through a helper on the fast path alone: a direct write would have the verifier unclone every cloned
+// packet before the program runs, host path included, and drop it uncounted when that copy fails. Every
+// packet they pass on returns TC_ACT_UNSPEC (tcx next), so programs attached after eniwire's still see it
+// (tcx.go says where eniwire's programs sit in the chain).
 package datapath

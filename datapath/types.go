@@ -85,6 +85,7 @@ var verdictNames = [...]struct{ program, verdict string }{
 	bpf.EniwireVerdictVERDICT_TO_POD_HOST_SOURCE: {"to_pod", "to_host_source"},
 	bpf.EniwireVerdictVERDICT_FROM_POD_IP_HEADER: {"from_pod", "to_host_ip_header"},
 	bpf.EniwireVerdictVERDICT_TO_POD_IP_HEADER:   {"to_pod", "to_host_ip_header"},
+	bpf.EniwireVerdictVERDICT_WRITE_FAILED:       {"any", "dropped_write_failed"},
 }
 
 // Verdicts, as the programs count them.
@@ -114,6 +115,7 @@ const (
 	VerdictToPodHostSource  = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_HOST_SOURCE)
 	VerdictFromPodIPHeader  = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_IP_HEADER)
 	VerdictToPodIPHeader    = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_IP_HEADER)
+	VerdictWriteFailed      = Verdict(bpf.EniwireVerdictVERDICT_WRITE_FAILED)
 	numVerdicts             = int(bpf.EniwireVerdictVERDICT_MAX)
 )
 
