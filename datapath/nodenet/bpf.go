@@ -180,30 +180,19 @@ func (b *BPF) podVethGone(ifindex int) {
 // RemovesHostVeth reports whether PodDown removes the pod's host veth.
 func (b *BPF) RemovesHostVeth() bool { return b.routes.RemovesHostVeth() }
 
-// PodDown reverses PodUp; a veth, entry or route already gone is not an error. When the agent owns the host
-// veth, the entry and route go now (the IP may serve another pod as soon as its cooldown ends) and the veth,
-// whose deletion also detaches from_pod, goes in the background.
+// PodDown reverses PodUp; a veth, entry or route already gone is not an error. The entry and route go now
+// (the IP may serve another pod as soon as its cooldown ends) and from_pod stays on the veth until the veth
+// itself goes, which detaches it: with no entry for the veth, from_pod drops whatever the pod still sends,
+// where a veth without it would pass everything on to the host unchecked. When the agent owns the host
+// veth, the Reaper removes it in the background and unpins its link; otherwise whoever deletes the veth
+// (the plugin's DEL) takes the program with it, and the link's pin goes at the next start or when the
+// index comes back (datapath's attach).
 func (b *BPF) PodDown(ctx context.Context, pod dptypes.Pod) error {
 	ip, err := netip.ParseAddr(pod.IP)
 	if err != nil {
 		return nil
 	}
-	if b.routes.Veths != nil {
-		if err := errors.Join(b.dp.DeletePod(ip), b.routes.PodDown(ctx, pod)); err != nil {
-			return fmt.Errorf("tearing down pod %s: %w", pod.IP, err)
-		}
-		return nil
-	}
-	var errs []error
-	host, ok, err := hostIfindex(pod)
-	errs = append(errs, err)
-	if ok {
-		// Only a veth still present is detached by index: a vanished one took its program with it, and its
-		// index may already serve another pod.
-		errs = append(errs, b.dp.DetachPodVeth(host))
-	}
-	errs = append(errs, b.dp.DeletePod(ip), b.routes.PodDown(ctx, pod))
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(b.dp.DeletePod(ip), b.routes.PodDown(ctx, pod)); err != nil {
 		return fmt.Errorf("tearing down pod %s: %w", pod.IP, err)
 	}
 	return nil

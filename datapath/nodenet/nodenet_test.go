@@ -3,6 +3,7 @@ package nodenet
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/rlimit"
@@ -20,7 +22,9 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/eniwire/eniwire/bpf"
+	"github.com/eniwire/eniwire/datapath"
 	"github.com/eniwire/eniwire/datapath/dptypes"
+	"github.com/eniwire/eniwire/datapath/internal/linktest"
 	"github.com/eniwire/eniwire/internal/testenv"
 )
 
@@ -217,6 +221,39 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 		}
 		if pods, err := b.dp.Pods(); err != nil || len(pods) != 0 {
 			t.Errorf("pod map after PodDown: %+v, %v", pods, err)
+		}
+	})
+
+	t.Run("after PodDown the pod's veth stays filtered until it goes: what the pod sends is dropped", func(t *testing.T) {
+		before, err := b.dp.Counter(datapath.VerdictFromPodSpoof)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The pod, still running, sends from its own address out of its end of the veth.
+		pkt := make([]byte, 14+20)
+		copy(pkt[0:6], podLink.Attrs().HardwareAddr)
+		binary.BigEndian.PutUint16(pkt[12:], 0x0800)
+		pkt[14], pkt[14+8], pkt[14+9] = 0x45, 64, 17
+		binary.BigEndian.PutUint16(pkt[14+2:], 20)
+		copy(pkt[14+12:], net.ParseIP(pod.IP).To4())
+		copy(pkt[14+16:], net.ParseIP("10.0.9.9").To4())
+		in(t, func() error {
+			if _, err := linktest.Up(pod.HostVeth+"p", ""); err != nil {
+				return err
+			}
+			return linktest.SendFrame(pod.HostVeth+"p", pkt)
+		})
+		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			after, err := b.dp.Counter(datapath.VerdictFromPodSpoof)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.Packets == before.Packets+1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("from_pod/dropped_spoof moved from %d to %d after the pod sent a packet, want +1: from_pod no longer filters its veth", before.Packets, after.Packets)
+			}
 		}
 	})
 
