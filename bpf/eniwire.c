@@ -7,7 +7,14 @@
  * The fast paths (redirect_peer into a pod, redirect_neigh out of an ENI) behave as a router: a packet of a
  * flow the host carries goes to the host (flow.h), the TTL is decremented and a packet about to expire goes
  * to the host, which answers with ICMP time exceeded; a packet too big for the next hop goes to the host,
- * which fragments it or answers fragmentation needed.
+ * which fragments it or answers fragmentation needed; a packet with IPv4 options or a bad header checksum
+ * goes to the host, which acts on it as a Linux router does.
+ *
+ * What they count (maps.h): every packet under one verdict of the program that saw it; a redirect is
+ * counted when the helper accepts it, so a packet the kernel still drops afterwards (the pod's interface
+ * down, a gateway that does not answer ARP) is counted as redirected. Per pod, tx counts what a pod sent
+ * from its own address and rx what the fast paths redirected towards it; what reaches a pod through the
+ * host stack is in neither.
  *
  * A packet passed on returns TC_ACT_UNSPEC (tcx "next"): a program attached after eniwire on the same hook
  * still sees it, and with none the kernel carries on as with TC_ACT_OK. */
@@ -37,6 +44,7 @@
  * of this node nor a host route leaves by the pod's ENI, as with AWS_VPC_K8S_CNI_EXTERNALSNAT. */
 volatile const __u8 snat_enabled = 1;
 
+/* count adds a packet to its verdict's counter. */
 static __always_inline void count(enum verdict verdict, __u32 len)
 {
 	struct counter *c = bpf_map_lookup_elem(&counters, &verdict);
@@ -46,6 +54,7 @@ static __always_inline void count(enum verdict verdict, __u32 len)
 	}
 }
 
+/* count_pod adds a packet to a pod's traffic: sent by it (rx 0) or redirected towards it (rx 1). */
 static __always_inline void count_pod(struct ip_addr *pod, __u32 len, int rx)
 {
 	struct pod_traffic *s = bpf_map_lookup_elem(&pod_stats, pod);
@@ -194,8 +203,8 @@ struct fast_verdicts {
 };
 
 #define FROM_POD_DETOURS                                                                                     \
-	.ip_header = VERDICT_FROM_POD_IP_HEADER, .host_flow = VERDICT_FROM_POD_HOST_FLOW, .ttl = VERDICT_FROM_POD_TTL, \
-	.too_big = VERDICT_FROM_POD_TOO_BIG
+	.ip_header = VERDICT_FROM_POD_IP_HEADER, .host_flow = VERDICT_FROM_POD_HOST_FLOW,                    \
+	.ttl = VERDICT_FROM_POD_TTL, .too_big = VERDICT_FROM_POD_TOO_BIG
 static const struct fast_verdicts from_pod_to_peer = {.delivered = VERDICT_FROM_POD_TO_PEER, FROM_POD_DETOURS};
 static const struct fast_verdicts from_pod_out_eni = {.delivered = VERDICT_FROM_POD_OUT_ENI, FROM_POD_DETOURS};
 static const struct fast_verdicts to_pod_to_peer = {

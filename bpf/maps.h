@@ -60,10 +60,10 @@ enum verdict {
 	VERDICT_FROM_POD_NON_IPV4 = 5,   /* from_pod: ARP, IPv6 neighbour solicitations and advertisements: passed */
 	VERDICT_FROM_POD_NO_ENI = 6,     /* from_pod: the pod's ENI has no entry, passed to the host */
 	VERDICT_TO_VPC_REROUTED = 7,     /* to_vpc: a pod of another ENI, moved to its own ENI */
-	VERDICT_TO_VPC_PASS = 8,         /* to_vpc: left as routed */
+	VERDICT_TO_VPC_PASS = 8,         /* to_vpc: left as routed (not IPv4, not a pod's, or already on its ENI) */
 	VERDICT_TO_POD_TO_PEER = 9,      /* to_pod: into the pod (redirect_peer) */
 	VERDICT_TO_POD_HOST_FLOW = 10,   /* to_pod: a packet of a flow the host carries (conntrack), to the host */
-	VERDICT_TO_POD_PASS = 11,        /* to_pod: not for a pod, passed to the host */
+	VERDICT_TO_POD_PASS = 11,        /* to_pod: not IPv4 (or no valid IPv4 header), or not for a pod: to the host */
 	VERDICT_REDIRECT_FAILED = 12,    /* the redirect target is gone or the helper refused; dropped */
 	VERDICT_FROM_POD_HOST_FLOW = 13, /* from_pod: a packet of a flow the host carries, to the host */
 	VERDICT_FROM_POD_TTL = 14,       /* from_pod: TTL would expire, to the host (ICMP time exceeded) */
@@ -90,9 +90,9 @@ struct counter {
 /* pod_stats: per-CPU traffic of each pod, by its IP. The loader sizes it to the node's max pods
  * (datapath.Config.MaxPods); entries are allocated as pods first send or receive, not up front. */
 struct pod_traffic {
-	__u64 tx_packets; /* sent by the pod (seen by from_pod) */
+	__u64 tx_packets; /* sent by the pod from its own address (from_pod, past the source check) */
 	__u64 tx_bytes;
-	__u64 rx_packets; /* delivered to the pod by redirect_peer */
+	__u64 rx_packets; /* redirected towards the pod by a fast path (redirect_peer), not what the host delivers */
 	__u64 rx_bytes;
 };
 

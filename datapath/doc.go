@@ -38,6 +38,19 @@
 // fallback, since without a look at conntrack the fast paths would split translated flows again. tcx needs
 // 6.6 (clsact is used below), bpf_check_mtu 5.12, bpf_redirect_peer and bpf_redirect_neigh 5.10.
 //
+// # What crosses a pod's veth
+//
+// from_pod takes from a pod untagged IPv4 from the pod's own address (the pod behind that very veth), ARP
+// (the host resolves pods on their veths) and IPv6 neighbour solicitations and advertisements; it drops
+// the rest, counted: another source (dropped_spoof), a VLAN tag (dropped_vlan: the kernel strips a tag of
+// VLAN 0 after tc runs, so a tagged frame would reach the IP stack unchecked), other IPv6, router
+// advertisements and redirects included (dropped_ipv6), other EtherTypes (dropped_ethertype). Host veths
+// also take no IPv6 router advertisement or redirect (the plugin sets accept_ra and accept_redirects to 0).
+// It stays on a pod's veth until the veth goes: a pod torn down has no entry, so whatever it still sends
+// is dropped. to_pod drops a packet from the VPC claiming a pod of this node (dropped_spoof), and hands
+// one claiming the node's own address or a host-only range to the host, which drops its own addresses as
+// martians (to_host_source).
+//
 // # A router's manners
 //
 // On the fast paths the programs decrement the TTL and hand a packet that would expire to the host (which

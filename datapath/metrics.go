@@ -24,13 +24,15 @@ func NewCollector(src CounterSource) *Collector {
 	return &Collector{
 		src: src,
 		packets: prometheus.NewDesc("eniwire_datapath_packets_total",
-			"Packets seen by the tc programs, by program and verdict.", []string{"program", "verdict"}, nil),
+			"Packets seen by the tc programs, by program and verdict (a redirect counts when the helper accepts it).", []string{"program", "verdict"}, nil),
 		bytes: prometheus.NewDesc("eniwire_datapath_bytes_total",
 			"Bytes seen by the tc programs, by program and verdict.", []string{"program", "verdict"}, nil),
 		podPackets: prometheus.NewDesc("eniwire_pod_packets_total",
-			"Packets sent (tx) by a pod or redirected into it (rx) by the datapath.", []string{"pod_ip", "direction"}, nil),
+			"Packets a pod sent from its own address (tx) or the fast paths redirected towards it (rx; not what the host stack delivers).",
+			[]string{"pod_ip", "direction"}, nil),
 		podBytes: prometheus.NewDesc("eniwire_pod_bytes_total",
-			"Bytes sent (tx) by a pod or redirected into it (rx) by the datapath.", []string{"pod_ip", "direction"}, nil),
+			"Bytes a pod sent from its own address (tx) or the fast paths redirected towards it (rx; not what the host stack delivers).",
+			[]string{"pod_ip", "direction"}, nil),
 	}
 }
 

@@ -141,7 +141,8 @@ type Counter struct {
 	Bytes   uint64
 }
 
-// PodTraffic is one pod's traffic summed over CPUs: Tx is what it sent, Rx what was redirected into it.
+// PodTraffic is one pod's traffic summed over CPUs: Tx is what it sent from its own address, Rx what the
+// fast paths redirected towards it (not what the host stack delivers to it).
 type PodTraffic struct {
 	IP                 netip.Addr
 	TxPackets, TxBytes uint64
