@@ -245,8 +245,8 @@ func (f *fabric) start(t *testing.T, mode AttachMode) *Datapath {
 	return d
 }
 
-// serveUDPEcho answers every datagram to addr:port in netns n with the same bytes.
-func serveUDPEcho(t *testing.T, n ns.NetNS, at netip.AddrPort) {
+// listenUDP opens a UDP socket on at in netns n, closed when the test ends.
+func listenUDP(t *testing.T, n ns.NetNS, at netip.AddrPort) net.PacketConn {
 	t.Helper()
 	var conn net.PacketConn
 	if err := n.Do(func(ns.NetNS) (err error) {
@@ -256,6 +256,13 @@ func serveUDPEcho(t *testing.T, n ns.NetNS, at netip.AddrPort) {
 		t.Fatalf("listening on %s: %v", at, err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// serveUDPEcho answers every datagram to addr:port in netns n with the same bytes.
+func serveUDPEcho(t *testing.T, n ns.NetNS, at netip.AddrPort) {
+	t.Helper()
+	conn := listenUDP(t, n, at)
 	go func() {
 		buf := make([]byte, 2048)
 		for {

@@ -119,14 +119,7 @@ type udpRecorder chan netip.Addr
 // recordUDP listens on at in netns n until the test ends.
 func recordUDP(t *testing.T, n ns.NetNS, at netip.AddrPort) udpRecorder {
 	t.Helper()
-	var conn net.PacketConn
-	if err := n.Do(func(ns.NetNS) (err error) {
-		conn, err = net.ListenPacket("udp4", at.String())
-		return err
-	}); err != nil {
-		t.Fatalf("listening on %s: %v", at, err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	conn := listenUDP(t, n, at)
 	r := make(udpRecorder, 16)
 	go func() {
 		buf := make([]byte, 2048)
