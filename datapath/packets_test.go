@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"encoding/binary"
+	"net"
 	"net/netip"
 )
 
@@ -244,4 +245,29 @@ func withRouteOption(pkt []byte, typ uint8, hop netip.Addr) []byte {
 func withBadChecksum(pkt []byte) []byte {
 	pkt[ethLen+10] ^= 0x5a
 	return pkt
+}
+
+// routerAdvertisement is an ICMPv6 Router Advertisement from fe80::1 to all nodes, offering a default
+// route for 30 minutes, as sent by a host with MAC src.
+func routerAdvertisement(src net.HardwareAddr) []byte {
+	from, to := netip.MustParseAddr("fe80::1").As16(), netip.MustParseAddr("ff02::1").As16()
+	icmp := make([]byte, 16)
+	icmp[0] = icmpv6RouterAdvert
+	icmp[4] = 64                                // current hop limit
+	binary.BigEndian.PutUint16(icmp[6:], 30*60) // router lifetime: a default router
+	// The checksum covers a pseudo-header: source, destination, length, next header.
+	pseudo := append(append(append([]byte(nil), from[:]...), to[:]...), 0, 0, 0, byte(len(icmp)), 0, 0, 0, nextICMPv6)
+	binary.BigEndian.PutUint16(icmp[2:], ^onesSum(append(pseudo, icmp...)))
+
+	pkt := make([]byte, ethLen+40, ethLen+40+len(icmp))
+	copy(pkt[0:6], []byte{0x33, 0x33, 0, 0, 0, 1})
+	copy(pkt[6:12], src)
+	binary.BigEndian.PutUint16(pkt[12:], 0x86dd)
+	ip := pkt[ethLen:]
+	ip[0] = 0x60
+	binary.BigEndian.PutUint16(ip[4:], uint16(len(icmp)))
+	ip[6], ip[7] = nextICMPv6, 255 // neighbour discovery is only taken with hop limit 255
+	copy(ip[8:24], from[:])
+	copy(ip[24:40], to[:])
+	return append(pkt, icmp...)
 }
