@@ -152,8 +152,9 @@ static __always_inline int finish_redirect(long rc, enum verdict verdict, __u32 
  * dropped while eniwire is IPv4-only, so a pod cannot reach the node or its neighbours over link-local IPv6
  * behind the address checks; neighbour discovery's router messages with it: a Router Advertisement or a
  * Redirect would teach the node routes through the pod, and a Router Solicitation asks for a router the
- * host veth never is (the host sends no advertisements on it). Everything else is dropped: a VLAN tag would hide a packet from these
- * checks (see eniw_from_pod), and no other protocol has business with the node. */
+ * host veth never is (the host sends no advertisements on it). Everything else is dropped: a VLAN tag
+ * would hide a packet from these checks (see eniw_from_pod), and no other protocol has business with the
+ * node. */
 static __always_inline int from_pod_non_ipv4(struct __sk_buff *skb)
 {
 	void *data = (void *)(long)skb->data;

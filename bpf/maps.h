@@ -78,7 +78,7 @@ enum verdict {
 	VERDICT_TO_POD_HOST_SOURCE = 23, /* to_pod: the source is the node's own or a host-only range, to the host */
 	VERDICT_FROM_POD_IP_HEADER = 24, /* from_pod: IPv4 options or a bad header checksum, to the host (a router's call) */
 	VERDICT_TO_POD_IP_HEADER = 25,   /* to_pod: IPv4 options or a bad header checksum, to the host (a router's call) */
-	VERDICT_WRITE_FAILED = 26,       /* the fast path could not write the TTL (no memory to copy a cloned packet); dropped */
+	VERDICT_WRITE_FAILED = 26,       /* the fast path could not write the TTL (no memory to copy the packet); dropped */
 	VERDICT_MAX = 27,
 };
 
