@@ -273,6 +273,20 @@ int eniw_to_vpc(struct __sk_buff *skb)
 	return finish_redirect(redirect_neigh_eni(eni_ifindex, eni), VERDICT_TO_VPC_REROUTED, p.len);
 }
 
+/* from_outside_vpc says whether a packet arriving from the VPC comes from a source outside the VPC's routes
+ * (on-premises, a peered VPC, a client an NLB kept) while the node translates: the pod's reply goes to the
+ * host by its destination (from_pod) to be masqueraded, so the request must cross the host as well, or
+ * conntrack meets the flow at its reply (a SYN-ACK is INVALID, a UDP reply is translated). */
+static __always_inline int from_outside_vpc(struct packet *p)
+{
+	if (!snat_enabled)
+		return 0;
+	struct route_key rk = {.prefixlen = 128};
+	ip_addr_from_v4(&rk.dst, p->saddr);
+	struct route_value *route = bpf_map_lookup_elem(&routes, &rk);
+	return !route || route->kind != ROUTE_VPC;
+}
+
 /* Attach point: tc ingress (tcx, or clsact + cls_bpf) of every managed ENI: packets from the VPC. */
 SEC("tc")
 int eniw_to_pod(struct __sk_buff *skb)
@@ -288,6 +302,10 @@ int eniw_to_pod(struct __sk_buff *skb)
 	struct pod_value *pod = bpf_map_lookup_elem(&pods, &dst);
 	if (!pod || !pod->host_ifindex) {
 		count(VERDICT_TO_POD_PASS, p.len);
+		return TC_ACT_UNSPEC;
+	}
+	if (from_outside_vpc(&p)) {
+		count(VERDICT_TO_POD_OUTSIDE_VPC, p.len);
 		return TC_ACT_UNSPEC;
 	}
 	/* A reply to a flow the host translated (Service DNAT to a VPC host), or a packet of one it delivers

@@ -89,7 +89,8 @@ const (
 	EniwireVerdictVERDICT_FROM_POD_IPV6      EniwireVerdict = 16
 	EniwireVerdictVERDICT_TO_POD_TTL         EniwireVerdict = 17
 	EniwireVerdictVERDICT_TO_POD_TOO_BIG     EniwireVerdict = 18
-	EniwireVerdictVERDICT_MAX                EniwireVerdict = 19
+	EniwireVerdictVERDICT_TO_POD_OUTSIDE_VPC EniwireVerdict = 19
+	EniwireVerdictVERDICT_MAX                EniwireVerdict = 20
 )
 
 // Names of all BPF objects in the ELF.

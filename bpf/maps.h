@@ -42,7 +42,7 @@ struct route_key {
 };
 
 enum route_kind {
-	ROUTE_VPC = 1,  /* a VPC CIDR: leave by the pod's own ENI */
+	ROUTE_VPC = 1,  /* a VPC CIDR or an EXCLUDE_SNAT CIDR: leave by the pod's own ENI, untranslated */
 	ROUTE_HOST = 2, /* the node's own addresses and host-only ranges (Service CIDR): host stack */
 };
 
@@ -71,7 +71,8 @@ enum verdict {
 	VERDICT_FROM_POD_IPV6 = 16,      /* from_pod: IPv6 other than neighbour discovery, dropped (IPv4 only) */
 	VERDICT_TO_POD_TTL = 17,         /* to_pod: TTL would expire, to the host (ICMP time exceeded) */
 	VERDICT_TO_POD_TOO_BIG = 18,     /* to_pod: larger than the pod veth's MTU, to the host (ICMP or fragments) */
-	VERDICT_MAX = 19,
+	VERDICT_TO_POD_OUTSIDE_VPC = 19, /* to_pod: with SNAT, a source outside the VPC's routes, to the host (conntrack) */
+	VERDICT_MAX = 20,
 };
 
 struct counter {

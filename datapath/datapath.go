@@ -171,9 +171,15 @@ func (d *Datapath) DeleteENI(ifindex int) error {
 }
 
 // SetVPCCIDRs replaces the VPC's prefixes in the routes map (pods reach them by their own ENI) and keeps
-// the host ones Load wrote from the configuration: a block associated with the VPC later joins at run time.
+// the EXCLUDE_SNAT and host ones Load wrote from the configuration: a block associated with the VPC later
+// joins at run time.
 func (d *Datapath) SetVPCCIDRs(vpc []netip.Prefix) error {
-	return d.SetRoutes(vpc, hostRoutes(d.cfg))
+	return d.SetRoutes(vpcRoutes(d.cfg, vpc), hostRoutes(d.cfg))
+}
+
+// vpcRoutes are the VPC's blocks and the EXCLUDE_SNAT CIDRs: every destination a pod reaches by its own ENI.
+func vpcRoutes(cfg Config, vpc []netip.Prefix) []netip.Prefix {
+	return append(slices.Clone(vpc), cfg.ExcludeSNATCIDRs...)
 }
 
 // SetRoutes makes the routes map hold exactly these prefixes: vpc ones leave by the pod's ENI, host ones

@@ -308,3 +308,38 @@ func runOut(t *testing.T, n ns.NetNS, prog *ebpf.Program, ifindex int, pkt []byt
 	}
 	return out[:len(pkt)]
 }
+
+// TestToPodKeepsOutsideFlowsWhole: with SNAT on, a pod's reply to a source outside the VPC's routes goes to
+// the host by its destination (to be masqueraded), so the request from it must cross the host too, or
+// conntrack meets the flow at its reply. A source in the VPC or in an EXCLUDE_SNAT CIDR keeps the fast
+// path both ways; without SNAT every source does.
+func TestToPodKeepsOutsideFlowsWhole(t *testing.T) {
+	onPrem, excluded := addr("192.168.50.7"), addr("172.16.3.4")
+	cfg := func(snat bool) Config {
+		c := testConfig(snat)
+		c.ExcludeSNATCIDRs = []netip.Prefix{prefix("172.16.0.0/16")}
+		return c
+	}
+	t.Run("with SNAT", func(t *testing.T) {
+		d := openTest(t, cfg(true))
+		putTestState(t, d)
+		n := runNS(t, testVeths...)
+		runCases(t, d, n, []progCase{
+			{"a client outside the VPC goes to the host", toPod, 0, frame(onPrem, pod1, protoTCP, 41000, 80), tcActUnspec, VerdictToPodOutsideVPC},
+			{"a UDP client outside the VPC goes to the host", toPod, 0, frame(onPrem, pod1, protoUDP, 41000, 53), tcActUnspec, VerdictToPodOutsideVPC},
+			{"a client in the VPC takes the fast path", toPod, 0, frame(vpcPeer, pod1, protoTCP, 41000, 80), tcActRedirect, VerdictToPodToPeer},
+			{"a client in an EXCLUDE_SNAT CIDR takes the fast path", toPod, 0, frame(excluded, pod1, protoTCP, 41000, 80), tcActRedirect, VerdictToPodToPeer},
+			{"the pod's reply to an EXCLUDE_SNAT CIDR leaves by its ENI untranslated", fromPod, vethPod1, frame(pod1, excluded, protoTCP, 80, 41000), tcActRedirect, VerdictFromPodOutENI},
+			{"the pod's reply to a client outside the VPC goes to the host, like the request", fromPod, vethPod1, frame(pod1, onPrem, protoTCP, 80, 41000), tcActUnspec, VerdictFromPodToHost},
+		})
+	})
+	t.Run("without SNAT", func(t *testing.T) {
+		d := openTest(t, cfg(false))
+		putTestState(t, d)
+		n := runNS(t, testVeths...)
+		runCases(t, d, n, []progCase{
+			{"a client outside the VPC takes the fast path", toPod, 0, frame(onPrem, pod1, protoTCP, 41000, 80), tcActRedirect, VerdictToPodToPeer},
+			{"the pod's reply to it leaves by its ENI, like the request came", fromPod, vethPod1, frame(pod1, onPrem, protoTCP, 80, 41000), tcActRedirect, VerdictFromPodOutENI},
+		})
+	})
+}

@@ -40,7 +40,7 @@ func load(cfg Config, spec *ebpf.CollectionSpec) (*Datapath, error) {
 		objs:   objs,
 		mode:   cfg.Attach,
 	}
-	if err := d.SetRoutes(cfg.VPCCIDRs, hostRoutes(cfg)); err != nil {
+	if err := d.SetRoutes(vpcRoutes(cfg, cfg.VPCCIDRs), hostRoutes(cfg)); err != nil {
 		d.Close()
 		return nil, err
 	}

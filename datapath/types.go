@@ -79,6 +79,7 @@ var verdictNames = [...]struct{ program, verdict string }{
 	bpf.EniwireVerdictVERDICT_FROM_POD_IPV6:      {"from_pod", "dropped_ipv6"},
 	bpf.EniwireVerdictVERDICT_TO_POD_TTL:         {"to_pod", "to_host_ttl"},
 	bpf.EniwireVerdictVERDICT_TO_POD_TOO_BIG:     {"to_pod", "to_host_too_big"},
+	bpf.EniwireVerdictVERDICT_TO_POD_OUTSIDE_VPC: {"to_pod", "to_host_outside_vpc"},
 }
 
 // Verdicts, as the programs count them.
@@ -102,6 +103,7 @@ const (
 	VerdictFromPodIPv6      = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_IPV6)
 	VerdictToPodTTL         = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_TTL)
 	VerdictToPodTooBig      = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_TOO_BIG)
+	VerdictToPodOutsideVPC  = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_OUTSIDE_VPC)
 	numVerdicts             = int(bpf.EniwireVerdictVERDICT_MAX)
 )
 

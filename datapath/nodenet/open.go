@@ -91,7 +91,7 @@ func Open(ctx context.Context, cfg Config) (*BPF, error) {
 		return nil, err
 	}
 	dp, err := datapath.Load(datapath.Config{
-		PinRoot: cfg.PinRoot, VPCCIDRs: cfg.VPCCIDRs, NodeIPs: []netip.Addr{cfg.PrimaryIP}, HostCIDRs: cfg.ServiceCIDRs,
+		PinRoot: cfg.PinRoot, VPCCIDRs: cfg.VPCCIDRs, ExcludeSNATCIDRs: scfg.ExcludeCIDRs, NodeIPs: []netip.Addr{cfg.PrimaryIP}, HostCIDRs: cfg.ServiceCIDRs,
 		SNAT: !scfg.External, MaxPods: cfg.MaxPods,
 		// Attach writes every journaled pod and ENI entry before the links move, so a map whose layout
 		// changed with an upgrade can be replaced.
