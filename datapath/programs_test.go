@@ -233,6 +233,19 @@ func TestFromPodWithoutSNAT(t *testing.T) {
 		{"a host CIDR still goes to the host stack", fromPod, vethPod1, frame(pod1, addr("10.0.200.10"), protoUDP, 40003, 53), tcActUnspec, VerdictFromPodToHost},
 		{"the node's own address still goes to the host stack", fromPod, vethPod1, frame(pod1, nodeIP, protoTCP, 40001, 10250), tcActUnspec, VerdictFromPodToHost},
 		{"a pod sending with another pod's address is still dropped", fromPod, vethPod1, frame(pod2, addr("192.0.2.7"), protoTCP, 40005, 443), tcActShot, VerdictFromPodSpoof},
+		{"NodeLocal DNSCache's link-local address goes to the host stack", fromPod, vethPod1, frame(pod1, addr("169.254.20.10"), protoUDP, 40006, 53), tcActUnspec, VerdictFromPodToHost},
+		{"IMDS goes to the host stack, whose FORWARD rules apply", fromPod, vethPod1, frame(pod1, addr("169.254.169.254"), protoTCP, 40007, 80), tcActUnspec, VerdictFromPodToHost},
+		{"the EKS Pod Identity agent goes to the host stack", fromPod, vethPod1, frame(pod1, addr("169.254.170.23"), protoTCP, 40008, 80), tcActUnspec, VerdictFromPodToHost},
+	})
+	t.Run("an address the node gains later goes to the host stack", func(t *testing.T) {
+		dummy := addr("172.20.0.10") // say, on a dummy interface
+		if err := d.SetNodeIPs([]netip.Addr{nodeIP, dummy}); err != nil {
+			t.Fatal(err)
+		}
+		runCases(t, d, n, []progCase{
+			{"to the new address", fromPod, vethPod1, frame(pod1, dummy, protoUDP, 40009, 53), tcActUnspec, VerdictFromPodToHost},
+			{"to the address it had", fromPod, vethPod1, frame(pod1, nodeIP, protoUDP, 40009, 53), tcActUnspec, VerdictFromPodToHost},
+		})
 	})
 }
 
