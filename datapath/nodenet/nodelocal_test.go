@@ -53,25 +53,10 @@ func TestNodeAddressesGoToTheHostWithExternalSNAT(t *testing.T) {
 			return netlink.LinkSetUp(l)
 		})
 		n.waitRoute(t, local.Addr())
-		before := n.rxOnENI(t)
-		src, ok := n.sourceSeen(t, n.node, local, 3*time.Second)
-		if !ok || src != n.podIP {
-			t.Fatalf("the node's %s got from the pod: %v (source %s), want the pod's %s", local, ok, src, n.podIP)
-		}
-		if rx := n.rxOnENI(t); rx != before {
-			t.Errorf("%d packets left by the pod's ENI on the way, want none", rx-before)
-		}
+		n.reachesTheNodeDirectly(t, local)
 	})
 	t.Run("the secondary ENI's own address reaches the node, not out through the VPC and back", func(t *testing.T) {
-		before := n.rxOnENI(t)
-		dst := netip.AddrPortFrom(n.eniIP, 7003)
-		src, ok := n.sourceSeen(t, n.node, dst, 3*time.Second)
-		if !ok || src != n.podIP {
-			t.Fatalf("the node's %s got from the pod: %v (source %s), want the pod's %s", dst, ok, src, n.podIP)
-		}
-		if rx := n.rxOnENI(t); rx != before {
-			t.Errorf("%d packets left by the pod's ENI on the way, want none", rx-before)
-		}
+		n.reachesTheNodeDirectly(t, netip.AddrPortFrom(n.eniIP, 7003))
 	})
 	t.Run("a FORWARD DROP rule for IMDS blocks a pod's request", func(t *testing.T) {
 		rule := []string{"FORWARD", "-d", imds.Addr().String(), "-j", "DROP"}
@@ -84,6 +69,20 @@ func TestNodeAddressesGoToTheHostWithExternalSNAT(t *testing.T) {
 			t.Fatalf("without the rule, IMDS got from the pod: %v (source %s), want the pod's %s", ok, src, n.podIP)
 		}
 	})
+}
+
+// reachesTheNodeDirectly asserts that the pod's datagrams to dst, an address of the node, reach the node
+// with the pod's address and none leaves by the pod's ENI on the way.
+func (n *testNode) reachesTheNodeDirectly(t *testing.T, dst netip.AddrPort) {
+	t.Helper()
+	before := n.rxOnENI(t)
+	src, ok := n.sourceSeen(t, n.node, dst, 3*time.Second)
+	if !ok || src != n.podIP {
+		t.Fatalf("the node's %s got from the pod: %v (source %s), want the pod's %s", dst, ok, src, n.podIP)
+	}
+	if rx := n.rxOnENI(t); rx != before {
+		t.Errorf("%d packets left by the pod's ENI on the way, want none", rx-before)
+	}
 }
 
 // waitRoute waits until the routes map sends ip to the host.
