@@ -53,6 +53,8 @@ type Config struct {
 	// that conntrack sees the request before the reply it masquerades or lets pass.
 	ExcludeSNATCIDRs []netip.Prefix
 	// NodeIPs are the node's own addresses: packets to them go to the host stack, never out of an ENI.
+	// SetNodeIPs replaces them at run time (the agent passes every local address and follows changes).
+	// 169.254.0.0/16 goes to the host stack as well, always.
 	NodeIPs []netip.Addr
 	// HostCIDRs are further destinations always handed to the host stack, such as the Service CIDR when it
 	// lies inside the VPC or when SNAT is off (so kube-proxy can DNAT them).

@@ -54,12 +54,12 @@ func (d *Datapath) writeRoutes() error {
 		}
 		host = append(host, netip.PrefixFrom(a, a.BitLen()))
 	}
-	return d.SetRoutes(vpc, host)
+	return d.setRoutes(vpc, host)
 }
 
-// SetRoutes makes the routes map hold exactly these prefixes: vpc ones leave by the pod's ENI, host ones
+// setRoutes makes the routes map hold exactly these prefixes: vpc ones leave by the pod's ENI, host ones
 // go to the host stack. A prefix in both is a host route.
-func (d *Datapath) SetRoutes(vpc, host []netip.Prefix) error {
+func (d *Datapath) setRoutes(vpc, host []netip.Prefix) error {
 	want := map[bpf.EniwireRouteKey]RouteKind{}
 	for _, set := range []struct {
 		prefixes []netip.Prefix

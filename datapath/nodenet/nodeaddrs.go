@@ -28,6 +28,7 @@ type nodeAddrs struct {
 
 	updates    chan netlink.AddrUpdate
 	stop, done chan struct{}
+	closeOnce  sync.Once
 }
 
 // watchNodeAddrs subscribes to the node's address changes and reads its addresses (current), in the
@@ -75,6 +76,7 @@ func (a *nodeAddrs) run(updates <-chan netlink.AddrUpdate) {
 			return
 		case u, ok := <-updates:
 			if !ok {
+				a.log.Error("the kernel's address notifications stopped: an address the node gains from now on goes to the host only once an ENI comes up or the agent restarts")
 				return
 			}
 			if u.LinkAddress.IP.To4() == nil {
@@ -122,14 +124,16 @@ func (a *nodeAddrs) refresh() error {
 	return nil
 }
 
-// close stops following; the routes map keeps the last addresses written.
+// close stops following; the routes map keeps the last addresses written. It is idempotent.
 func (a *nodeAddrs) close() {
-	close(a.stop)
-	a.mu.Lock()
-	following := a.dp != nil
-	a.mu.Unlock()
-	if following {
-		<-a.done
-	}
-	a.h.Close()
+	a.closeOnce.Do(func() {
+		close(a.stop)
+		a.mu.Lock()
+		following := a.dp != nil
+		a.mu.Unlock()
+		if following {
+			<-a.done
+		}
+		a.h.Close()
+	})
 }
