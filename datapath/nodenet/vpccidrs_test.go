@@ -3,8 +3,12 @@ package nodenet
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/eniwire/eniwire/datapath"
+	"github.com/eniwire/eniwire/datapath/snat"
 )
 
 // TestABlockAddedToTheVPCLeavesUntranslated: on a test node (testnode_test.go) opened with the VPC's first
@@ -49,4 +53,32 @@ func TestABlockAddedToTheVPCLeavesUntranslated(t *testing.T) {
 			t.Fatalf("%s saw source %s, want the primary IP %s", internet, src, n.primaryIP)
 		}
 	})
+}
+
+// TestExcludeSNATCIDRsAreVPCRoutes: AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS reach the routes map as VPC routes at
+// Open and stay there when the VPC's blocks change, as the AWS VPC CNI treats them.
+func TestExcludeSNATCIDRsAreVPCRoutes(t *testing.T) {
+	excluded := netip.MustParsePrefix("172.16.0.0/16")
+	n := newTestNode(t, func(name string) string {
+		if name == snat.EnvExcludeSNATCIDRs {
+			return excluded.String()
+		}
+		return ""
+	})
+	want := datapath.Route{Prefix: excluded, Kind: datapath.RouteVPC}
+	hasIt := func(when string) {
+		t.Helper()
+		routes, err := n.b.dp.Routes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Contains(routes, want) {
+			t.Errorf("%s: the routes map %v has no %v", when, routes, want)
+		}
+	}
+	hasIt("after Open")
+	n.in(t, n.node, "setting the VPC's blocks", func() error {
+		return n.b.SetVPCCIDRs(context.Background(), []netip.Prefix{netip.MustParsePrefix("10.0.0.0/16"), netip.MustParsePrefix("100.64.0.0/16")})
+	})
+	hasIt("after SetVPCCIDRs")
 }
