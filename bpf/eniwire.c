@@ -32,7 +32,8 @@
 #define NDISC_REDIRECT 137
 
 /* Set by the loader before load (datapath.Config.SNAT). When off, every destination that is neither a pod
- * of this node nor a host route leaves by the pod's ENI, as with AWS_VPC_K8S_CNI_EXTERNALSNAT. */
+ * of this node nor a host route leaves by the pod's ENI, as with AWS_VPC_K8S_CNI_EXTERNALSNAT. When on, such
+ * a destination goes to the host, and so does a packet from such a source (from_outside_vpc). */
 volatile const __u8 snat_enabled = 1;
 
 static __always_inline void count(enum verdict verdict, __u32 len)
