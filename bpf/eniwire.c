@@ -41,7 +41,8 @@
 #define NDISC_NEIGHBOUR_ADVERTISEMENT 136
 
 /* Set by the loader before load (datapath.Config.SNAT). When off, every destination that is neither a pod
- * of this node nor a host route leaves by the pod's ENI, as with AWS_VPC_K8S_CNI_EXTERNALSNAT. */
+ * of this node nor a host route leaves by the pod's ENI, as with AWS_VPC_K8S_CNI_EXTERNALSNAT. When on, such
+ * a destination goes to the host, and so does a packet from such a source (source_detour). */
 volatile const __u8 snat_enabled = 1;
 
 /* count adds a packet to its verdict's counter. */
@@ -355,12 +356,17 @@ int eniw_to_vpc(struct __sk_buff *skb)
 	return finish_redirect(redirect_neigh_eni(eni_ifindex, eni), VERDICT_TO_VPC_REROUTED, p.len);
 }
 
-/* source_of_node judges a packet from the VPC whose source belongs to this node, and says so (with the
- * action in *act). A pod of this node never sends through the VPC to a pod of it (from_pod delivers it
- * directly), so its address arriving from there is forged: dropped. A source the routes map gives the
- * host (the node's own addresses, host-only ranges) goes to the host, which drops its own addresses as
- * martians, as a router does. */
-static __always_inline int source_of_node(struct packet *p, int *act)
+/* source_detour judges the source of a packet from the VPC before it may take the fast path into a pod, and
+ * says, with the action in *act, when it may not (one routes lookup serves both checks):
+ *   - a pod of this node never sends through the VPC to a pod of it (from_pod delivers it directly), so its
+ *     address arriving from there is forged: dropped;
+ *   - a source the routes map gives the host (the node's own addresses, host-only ranges) goes to the host,
+ *     which drops its own addresses as martians, as a router does;
+ *   - with SNAT, a source outside the VPC's routes (on-premises, a peered VPC, a client an NLB kept) goes to
+ *     the host: the pod's reply goes there by its destination (from_pod) to be masqueraded, so the request
+ *     must cross the host as well, or conntrack meets the flow at its reply (a SYN-ACK is INVALID, a UDP
+ *     reply is translated). */
+static __always_inline int source_detour(struct packet *p, int *act)
 {
 	struct ip_addr src;
 	ip_addr_from_v4(&src, p->saddr);
@@ -371,8 +377,14 @@ static __always_inline int source_of_node(struct packet *p, int *act)
 	}
 	struct route_key rk = {.prefixlen = 128, .dst = src};
 	struct route_value *route = bpf_map_lookup_elem(&routes, &rk);
-	if (route && route->kind == ROUTE_HOST) {
+	enum route_kind kind = route ? route->kind : 0;
+	if (kind == ROUTE_HOST) {
 		count(VERDICT_TO_POD_HOST_SOURCE, p->len);
+		*act = TC_ACT_UNSPEC;
+		return 1;
+	}
+	if (snat_enabled && kind != ROUTE_VPC) {
+		count(VERDICT_TO_POD_OUTSIDE_VPC, p->len);
 		*act = TC_ACT_UNSPEC;
 		return 1;
 	}
@@ -397,7 +409,7 @@ int eniw_to_pod(struct __sk_buff *skb)
 		return TC_ACT_UNSPEC;
 	}
 	int act;
-	if (source_of_node(&p, &act))
+	if (source_detour(&p, &act))
 		return act;
 	/* A reply to a flow the host translated (Service DNAT to a VPC host), or a packet of one it delivers
 	 * (NodePort, hostPort), detours: the host un-NATs it and keeps conntrack whole. */

@@ -89,6 +89,7 @@ const (
 	EniwireVerdictVERDICT_FROM_POD_IPV6      EniwireVerdict = 16
 	EniwireVerdictVERDICT_TO_POD_TTL         EniwireVerdict = 17
 	EniwireVerdictVERDICT_TO_POD_TOO_BIG     EniwireVerdict = 18
+	EniwireVerdictVERDICT_TO_POD_OUTSIDE_VPC EniwireVerdict = 19
 	EniwireVerdictVERDICT_FROM_POD_VLAN      EniwireVerdict = 20
 	EniwireVerdictVERDICT_FROM_POD_ETHERTYPE EniwireVerdict = 21
 	EniwireVerdictVERDICT_TO_POD_SPOOF       EniwireVerdict = 22

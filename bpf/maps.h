@@ -42,7 +42,7 @@ struct route_key {
 };
 
 enum route_kind {
-	ROUTE_VPC = 1,  /* a VPC CIDR: leave by the pod's own ENI */
+	ROUTE_VPC = 1,  /* a VPC CIDR or an EXCLUDE_SNAT CIDR: leave by the pod's own ENI, untranslated */
 	ROUTE_HOST = 2, /* the node's own addresses and host-only ranges (Service CIDR): host stack */
 };
 
@@ -71,7 +71,7 @@ enum verdict {
 	VERDICT_FROM_POD_IPV6 = 16,      /* from_pod: IPv6 other than neighbour solicitations and advertisements, dropped */
 	VERDICT_TO_POD_TTL = 17,         /* to_pod: TTL would expire, to the host (ICMP time exceeded) */
 	VERDICT_TO_POD_TOO_BIG = 18,     /* to_pod: larger than the pod veth's MTU, to the host (ICMP or fragments) */
-	/* 19 is dproutes' to_pod verdict. */
+	VERDICT_TO_POD_OUTSIDE_VPC = 19, /* to_pod: with SNAT, a source outside the VPC's routes, to the host (conntrack) */
 	VERDICT_FROM_POD_VLAN = 20,      /* from_pod: a frame with a VLAN tag, dropped (a pod sends untagged frames) */
 	VERDICT_FROM_POD_ETHERTYPE = 21, /* from_pod: an EtherType other than IPv4, ARP and IPv6, dropped */
 	VERDICT_TO_POD_SPOOF = 22,       /* to_pod: dropped, the source is a pod of this node (a spoof from the VPC) */

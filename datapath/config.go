@@ -47,7 +47,14 @@ type Config struct {
 	PinRoot string
 	// VPCCIDRs are the destinations from_pod sends out of the pod's own ENI.
 	VPCCIDRs []netip.Prefix
+	// ExcludeSNATCIDRs (AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS) are routes of the VPC for the programs, as the
+	// AWS VPC CNI treats them: pods reach them by their own ENI untranslated, and with SNAT a client in them
+	// reaches a pod on the fast path, while one outside every VPC route goes through the host (to_pod), so
+	// that conntrack sees the request before the reply it masquerades or lets pass.
+	ExcludeSNATCIDRs []netip.Prefix
 	// NodeIPs are the node's own addresses: packets to them go to the host stack, never out of an ENI.
+	// SetNodeIPs replaces them at run time (the agent passes every local address and follows changes).
+	// 169.254.0.0/16 goes to the host stack as well, always.
 	NodeIPs []netip.Addr
 	// HostCIDRs are further destinations always handed to the host stack, such as the Service CIDR when it
 	// lies inside the VPC or when SNAT is off (so kube-proxy can DNAT them).

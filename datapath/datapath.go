@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"slices"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -26,6 +25,11 @@ type Datapath struct {
 
 	mu   sync.Mutex
 	mode AttachMode // resolved after the first attach when AttachAuto
+
+	// routesMu guards the sets the routes map is written from (routes.go).
+	routesMu sync.Mutex
+	vpc      []netip.Prefix
+	nodeIPs  []netip.Addr
 }
 
 // Open loads the programs, reusing the maps and links pinned under cfg.PinRoot by an earlier agent,
@@ -43,14 +47,6 @@ func Open(cfg Config) (*Datapath, error) {
 		return nil, err
 	}
 	return d, nil
-}
-
-func hostRoutes(cfg Config) []netip.Prefix {
-	out := slices.Clone(cfg.HostCIDRs)
-	for _, a := range cfg.NodeIPs {
-		out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
-	}
-	return out
 }
 
 // Close releases the programs and maps held by this process. Attachments and pins stay, so packets keep
@@ -167,54 +163,5 @@ func (d *Datapath) DeleteENI(ifindex int) error {
 		return fmt.Errorf("deleting ENI %d: %w", ifindex, err)
 	}
 	d.log.Info("ENI entry deleted", "ifindex", ifindex)
-	return nil
-}
-
-// SetVPCCIDRs replaces the VPC's prefixes in the routes map (pods reach them by their own ENI) and keeps
-// the host ones Load wrote from the configuration: a block associated with the VPC later joins at run time.
-func (d *Datapath) SetVPCCIDRs(vpc []netip.Prefix) error {
-	return d.SetRoutes(vpc, hostRoutes(d.cfg))
-}
-
-// SetRoutes makes the routes map hold exactly these prefixes: vpc ones leave by the pod's ENI, host ones
-// go to the host stack. A prefix in both is a host route.
-func (d *Datapath) SetRoutes(vpc, host []netip.Prefix) error {
-	want := map[bpf.EniwireRouteKey]RouteKind{}
-	for _, set := range []struct {
-		prefixes []netip.Prefix
-		kind     RouteKind
-	}{{vpc, RouteVPC}, {host, RouteHost}} {
-		for _, p := range set.prefixes {
-			k, err := routeKey(p)
-			if err != nil {
-				return fmt.Errorf("setting route %s: %w", p, err)
-			}
-			want[k] = set.kind
-		}
-	}
-	var (
-		k     bpf.EniwireRouteKey
-		v     bpf.EniwireRouteValue
-		stale []bpf.EniwireRouteKey
-	)
-	it := d.objs.Routes.Iterate()
-	for it.Next(&k, &v) {
-		if _, ok := want[k]; !ok {
-			stale = append(stale, k)
-		}
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("iterating routes: %w", err)
-	}
-	for k, kind := range want {
-		if err := d.objs.Routes.Put(k, bpf.EniwireRouteValue{Kind: bpf.EniwireRouteKind(kind)}); err != nil {
-			return fmt.Errorf("setting route %s: %w", prefixFromRouteKey(k), err)
-		}
-	}
-	for _, k := range stale {
-		if err := d.objs.Routes.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("deleting route %s: %w", prefixFromRouteKey(k), err)
-		}
-	}
 	return nil
 }

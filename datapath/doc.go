@@ -9,7 +9,10 @@
 // stack: the host must never see one direction only, or conntrack marks the next packet INVALID (and
 // kube-proxy drops INVALID packets) and a reply skips its un-NAT. The host carries a flow when it
 // translated or delivered it: Service DNAT (whatever the backend), NodePort, hostPort, SNAT, and anything
-// to or from the node's own addresses.
+// to or from the node's own addresses. With SNAT on, a pod's packet to a destination outside the VPC's
+// routes goes to the host by its destination, so a packet from such a source goes to the host as well
+// (to_pod): a connection opened from outside the VPC (on-premises, a peered VPC) is then the host's both
+// ways. The EXCLUDE_SNAT CIDRs are VPC routes for this, as for the way out.
 //
 // The programs ask the kernel's own conntrack, read from tc with the bpf_skb_ct_lookup kfunc, instead of
 // keeping a flow table of their own. A flow has a conntrack entry exactly when the host has seen a packet

@@ -253,6 +253,11 @@ func tcpExchange(n ns.NetNS, dst netip.AddrPort, within time.Duration) error {
 		return fmt.Errorf("connecting to %s: %w", dst, err)
 	}
 	defer c.Close()
+	return echoOn(c, dst, within)
+}
+
+// echoOn sends a message on c, connected to dst, and waits for its echo.
+func echoOn(c net.Conn, dst netip.AddrPort, within time.Duration) error {
 	_ = c.SetDeadline(time.Now().Add(within))
 	msg := []byte("eniwire tcp " + dst.String())
 	if _, err := c.Write(msg); err != nil {

@@ -233,6 +233,19 @@ func TestFromPodWithoutSNAT(t *testing.T) {
 		{"a host CIDR still goes to the host stack", fromPod, vethPod1, frame(pod1, addr("10.0.200.10"), protoUDP, 40003, 53), tcActUnspec, VerdictFromPodToHost},
 		{"the node's own address still goes to the host stack", fromPod, vethPod1, frame(pod1, nodeIP, protoTCP, 40001, 10250), tcActUnspec, VerdictFromPodToHost},
 		{"a pod sending with another pod's address is still dropped", fromPod, vethPod1, frame(pod2, addr("192.0.2.7"), protoTCP, 40005, 443), tcActShot, VerdictFromPodSpoof},
+		{"NodeLocal DNSCache's link-local address goes to the host stack", fromPod, vethPod1, frame(pod1, addr("169.254.20.10"), protoUDP, 40006, 53), tcActUnspec, VerdictFromPodToHost},
+		{"IMDS goes to the host stack, whose FORWARD rules apply", fromPod, vethPod1, frame(pod1, addr("169.254.169.254"), protoTCP, 40007, 80), tcActUnspec, VerdictFromPodToHost},
+		{"the EKS Pod Identity agent goes to the host stack", fromPod, vethPod1, frame(pod1, addr("169.254.170.23"), protoTCP, 40008, 80), tcActUnspec, VerdictFromPodToHost},
+	})
+	t.Run("an address the node gains later goes to the host stack", func(t *testing.T) {
+		dummy := addr("172.20.0.10") // say, on a dummy interface
+		if err := d.SetNodeIPs([]netip.Addr{nodeIP, dummy}); err != nil {
+			t.Fatal(err)
+		}
+		runCases(t, d, n, []progCase{
+			{"to the new address", fromPod, vethPod1, frame(pod1, dummy, protoUDP, 40009, 53), tcActUnspec, VerdictFromPodToHost},
+			{"to the address it had", fromPod, vethPod1, frame(pod1, nodeIP, protoUDP, 40009, 53), tcActUnspec, VerdictFromPodToHost},
+		})
 	})
 }
 
@@ -382,5 +395,40 @@ func TestFastPathLeavesHeadersARouterActsOnToTheHost(t *testing.T) {
 		{"from the VPC, a bad header checksum goes to the host", toPod, 0, withBadChecksum(frame(vpcPeer, pod1, protoTCP, 443, 40000)), tcActUnspec, VerdictToPodIPHeader},
 		{"from the VPC, a loose source route goes to the host", toPod, 0, withRouteOption(frame(vpcPeer, pod1, protoTCP, 443, 40000), optLooseSource, hop), tcActUnspec, VerdictToPodIPHeader},
 		{"a plain header still takes the fast path", fromPod, vethPod2, frame(pod2, vpcPeer, protoUDP, 7000, 7000), tcActRedirect, VerdictFromPodOutENI},
+	})
+}
+
+// TestToPodKeepsOutsideFlowsWhole: with SNAT on, a pod's reply to a source outside the VPC's routes goes to
+// the host by its destination (to be masqueraded), so the request from it must cross the host too, or
+// conntrack meets the flow at its reply. A source in the VPC or in an EXCLUDE_SNAT CIDR keeps the fast
+// path both ways; without SNAT every source does.
+func TestToPodKeepsOutsideFlowsWhole(t *testing.T) {
+	onPrem, excluded := addr("192.168.50.7"), addr("172.16.3.4")
+	cfg := func(snat bool) Config {
+		c := testConfig(snat)
+		c.ExcludeSNATCIDRs = []netip.Prefix{prefix("172.16.0.0/16")}
+		return c
+	}
+	t.Run("with SNAT", func(t *testing.T) {
+		d := openTest(t, cfg(true))
+		putTestState(t, d)
+		n := runNS(t, testVeths...)
+		runCases(t, d, n, []progCase{
+			{"a client outside the VPC goes to the host", toPod, 0, frame(onPrem, pod1, protoTCP, 41000, 80), tcActUnspec, VerdictToPodOutsideVPC},
+			{"a UDP client outside the VPC goes to the host", toPod, 0, frame(onPrem, pod1, protoUDP, 41000, 53), tcActUnspec, VerdictToPodOutsideVPC},
+			{"a client in the VPC takes the fast path", toPod, 0, frame(vpcPeer, pod1, protoTCP, 41000, 80), tcActRedirect, VerdictToPodToPeer},
+			{"a client in an EXCLUDE_SNAT CIDR takes the fast path", toPod, 0, frame(excluded, pod1, protoTCP, 41000, 80), tcActRedirect, VerdictToPodToPeer},
+			{"the pod's reply to an EXCLUDE_SNAT CIDR leaves by its ENI untranslated", fromPod, vethPod1, frame(pod1, excluded, protoTCP, 80, 41000), tcActRedirect, VerdictFromPodOutENI},
+			{"the pod's reply to a client outside the VPC goes to the host, like the request", fromPod, vethPod1, frame(pod1, onPrem, protoTCP, 80, 41000), tcActUnspec, VerdictFromPodToHost},
+		})
+	})
+	t.Run("without SNAT", func(t *testing.T) {
+		d := openTest(t, cfg(false))
+		putTestState(t, d)
+		n := runNS(t, testVeths...)
+		runCases(t, d, n, []progCase{
+			{"a client outside the VPC takes the fast path", toPod, 0, frame(onPrem, pod1, protoTCP, 41000, 80), tcActRedirect, VerdictToPodToPeer},
+			{"the pod's reply to it leaves by its ENI, like the request came", fromPod, vethPod1, frame(pod1, onPrem, protoTCP, 80, 41000), tcActRedirect, VerdictFromPodOutENI},
+		})
 	})
 }

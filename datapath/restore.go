@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/cilium/ebpf"
 )
@@ -40,7 +41,8 @@ func load(cfg Config, spec *ebpf.CollectionSpec) (*Datapath, error) {
 		objs:   objs,
 		mode:   cfg.Attach,
 	}
-	if err := d.SetRoutes(cfg.VPCCIDRs, hostRoutes(cfg)); err != nil {
+	d.vpc, d.nodeIPs = slices.Clone(cfg.VPCCIDRs), slices.Clone(cfg.NodeIPs)
+	if err := d.writeRoutes(); err != nil {
 		d.Close()
 		return nil, err
 	}

@@ -86,6 +86,7 @@ var verdictNames = [...]struct{ program, verdict string }{
 	bpf.EniwireVerdictVERDICT_FROM_POD_IP_HEADER: {"from_pod", "to_host_ip_header"},
 	bpf.EniwireVerdictVERDICT_TO_POD_IP_HEADER:   {"to_pod", "to_host_ip_header"},
 	bpf.EniwireVerdictVERDICT_WRITE_FAILED:       {"any", "dropped_write_failed"},
+	bpf.EniwireVerdictVERDICT_TO_POD_OUTSIDE_VPC: {"to_pod", "to_host_outside_vpc"},
 }
 
 // Verdicts, as the programs count them.
@@ -116,6 +117,7 @@ const (
 	VerdictFromPodIPHeader  = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_IP_HEADER)
 	VerdictToPodIPHeader    = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_IP_HEADER)
 	VerdictWriteFailed      = Verdict(bpf.EniwireVerdictVERDICT_WRITE_FAILED)
+	VerdictToPodOutsideVPC  = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_OUTSIDE_VPC)
 	numVerdicts             = int(bpf.EniwireVerdictVERDICT_MAX)
 )
 

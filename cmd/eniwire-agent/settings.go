@@ -75,7 +75,7 @@ var table = []setting{
 	{"bpf-pin-root", "ENIWIRE_BPF_PIN_ROOT", "/sys/fs/bpf/eniwire/v1", "bpffs directory of the pinned maps and links (bpf datapath)"},
 	{"sysctl-root", "ENIWIRE_SYSCTL_ROOT", "/host/proc/sys", "where the agent writes the node's sysctls (ip_forward, rp_filter of ENIs): the host's /proc/sys/net mounted under it, since a container's own /proc/sys is read-only; /proc/sys outside a container (bpf datapath)"},
 	{"eni-mtu", "AWS_VPC_ENI_MTU", strconv.Itoa(api.DefaultMTU), "MTU of the pods' veths (the primary ENI's when smaller) and, with the bpf datapath, of secondary ENIs (576 to 9001)"},
-	{"service-cidrs", "ENIWIRE_SERVICE_CIDRS", "", "comma-separated CIDRs handed to the host stack for kube-proxy (needed when they lie in the VPC or SNAT is external)"},
+	{"service-cidrs", "ENIWIRE_SERVICE_CIDRS", "", "comma-separated CIDRs handed to the host stack for kube-proxy (needed when they lie in the VPC; required with external SNAT and the bpf datapath, which refuses to start without them)"},
 	{"external-snat", "AWS_VPC_K8S_CNI_EXTERNALSNAT", "false", "true: something outside the node translates; the agent installs no masquerade rule"},
 	{"exclude-snat-cidrs", "AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS", "", "comma-separated CIDRs, besides the VPC's, that pod traffic reaches untranslated"},
 	{"randomize-snat", "AWS_VPC_K8S_CNI_RANDOMIZESNAT", "prng", "SNAT port choice: prng, hashrandom or none"},
@@ -163,6 +163,9 @@ func parseSettings(args []string) (*settings, error) {
 	if s.journalSync, err = journal.ParseSyncPolicy(str("journal-sync")); err != nil {
 		errs = append(errs, fmt.Errorf("--journal-sync: %w", err))
 	}
+	if err := s.checkServiceCIDRs(); err != nil {
+		errs = append(errs, err)
+	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("parsing settings: %v", errs)
 	}
@@ -176,6 +179,29 @@ func printUsage(w io.Writer) {
 	for _, s := range table {
 		fmt.Fprintf(w, "  -%s string\n    \t%s (env %s, default %q)\n", s.flag, s.usage, s.env, s.def)
 	}
+}
+
+// checkServiceCIDRs refuses the BPF datapath with external SNAT and no Service CIDRs. There from_pod sends
+// every destination outside the routes map out of the pod's ENI, ClusterIPs included, so without them every
+// Service breaks while the agent reports ready. Refusing, rather than learning the range, because:
+//   - the Service CIDR is fixed cluster configuration the operator has (kube-apiserver's
+//     --service-cluster-ip-range; on EKS DescribeCluster's kubernetesNetworkConfig), and a refusal is loud: the
+//     agent's pod restarts with this message and the node stays NotReady;
+//   - the kubernetes Service's ClusterIP gives one address, not the range: a guessed prefix length breaks the
+//     Services outside it silently;
+//   - ServiceCIDR objects (networking.k8s.io/v1) exist from Kubernetes 1.33 only and would need API access and
+//     RBAC that the agent otherwise needs only for custom networking.
+//
+// With SNAT on, destinations outside the VPC go to the host anyway; the hostroute datapath routes every pod
+// packet through the host.
+func (s *settings) checkServiceCIDRs() error {
+	external, _ := strconv.ParseBool(strings.TrimSpace(s.externalSNAT)) // a bad value is refused by snat.FromEnv
+	if !external || s.datapath != "bpf" || strings.TrimSpace(s.serviceCIDRs) != "" {
+		return nil
+	}
+	return errors.New("--service-cidrs (ENIWIRE_SERVICE_CIDRS) is empty while AWS_VPC_K8S_CNI_EXTERNALSNAT is true: " +
+		"pods' packets to Service IPs would leave by their ENI instead of reaching kube-proxy; set it to the cluster's " +
+		"Service CIDR (kube-apiserver --service-cluster-ip-range)")
 }
 
 // parsePrefixes reads a comma-separated CIDR list; empty items are skipped.

@@ -38,3 +38,31 @@ func TestCustomNetworkingSettings(t *testing.T) {
 		}
 	})
 }
+
+func TestExternalSNATNeedsTheServiceCIDRs(t *testing.T) {
+	for _, env := range []string{"AWS_VPC_K8S_CNI_EXTERNALSNAT", "ENIWIRE_SERVICE_CIDRS", "ENIWIRE_DATAPATH"} {
+		t.Setenv(env, "") // restored after the test
+		os.Unsetenv(env)
+	}
+	t.Run("the BPF datapath refuses to start without them, naming the setting", func(t *testing.T) {
+		t.Setenv("AWS_VPC_K8S_CNI_EXTERNALSNAT", "true")
+		_, err := parseSettings(nil)
+		if err == nil || !strings.Contains(err.Error(), "ENIWIRE_SERVICE_CIDRS") {
+			t.Errorf("err = %v, want a refusal naming ENIWIRE_SERVICE_CIDRS", err)
+		}
+	})
+	for _, c := range []struct {
+		what string
+		args []string
+	}{
+		{"starts with them", []string{"-external-snat=true", "-service-cidrs=10.96.0.0/16"}},
+		{"starts without them when the node translates", []string{"-external-snat=false"}},
+		{"starts without them with the host-route datapath, where the host routes every pod packet", []string{"-external-snat=true", "-datapath=hostroute"}},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			if _, err := parseSettings(c.args); err != nil {
+				t.Errorf("parseSettings(%q): %v", c.args, err)
+			}
+		})
+	}
+}

@@ -29,6 +29,7 @@ import (
 // rp_filter loose on the ENI that reply is accepted.
 type BPF struct {
 	dp     *datapath.Datapath
+	addrs  *nodeAddrs
 	nat    *snat.Manager
 	routes *hostroute.Routes
 	imds   IMDS
@@ -43,8 +44,8 @@ type BPF struct {
 
 var _ dptypes.Driver = (*BPF)(nil)
 
-func newBPF(dp *datapath.Datapath, nat *snat.Manager, md IMDS, mtu int, sysctlRoot string, log *slog.Logger) *BPF {
-	return &BPF{dp: dp, nat: nat, routes: &hostroute.Routes{}, imds: md, mtu: mtu, sysctlRoot: sysctlRoot, log: log, enis: map[string]int{}}
+func newBPF(dp *datapath.Datapath, addrs *nodeAddrs, nat *snat.Manager, md IMDS, mtu int, sysctlRoot string, log *slog.Logger) *BPF {
+	return &BPF{dp: dp, addrs: addrs, nat: nat, routes: &hostroute.Routes{}, imds: md, mtu: mtu, sysctlRoot: sysctlRoot, log: log, enis: map[string]int{}}
 }
 
 // SetVPCCIDRs makes the VPC's blocks, a block associated later included, leave by the pod's ENI (the
@@ -60,8 +61,12 @@ func (b *BPF) SetVPCCIDRs(ctx context.Context, cidrs []netip.Prefix) error {
 	return nil
 }
 
-// Close releases this process's handles only: programs, links and maps stay pinned for the next agent.
-func (b *BPF) Close() error { return b.dp.Close() }
+// Close stops following the node's addresses and releases this process's handles only: programs, links
+// and maps stay pinned for the next agent.
+func (b *BPF) Close() error {
+	b.addrs.close()
+	return b.dp.Close()
+}
 
 // ENIUp brings the ENI's interface up (a secondary one at the VPC's MTU), loosens its reverse-path check,
 // writes its map entry and attaches to_pod and to_vpc.
@@ -87,6 +92,11 @@ func (b *BPF) ENIUp(ctx context.Context, e dptypes.ENI) error {
 	}
 	if !e.Primary {
 		if err := addPrimaryIP(ctx, b.imds, e, l, b.log); err != nil {
+			return fmt.Errorf("bringing ENI %s up: %w", e.ID, err)
+		}
+		// The ENI's own address is the node's: a pod reaches it through the host, not out and back through
+		// the VPC.
+		if err := b.addrs.refresh(); err != nil {
 			return fmt.Errorf("bringing ENI %s up: %w", e.ID, err)
 		}
 	}

@@ -90,23 +90,30 @@ func Open(ctx context.Context, cfg Config) (*BPF, error) {
 	if err := nat.Apply(ctx); err != nil {
 		return nil, err
 	}
+	addrs, err := watchNodeAddrs(cfg.PrimaryIP, log)
+	if err != nil {
+		return nil, err
+	}
 	dp, err := datapath.Load(datapath.Config{
-		PinRoot: cfg.PinRoot, VPCCIDRs: cfg.VPCCIDRs, NodeIPs: []netip.Addr{cfg.PrimaryIP}, HostCIDRs: cfg.ServiceCIDRs,
+		PinRoot: cfg.PinRoot, VPCCIDRs: cfg.VPCCIDRs, ExcludeSNATCIDRs: scfg.ExcludeCIDRs, NodeIPs: addrs.current(), HostCIDRs: cfg.ServiceCIDRs,
 		SNAT: !scfg.External, MaxPods: cfg.MaxPods,
 		// Attach writes every journaled pod and ENI entry before the links move, so a map whose layout
 		// changed with an upgrade can be replaced.
 		MigrateMaps: true, Logger: log,
 	})
 	if err != nil {
+		addrs.close()
 		return nil, fmt.Errorf("loading the BPF datapath: %w", err)
 	}
+	addrs.follow(dp)
 	if cfg.Registerer != nil {
 		if err := cfg.Registerer.Register(datapath.NewCollector(dp)); err != nil {
+			addrs.close()
 			dp.Close()
 			return nil, fmt.Errorf("registering datapath metrics: %w", err)
 		}
 	}
-	return newBPF(dp, nat, cfg.IMDS, cfg.MTU, cfg.SysctlRoot, log), nil
+	return newBPF(dp, addrs, nat, cfg.IMDS, cfg.MTU, cfg.SysctlRoot, log), nil
 }
 
 // Uninstall removes what Open installed on the node: the SNAT rule, then the programs and the pinned maps

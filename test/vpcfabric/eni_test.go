@@ -428,8 +428,8 @@ func TestTwoNodesOfOneSubnetReachEachOther(t *testing.T) {
 func TestCloseLeavesNoNamespace(t *testing.T) {
 	w := newWorld(t)
 	prefix := w.fab.Name()
-	if n := countNetns(t, prefix); n != 4 {
-		t.Errorf("%d netns with prefix %s while running, want 4 (vpc, vpchost, inet, one node)", n, prefix)
+	if n := countNetns(t, prefix); n != 5 {
+		t.Errorf("%d netns with prefix %s while running, want 5 (vpc, vpchost, inet, onprem, one node)", n, prefix)
 	}
 	for i := range 2 {
 		if err := w.fab.Close(); err != nil {

@@ -17,6 +17,8 @@
 //	                      whose ENI holds the caller's address (a pod's, SNATed or not, is its node's ENI's).
 //	<name>-vpchost        a remote host inside the VPC.
 //	<name>-inet           an internet host that accepts only packets from a node's primary IP.
+//	<name>-onprem         a host outside the VPC's CIDRs that the router reaches both ways, as over a VPN or
+//	                      a peering: it opens connections to pods by their own addresses.
 package vpcfabric
 
 import (
@@ -62,6 +64,8 @@ type Options struct {
 	VPCHost string
 	// Internet is the internet host's address with its prefix (default 198.51.100.10/24).
 	Internet string
+	// OnPremises is the on-premises host's address with its prefix (default 192.0.2.10/24), outside the VPC.
+	OnPremises string
 	// MTU of every veth (default 9001, as on EC2 instances).
 	MTU int
 	// Logger receives one line per change the fabric makes; nil discards.
@@ -78,6 +82,9 @@ func (o Options) withDefaults() Options {
 	if o.Internet == "" {
 		o.Internet = "198.51.100.10/24"
 	}
+	if o.OnPremises == "" {
+		o.OnPremises = "192.0.2.10/24"
+	}
 	if o.MTU == 0 {
 		o.MTU = 9001
 	}
@@ -93,8 +100,8 @@ type Fabric struct {
 	opts Options
 	log  *slog.Logger
 
-	vpc, vpchost, inet *namespace
-	vpcHost, internet  Host
+	vpc, vpchost, inet, onprem    *namespace
+	vpcHost, internet, onPremises Host
 
 	cancel    func()
 	loopDone  chan struct{}
@@ -164,6 +171,9 @@ func New(ctx context.Context, sim *ec2sim.Sim, opts Options) (_ *Fabric, err err
 		return nil, err
 	}
 	if err := f.installGate(); err != nil {
+		return nil, err
+	}
+	if err := f.addOnPremises(); err != nil {
 		return nil, err
 	}
 	if err := f.serveEndpoints(); err != nil {
@@ -426,7 +436,7 @@ func (f *Fabric) teardown() error {
 		errs = append(errs, n.close())
 		delete(f.nodes, id)
 	}
-	for _, ns := range []*namespace{f.inet, f.vpchost, f.vpc} {
+	for _, ns := range []*namespace{f.onprem, f.inet, f.vpchost, f.vpc} {
 		if ns != nil {
 			errs = append(errs, ns.remove())
 		}

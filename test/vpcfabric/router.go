@@ -95,7 +95,8 @@ func routerLinkName(eniID string) string {
 	return fmt.Sprintf("e%014x", h.Sum64()&(1<<56-1))
 }
 
-// Host is a machine hanging off the router in a netns of its own: the remote VPC host or the internet host.
+// Host is a machine hanging off the router in a netns of its own: the remote VPC host, the internet host or
+// the on-premises host.
 type Host struct {
 	// Netns is the namespace's name (for `ip netns exec`), NetnsPath its path (for Do, Listen, DialContext).
 	Netns, NetnsPath string

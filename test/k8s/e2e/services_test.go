@@ -64,6 +64,7 @@ func (s *suite) serviceCases() []serviceCase {
 			v := setup(t)
 			return s.hostPortCase(t, v)
 		}},
+		{"a client outside the VPC reaches a pod by its IP, TCP and UDP", s.onPremises},
 	}
 }
 

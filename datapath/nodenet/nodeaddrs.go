@@ -1,0 +1,139 @@
+package nodenet
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/eniwire/eniwire/datapath"
+)
+
+// nodeAddrs keeps the node's own addresses in the routes map equal to its local IPv4 addresses, so that a
+// pod's packet to any of them goes to the host in both SNAT modes: the primary IP, each secondary ENI's
+// primary IP (added by ENIUp), and any address an operator or an add-on puts on an interface later (a
+// dummy interface's). It follows the kernel's address notifications from Open to Close. Who may touch it:
+// Open builds it, its goroutine and ENIUp refresh under mu, Close closes.
+type nodeAddrs struct {
+	h       *netlink.Handle // in the node's network namespace, whichever thread asks
+	primary netip.Addr      // the node's primary IP, always among its addresses
+	dp      *datapath.Datapath
+	log     *slog.Logger
+
+	mu   sync.Mutex // serializes refreshes
+	last []netip.Addr
+
+	updates    chan netlink.AddrUpdate
+	stop, done chan struct{}
+	closeOnce  sync.Once
+}
+
+// watchNodeAddrs subscribes to the node's address changes and reads its addresses (current), in the
+// network namespace of the caller's thread. follow then keeps a datapath up to date until close.
+func watchNodeAddrs(primary netip.Addr, log *slog.Logger) (*nodeAddrs, error) {
+	h, err := netlink.NewHandle()
+	if err != nil {
+		return nil, fmt.Errorf("opening netlink: %w", err)
+	}
+	a := &nodeAddrs{h: h, primary: primary, log: log, updates: make(chan netlink.AddrUpdate, 64), stop: make(chan struct{}), done: make(chan struct{})}
+	// Subscribed before the first read, so that no change falls between.
+	if err := netlink.AddrSubscribeWithOptions(a.updates, a.stop, netlink.AddrSubscribeOptions{
+		ErrorCallback: func(err error) { log.Warn("following the node's addresses", "error", err) },
+	}); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("following the node's addresses: %w", err)
+	}
+	if a.last, err = a.read(); err != nil {
+		a.close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// current is what the last read found.
+func (a *nodeAddrs) current() []netip.Addr {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.last)
+}
+
+// follow writes every later change of the node's addresses to dp, which holds current already.
+func (a *nodeAddrs) follow(dp *datapath.Datapath) {
+	a.mu.Lock()
+	a.dp = dp
+	a.mu.Unlock()
+	go a.run(a.updates)
+}
+
+func (a *nodeAddrs) run(updates <-chan netlink.AddrUpdate) {
+	defer close(a.done)
+	for {
+		select {
+		case <-a.stop:
+			return
+		case u, ok := <-updates:
+			if !ok {
+				a.log.Error("the kernel's address notifications stopped: an address the node gains from now on goes to the host only once an ENI comes up or the agent restarts")
+				return
+			}
+			if u.LinkAddress.IP.To4() == nil {
+				continue
+			}
+			if err := a.refresh(); err != nil {
+				a.log.Error("writing the node's addresses to the routes map", "error", err)
+			}
+		}
+	}
+}
+
+// read returns the node's IPv4 addresses, sorted.
+func (a *nodeAddrs) read() ([]netip.Addr, error) {
+	list, err := a.h.AddrList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		return nil, fmt.Errorf("listing the node's addresses: %w", err)
+	}
+	ips := []netip.Addr{a.primary}
+	for _, l := range list {
+		if ip, ok := netip.AddrFromSlice(l.IP.To4()); ok && !slices.Contains(ips, ip) {
+			ips = append(ips, ip)
+		}
+	}
+	slices.SortFunc(ips, netip.Addr.Compare)
+	return ips, nil
+}
+
+// refresh reads the node's IPv4 addresses and writes them when they changed.
+func (a *nodeAddrs) refresh() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ips, err := a.read()
+	if err != nil {
+		return err
+	}
+	if slices.Equal(ips, a.last) {
+		return nil
+	}
+	if err := a.dp.SetNodeIPs(ips); err != nil {
+		return fmt.Errorf("writing the node's addresses: %w", err)
+	}
+	a.log.Info("node addresses go to the host", "addresses", ips, "was", a.last)
+	a.last = ips
+	return nil
+}
+
+// close stops following; the routes map keeps the last addresses written. It is idempotent.
+func (a *nodeAddrs) close() {
+	a.closeOnce.Do(func() {
+		close(a.stop)
+		a.mu.Lock()
+		following := a.dp != nil
+		a.mu.Unlock()
+		if following {
+			<-a.done
+		}
+		a.h.Close()
+	})
+}
