@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"fmt"
+
 	"github.com/eniwire/eniwire/controller/metadata"
 	"github.com/eniwire/eniwire/controller/pool"
 )
@@ -24,6 +26,12 @@ func MaxPods(cfg Config, info NodeInfo) int {
 		return pl.MaxAllowed
 	}
 	return pl.MaxPods
+}
+
+// maxPodsNote says that the pods hold as many IPs as max pods allows: the answer to a pod beyond it, and the
+// pool's status line meanwhile.
+func maxPodsNote(assigned, maxPods int) string {
+	return fmt.Sprintf("max pods reached (%d/%d pods assigned): no IP for another pod until one leaves", assigned, maxPods)
 }
 
 // poolTargets are the pool's settings from the node's: the pod cap is MaxPods. WARM_PREFIX_TARGET counts only

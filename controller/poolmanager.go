@@ -76,7 +76,7 @@ func (m *poolManager) step(ctx context.Context) bool {
 		return false
 	}
 	var d pool.Decision
-	var free int
+	var free, assigned int
 	var releasable map[string][]string
 	limits := m.limits
 	limits.MaxENIs = m.eni.MaxENIs()
@@ -85,16 +85,19 @@ func (m *poolManager) step(ctx context.Context) bool {
 		v := pool.NewView(st, now)
 		c := m.counts(v)
 		d = targets.Decide(limits, c)
-		free = c.Free()
+		free, assigned = c.Free(), c.Assigned()
 		if d.ReleaseIPs > 0 {
 			releasable = v.Releasable(d.ReleaseIPs, d.PrefixesOnly)
 		}
 	})
 	if d.AddIPs == 0 && !d.NewENI && d.ReleaseIPs == 0 && d.ReleaseENI == "" {
 		m.surplusSince = time.Time{}
-		if d.AtLimit {
+		switch {
+		case free == 0 && assigned >= targets.MaxPods:
+			m.status.set(maxPodsNote(assigned, targets.MaxPods))
+		case d.AtLimit:
 			m.status.set("short of IPs but at the ENI limit")
-		} else {
+		default:
 			m.mu.Lock()
 			m.delay = 0
 			m.mu.Unlock()
