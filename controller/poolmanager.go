@@ -78,8 +78,7 @@ func (m *poolManager) step(ctx context.Context) bool {
 	var d pool.Decision
 	var free, assigned int
 	var releasable map[string][]string
-	limits := m.limits
-	limits.MaxENIs = m.eni.MaxENIs()
+	limits := m.limitsNow()
 	targets := m.targetsAt(now)
 	m.books.View(func(st *journal.State) {
 		v := pool.NewView(st, now)
@@ -96,7 +95,7 @@ func (m *poolManager) step(ctx context.Context) bool {
 		case free == 0 && assigned >= targets.MaxPods:
 			m.status.set(maxPodsNote(assigned, targets.MaxPods))
 		case d.AtLimit:
-			m.status.set("short of IPs but at the ENI limit")
+			m.status.set(m.atLimitNote())
 		default:
 			m.mu.Lock()
 			m.delay = 0
@@ -202,7 +201,7 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 				continue
 			}
 			if d.NewENI {
-				if m.refusedNow(actionCreate, now) {
+				if m.refusedNow(actionCreate, now) || m.refusedNow(actionAttach, now) {
 					break
 				}
 				k := slotsFor(d.NewENIIPs, grain)

@@ -20,6 +20,9 @@ import (
 const (
 	actionCreate = "CreateNetworkInterface"
 	actionAssign = "AssignPrivateIpAddresses"
+	// actionAttach is paused when an attach found no free device index (codeNoDeviceIndex): growth plans
+	// no new ENI meanwhile.
+	actionAttach = "AttachNetworkInterface"
 )
 
 // refusal is when the pool may call an action again after EC2 refused it, and why.
@@ -42,16 +45,23 @@ func (m *poolManager) noteRefusal(action string, err error) bool {
 		return false
 	}
 	code := eni.ErrorCode(err)
+	m.refuse(action, code, fmt.Sprintf("EC2 refuses %s (%s): %v", action, code, err))
+	return true
+}
+
+// refuse pauses action for a refusal with code (an EC2 error code, or the node's own name for a refusal it
+// meets before EC2 could, such as codeNoDeviceIndex): the pause grows per code, from 5 s to 5 min; the status
+// says why and until when, and eniwire_ec2_refusals_total counts it.
+func (m *poolManager) refuse(action, code, why string) {
 	m.mu.Lock()
-	d := max(nextDelay(m.refusalDelay[code], err), 5*time.Second)
+	d := max(nextDelay(m.refusalDelay[code], nil), 5*time.Second)
 	m.refusalDelay[code] = d
 	until := m.clock.Now().Add(d)
-	note := fmt.Sprintf("EC2 refuses %s (%s): %v; backing off until %s", action, code, err, until.UTC().Format(time.RFC3339))
+	note := fmt.Sprintf("%s; backing off until %s", why, until.UTC().Format(time.RFC3339))
 	m.refused[action] = refusal{code: code, until: until, note: note}
 	m.mu.Unlock()
 	m.metrics.refusals.WithLabelValues(action, code).Inc()
 	m.status.set(note)
-	return true
 }
 
 // refusedNow reports whether action is paused by a refusal at now.
