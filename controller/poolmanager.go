@@ -124,9 +124,20 @@ func (m *poolManager) step(ctx context.Context) bool {
 		if len(releasable) == 0 {
 			return false // what may go waits for the cooldowns of a later ENI's prefix (pool.View.Releasable)
 		}
+		if m.refusedNow(actionUnassign, now) {
+			return false
+		}
 		var errs []error
 		for id, ips := range releasable {
-			errs = append(errs, m.eni.UnassignIPs(ctx, id, ips))
+			err := m.eni.UnassignIPs(ctx, id, ips)
+			switch {
+			case err == nil:
+				m.accepted(actionUnassign)
+			case m.unassignRefused(err):
+				m.wakeAt(ctx, m.refusalEnd(actionUnassign))
+			default:
+				errs = append(errs, err)
+			}
 		}
 		return m.result(errors.Join(errs...), "releasing surplus IPs")
 	}
