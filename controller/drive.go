@@ -101,7 +101,7 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 			case journal.Planned:
 				m.accepted(actionCreate)
 				if rec.WantPrefixes > 0 {
-					m.fallback.accepted(m.clock.Now())
+					m.fallback.accepted(rec.SubnetID, m.clock.Now())
 				}
 			case journal.Created:
 				m.accepted(actionAttach)
@@ -113,7 +113,7 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 		if ctx.Err() != nil {
 			return moved
 		}
-		if rec.State == journal.Planned && m.prefixRefused(err) {
+		if rec.State == journal.Planned && m.prefixRefused(rec.SubnetID, err) {
 			// The plan goes only now that the fallback holds: the pool plans again at once, with single IPs.
 			if derr := m.eni.DropPlan(ctx, opID); derr != nil {
 				m.log.Warn("dropping a plan for prefixes", "op", opID, "error", derr)

@@ -245,7 +245,7 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 	for _, a := range adds {
 		wg.Go(func() {
 			if err := assign(ctx, a.eni, a.n); err != nil {
-				if m.prefixRefused(err) {
+				if m.prefixRefused(a.subnet, err) {
 					done(true, nil) // decide again: the deficit comes as single IPs
 					return
 				}
@@ -266,7 +266,7 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 			}
 			m.accepted(actionAssign)
 			if prefixes {
-				m.fallback.accepted(m.clock.Now())
+				m.fallback.accepted(a.subnet, m.clock.Now())
 			}
 			done(true, nil)
 		})
@@ -297,14 +297,14 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 // slotsFor is how many slots of grain addresses hold n addresses.
 func slotsFor(n, grain int) int { return (n + grain - 1) / grain }
 
-// prefixRefused starts or prolongs the single-IP fallback when err is a fragmented subnet's refusal of a
-// prefix, and reports whether it was one. It pauses no growth, so eniwire_ec2_refusals_total does not count
-// it; eniwire_prefix_fallback says it.
-func (m *poolManager) prefixRefused(err error) bool {
+// prefixRefused starts or prolongs the single-IP fallback of subnetID when err is that fragmented subnet's
+// refusal of a prefix, and reports whether it was one. It pauses no growth, so eniwire_ec2_refusals_total
+// does not count it; eniwire_prefix_fallback says it.
+func (m *poolManager) prefixRefused(subnetID string, err error) bool {
 	if !errors.Is(err, eni.ErrNoPrefix) {
 		return false
 	}
-	m.fallback.refused(m.clock.Now(), err)
+	m.fallback.refused(subnetID, m.clock.Now(), err)
 	return true
 }
 
