@@ -34,15 +34,6 @@ func (m *poolManager) foreignNote() string {
 		len(f), m.eni.MaxENIs(), strings.Join(f, ", "))
 }
 
-// atLimitNote is the status line while the pool is short but may not add an ENI.
-func (m *poolManager) atLimitNote() string {
-	s := "short of IPs but at the ENI limit"
-	if f := m.foreignNote(); f != "" {
-		s += ": " + f
-	}
-	return s
-}
-
 // noSlotNote is the status line after an attach found no free device index (err).
 func (m *poolManager) noSlotNote(err error) string {
 	s := fmt.Sprintf("no free device index for a new ENI: %v", err)

@@ -76,15 +76,14 @@ func (m *poolManager) step(ctx context.Context) bool {
 		return false
 	}
 	var d pool.Decision
-	var free, assigned int
+	var c pool.Counts
 	var releasable map[string][]string
 	limits := m.limitsNow()
 	targets := m.targetsAt(now)
 	m.books.View(func(st *journal.State) {
 		v := pool.NewView(st, now)
-		c := m.counts(v)
+		c = m.counts(v)
 		d = targets.Decide(limits, c)
-		free, assigned = c.Free(), c.Assigned()
 		if d.ReleaseIPs > 0 {
 			releasable = v.Releasable(d.ReleaseIPs, d.PrefixesOnly)
 		}
@@ -92,10 +91,10 @@ func (m *poolManager) step(ctx context.Context) bool {
 	if d.AddIPs == 0 && !d.NewENI && d.ReleaseIPs == 0 && d.ReleaseENI == "" {
 		m.surplusSince = time.Time{}
 		switch {
-		case free == 0 && assigned >= targets.MaxPods:
-			m.status.set(maxPodsNote(assigned, targets.MaxPods))
+		case c.Free() == 0 && c.Assigned() >= targets.MaxPods:
+			m.status.set(maxPodsNote(c.Assigned(), targets.MaxPods))
 		case d.AtLimit:
-			m.status.set(m.atLimitNote())
+			m.status.set(m.atLimitNote(targets, c))
 		default:
 			m.mu.Lock()
 			m.delay = 0
@@ -105,19 +104,20 @@ func (m *poolManager) step(ctx context.Context) bool {
 		return false
 	}
 	// Calls that unblock pods go first in the EC2 client's queue.
-	if free == 0 && m.urgent != nil {
+	if c.Free() == 0 && m.urgent != nil {
 		ctx = m.urgent(ctx)
 	}
 	if d.AddIPs > 0 || d.NewENI {
 		m.surplusSince = time.Time{}
 		return m.grow(ctx, targets, limits, now)
 	}
-	// Surplus: release only after it has lasted the hysteresis delay.
-	if m.surplusSince.IsZero() {
+	// Surplus: release only after it has lasted the hysteresis delay. A repack goes at once: pods would take
+	// the free single IPs meanwhile.
+	if m.surplusSince.IsZero() && !d.Repack {
 		m.surplusSince = now
 		return false
 	}
-	if now.Sub(m.surplusSince) < m.releaseDelay {
+	if now.Sub(m.surplusSince) < m.releaseDelay && !d.Repack {
 		return false
 	}
 	if d.ReleaseIPs > 0 {
@@ -148,6 +148,19 @@ func (m *poolManager) step(ctx context.Context) bool {
 	m.surplusSince = time.Time{}
 	m.launch(ctx, op)
 	return true
+}
+
+// atLimitNote is the status line while the pool (c) is short but may not add an ENI: what holds the slots.
+func (m *poolManager) atLimitNote(t pool.Targets, c pool.Counts) string {
+	s := "short of IPs but at the ENI limit"
+	if f := m.foreignNote(); f != "" {
+		s += ": " + f
+	}
+	if n := c.SingleSlots(); t.Prefixes && n > 0 {
+		s += fmt.Sprintf("; %d slots hold single IPs, so the node addresses %d IPs, not max pods %d, "+
+			"until they are free and given back for /28 prefixes", n, c.Total(), t.MaxPods)
+	}
+	return s
 }
 
 func (m *poolManager) result(err error, what string) bool {

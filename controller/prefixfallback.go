@@ -130,8 +130,10 @@ func (f *prefixFallback) accepted(subnetID string, now time.Time) {
 	}
 }
 
-// status is the line `eniwirectl status` shows while a fallback holds, one sentence per subnet, or "".
-func (f *prefixFallback) status() string {
+// status is the line `eniwirectl status` shows at now while a fallback holds, one sentence per subnet, or
+// "". A retry time that has passed is not shown as if it were to come: prefixes are asked for at the next
+// growth.
+func (f *prefixFallback) status(now time.Time) string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var lines []string
@@ -140,9 +142,12 @@ func (f *prefixFallback) status() string {
 		if !sf.on {
 			continue
 		}
+		retry := "prefixes tried again at " + sf.retryAt.UTC().Format(time.RFC3339)
+		if !now.Before(sf.retryAt) {
+			retry = "prefixes tried again at the next growth (due since " + sf.retryAt.UTC().Format(time.RFC3339) + ")"
+		}
 		lines = append(lines, fmt.Sprintf("subnet %s has no free /28 (InsufficientCidrBlocks) since %s: new room comes as single IPs; "+
-			"prefixes tried again at %s; a subnet CIDR reservation of type prefix in %s fixes it",
-			id, sf.since.UTC().Format(time.RFC3339), sf.retryAt.UTC().Format(time.RFC3339), id))
+			"%s; a subnet CIDR reservation of type prefix in %s fixes it", id, sf.since.UTC().Format(time.RFC3339), retry, id))
 	}
 	return strings.Join(lines, "; ")
 }
