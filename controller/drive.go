@@ -97,11 +97,14 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 		}
 		err := m.eni.Advance(ctx, opID)
 		if err == nil {
-			if rec.State == journal.Planned {
+			switch rec.State {
+			case journal.Planned:
 				m.accepted(actionCreate)
 				if rec.WantPrefixes > 0 {
-					m.fallback.accepted(m.clock.Now())
+					m.fallback.accepted(rec.SubnetID, m.clock.Now())
 				}
+			case journal.Created:
+				m.accepted(actionAttach)
 			}
 			m.clearBackoff(opID)
 			moved = true
@@ -110,7 +113,7 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 		if ctx.Err() != nil {
 			return moved
 		}
-		if rec.State == journal.Planned && m.prefixRefused(err) {
+		if rec.State == journal.Planned && m.prefixRefused(rec.SubnetID, err) {
 			// The plan goes only now that the fallback holds: the pool plans again at once, with single IPs.
 			if derr := m.eni.DropPlan(ctx, opID); derr != nil {
 				m.log.Warn("dropping a plan for prefixes", "op", opID, "error", derr)
@@ -125,15 +128,20 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 			m.clearBackoff(opID)
 			return true
 		}
+		if rec.State == journal.Created && errors.Is(err, eni.ErrNoDeviceIndex) {
+			// The ENI is being deleted unattached (its next step); no other is created until the pause is
+			// over (it grows while attaches find no slot), by when the reconcile has counted what holds them.
+			m.metrics.stepErrors.WithLabelValues(string(rec.State), codeNoDeviceIndex).Inc()
+			m.refuse(actionAttach, codeNoDeviceIndex, m.noSlotNote(err))
+			m.clearBackoff(opID)
+			m.wakeAt(ctx, m.refusalEnd(actionAttach))
+			continue
+		}
 		if rec.State == journal.Planned && m.noteRefusal(actionCreate, err) {
 			// The plan is dropped; the pool plans again once the refusal's pause is over.
 			m.metrics.stepErrors.WithLabelValues(string(rec.State), eni.ErrorCode(err)).Inc()
 			m.clearBackoff(opID)
-			go func() {
-				if m.clock.Sleep(ctx, m.refusalEnd(actionCreate).Sub(m.clock.Now())) == nil {
-					m.wake()
-				}
-			}()
+			m.wakeAt(ctx, m.refusalEnd(actionCreate))
 			return moved
 		}
 		m.metrics.stepErrors.WithLabelValues(string(rec.State), eni.ErrorCode(err)).Inc()
@@ -151,11 +159,7 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 		m.mu.Unlock()
 		m.log.Warn("ENI step failed; will retry", "op", opID, "eni", rec.ID, "state", rec.State, "retryIn", wait, "error", err)
 		// Look again when the wait is over rather than at the next pool interval, which may be seconds later.
-		go func() {
-			if m.clock.Sleep(ctx, wait) == nil {
-				m.wake()
-			}
-		}()
+		m.wakeAt(ctx, b.until)
 		m.poolBackoffIn(err, rec.SubnetID)
 		if errors.Is(err, eni.ErrBooksWrong) {
 			m.eni.RequestReconcile()
@@ -163,6 +167,16 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 		return moved
 	}
 	return moved
+}
+
+// wakeAt wakes the Run loop at t (unless ctx ends first), so that what waits until then is looked at again
+// then rather than at the next pool interval.
+func (m *poolManager) wakeAt(ctx context.Context, t time.Time) {
+	go func() {
+		if m.clock.Sleep(ctx, t.Sub(m.clock.Now())) == nil {
+			m.wake()
+		}
+	}()
 }
 
 func (m *poolManager) clearBackoff(opID string) {

@@ -19,6 +19,9 @@ import (
 var (
 	// ErrNoIP: the warm pool is empty; the pool manager has been woken. Retryable.
 	ErrNoIP = errors.New("no free IP in the warm pool")
+	// ErrMaxPods: the pods hold as many IPs as max pods allows, and the pool holds no free one; the error says
+	// the numbers. Retryable once pods leave.
+	ErrMaxPods = errors.New("max pods reached")
 	// ErrNotReady: the first answer from EC2 has not come yet. Retryable.
 	ErrNotReady = errors.New("controller not ready")
 	// ErrNotFound: no assignment for the attachment.
@@ -84,7 +87,12 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 	view := pool.NewView(p.books.st, now)
 	ip, e, ok := view.Pick(p.avail)
 	if !ok {
+		assigned := len(p.books.st.Assignments)
 		p.books.mu.Unlock()
+		if assigned >= p.targets.MaxPods {
+			p.metrics.assigns.WithLabelValues("max_pods").Inc()
+			return nil, fmt.Errorf("%w: %s", ErrMaxPods, maxPodsNote(assigned, p.targets.MaxPods))
+		}
 		p.wake()
 		p.metrics.assigns.WithLabelValues("no_ip").Inc()
 		return nil, ErrNoIP

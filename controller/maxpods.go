@@ -1,6 +1,8 @@
 package controller
 
 import (
+	"fmt"
+
 	"github.com/eniwire/eniwire/controller/metadata"
 	"github.com/eniwire/eniwire/controller/pool"
 )
@@ -24,6 +26,12 @@ func MaxPods(cfg Config, info NodeInfo) int {
 		return pl.MaxAllowed
 	}
 	return pl.MaxPods
+}
+
+// maxPodsNote says that the pods hold as many IPs as max pods allows: the answer to a pod beyond it, and the
+// pool's status line meanwhile.
+func maxPodsNote(assigned, maxPods int) string {
+	return fmt.Sprintf("max pods reached (%d/%d pods assigned): no IP for another pod until one leaves", assigned, maxPods)
 }
 
 // poolTargets are the pool's settings from the node's: the pod cap is MaxPods. WARM_PREFIX_TARGET counts only
@@ -71,9 +79,13 @@ func PodCeiling(vcpus int) int {
 // secondary-IP number is MaxPods's, so it matches the AWS VPC CNI's published eni-max-pods.txt (which is
 // uncapped: MaxAllowed). The agent holds no more IPs than its MaxPods. With cfg.CustomNetworking the primary
 // ENI carries no pods, so it does not count, as with the calculator's --cni-custom-networking-enabled:
-// (maxENIs-1)*(ipv4PerENI-1)+2.
+// (maxENIs-1)*(ipv4PerENI-1)+2. MAX_ENI counts the primary too, so with custom networking MAX_ENI=1 leaves no
+// ENI for pods: 2, the host-network pods.
 func KubeletMaxPods(cfg Config, l metadata.Limits, prefixes bool) PodLimit {
 	pl := poolLimits(NodeInfo{MaxENIs: l.MaxENIs, IPv4PerENI: l.IPv4PerENI})
+	if cfg.MaxENI > 0 {
+		pl.MaxENIs = min(pl.MaxENIs, cfg.MaxENI)
+	}
 	if cfg.CustomNetworking {
 		pl.MaxENIs = max(pl.MaxENIs-1, 0)
 	}
@@ -81,10 +93,8 @@ func KubeletMaxPods(cfg Config, l metadata.Limits, prefixes bool) PodLimit {
 	if out.Prefixes {
 		pl.IPsPerENI *= IPsPerPrefix
 	}
-	t := pool.Targets{MaxENI: cfg.MaxENI, MaxPods: cfg.MaxPods}
-	if cfg.CustomNetworking && t.MaxENI > 1 {
-		t.MaxENI-- // MAX_ENI counts the primary too
-	}
+	// The ENIs pods may use are counted above: MAX_ENI is in pl already.
+	t := pool.Targets{MaxPods: cfg.MaxPods}
 	out.MaxAllowed = t.MaxPodsFor(pl)
 	out.MaxPods = min(out.MaxAllowed, out.Ceiling)
 	return out

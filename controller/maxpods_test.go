@@ -44,6 +44,8 @@ func TestTheAgentsMaxPodsIsKubeletsForItsInstance(t *testing.T) {
 			controller.NodeInfo{MaxENIs: 15, IPv4PerENI: 50, VCPUs: 72, Hypervisor: "nitro"}, 250},
 		{"m4.large (Xen) asking for prefixes keeps secondary IPs: 20", controller.Config{EnablePrefixDelegation: true},
 			controller.NodeInfo{MaxENIs: 2, IPv4PerENI: 10, VCPUs: 2, Hypervisor: "xen"}, 20},
+		{"m5.large, custom networking, MAX_ENI=1: the primary only, which holds no pods: 2", controller.Config{CustomNetworking: true, MaxENI: 1},
+			controller.NodeInfo{MaxENIs: 3, IPv4PerENI: 10, VCPUs: 2, Hypervisor: "nitro"}, 2},
 		{"MAX_PODS wins", controller.Config{MaxPods: 64, EnablePrefixDelegation: true},
 			controller.NodeInfo{MaxENIs: 3, IPv4PerENI: 10, VCPUs: 2, Hypervisor: "nitro"}, 64},
 	} {
@@ -74,6 +76,8 @@ func TestKubeletMaxPodsCeilingAndPrefixes(t *testing.T) {
 		{"custom networking, m5.large: the calculator's 20", controller.Config{CustomNetworking: true}, metadata.Limits{MaxENIs: 3, IPv4PerENI: 10, VCPUs: 2, Hypervisor: "nitro"}, false, controller.PodLimit{MaxAllowed: 20, Ceiling: 110, MaxPods: 20}},
 		{"custom networking with prefixes", controller.Config{CustomNetworking: true}, nitro(31), true, controller.PodLimit{MaxAllowed: 7*29*16 + 2, Ceiling: 250, MaxPods: 250, Prefixes: true}},
 		{"custom networking: MAX_ENI counts the primary", controller.Config{CustomNetworking: true, MaxENI: 3}, nitro(31), false, controller.PodLimit{MaxAllowed: 2*29 + 2, Ceiling: 250, MaxPods: 2*29 + 2}},
+		{"custom networking, MAX_ENI=1: no ENI for pods, host-network pods only", controller.Config{CustomNetworking: true, MaxENI: 1}, nitro(31), false, controller.PodLimit{MaxAllowed: 2, Ceiling: 250, MaxPods: 2}},
+		{"custom networking, MAX_ENI=1 with prefixes: host-network pods only", controller.Config{CustomNetworking: true, MaxENI: 1}, nitro(31), true, controller.PodLimit{MaxAllowed: 2, Ceiling: 250, MaxPods: 2, Prefixes: true}},
 		{"MAX_PODS is the setting", controller.Config{MaxPods: 50}, nitro(2), true, controller.PodLimit{MaxAllowed: 50, Ceiling: 110, MaxPods: 50, Prefixes: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {

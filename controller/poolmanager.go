@@ -76,25 +76,26 @@ func (m *poolManager) step(ctx context.Context) bool {
 		return false
 	}
 	var d pool.Decision
-	var free int
+	var c pool.Counts
 	var releasable map[string][]string
-	limits := m.limits
-	limits.MaxENIs = m.eni.MaxENIs()
+	limits := m.limitsNow()
 	targets := m.targetsAt(now)
 	m.books.View(func(st *journal.State) {
 		v := pool.NewView(st, now)
-		c := m.counts(v)
+		c = m.counts(v)
 		d = targets.Decide(limits, c)
-		free = c.Free()
 		if d.ReleaseIPs > 0 {
 			releasable = v.Releasable(d.ReleaseIPs, d.PrefixesOnly)
 		}
 	})
 	if d.AddIPs == 0 && !d.NewENI && d.ReleaseIPs == 0 && d.ReleaseENI == "" {
 		m.surplusSince = time.Time{}
-		if d.AtLimit {
-			m.status.set("short of IPs but at the ENI limit")
-		} else {
+		switch {
+		case c.Free() == 0 && c.Assigned() >= targets.MaxPods:
+			m.status.set(maxPodsNote(c.Assigned(), targets.MaxPods))
+		case d.AtLimit:
+			m.status.set(m.atLimitNote(targets, c))
+		default:
 			m.mu.Lock()
 			m.delay = 0
 			m.mu.Unlock()
@@ -103,28 +104,40 @@ func (m *poolManager) step(ctx context.Context) bool {
 		return false
 	}
 	// Calls that unblock pods go first in the EC2 client's queue.
-	if free == 0 && m.urgent != nil {
+	if c.Free() == 0 && m.urgent != nil {
 		ctx = m.urgent(ctx)
 	}
 	if d.AddIPs > 0 || d.NewENI {
 		m.surplusSince = time.Time{}
 		return m.grow(ctx, targets, limits, now)
 	}
-	// Surplus: release only after it has lasted the hysteresis delay.
-	if m.surplusSince.IsZero() {
+	// Surplus: release only after it has lasted the hysteresis delay. A repack goes at once: pods would take
+	// the free single IPs meanwhile.
+	if m.surplusSince.IsZero() && !d.Repack {
 		m.surplusSince = now
 		return false
 	}
-	if now.Sub(m.surplusSince) < m.releaseDelay {
+	if now.Sub(m.surplusSince) < m.releaseDelay && !d.Repack {
 		return false
 	}
 	if d.ReleaseIPs > 0 {
 		if len(releasable) == 0 {
 			return false // what may go waits for the cooldowns of a later ENI's prefix (pool.View.Releasable)
 		}
+		if m.refusedNow(actionUnassign, now) {
+			return false
+		}
 		var errs []error
 		for id, ips := range releasable {
-			errs = append(errs, m.eni.UnassignIPs(ctx, id, ips))
+			err := m.eni.UnassignIPs(ctx, id, ips)
+			switch {
+			case err == nil:
+				m.accepted(actionUnassign)
+			case m.unassignRefused(err):
+				m.wakeAt(ctx, m.refusalEnd(actionUnassign))
+			default:
+				errs = append(errs, err)
+			}
 		}
 		return m.result(errors.Join(errs...), "releasing surplus IPs")
 	}
@@ -135,6 +148,19 @@ func (m *poolManager) step(ctx context.Context) bool {
 	m.surplusSince = time.Time{}
 	m.launch(ctx, op)
 	return true
+}
+
+// atLimitNote is the status line while the pool (c) is short but may not add an ENI: what holds the slots.
+func (m *poolManager) atLimitNote(t pool.Targets, c pool.Counts) string {
+	s := "short of IPs but at the ENI limit"
+	if f := m.foreignNote(); f != "" {
+		s += ": " + f
+	}
+	if n := c.SingleSlots(); t.Prefixes && n > 0 {
+		s += fmt.Sprintf("; %d slots hold single IPs, so the node addresses %d IPs, not max pods %d, "+
+			"until they are free and given back for /28 prefixes", n, c.Total(), t.MaxPods)
+	}
+	return s
 }
 
 func (m *poolManager) result(err error, what string) bool {
@@ -199,7 +225,7 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 				continue
 			}
 			if d.NewENI {
-				if m.refusedNow(actionCreate, now) {
+				if m.refusedNow(actionCreate, now) || m.refusedNow(actionAttach, now) {
 					break
 				}
 				k := slotsFor(d.NewENIIPs, grain)
@@ -232,7 +258,7 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 	for _, a := range adds {
 		wg.Go(func() {
 			if err := assign(ctx, a.eni, a.n); err != nil {
-				if m.prefixRefused(err) {
+				if m.prefixRefused(a.subnet, err) {
 					done(true, nil) // decide again: the deficit comes as single IPs
 					return
 				}
@@ -253,7 +279,7 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 			}
 			m.accepted(actionAssign)
 			if prefixes {
-				m.fallback.accepted(m.clock.Now())
+				m.fallback.accepted(a.subnet, m.clock.Now())
 			}
 			done(true, nil)
 		})
@@ -284,14 +310,14 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 // slotsFor is how many slots of grain addresses hold n addresses.
 func slotsFor(n, grain int) int { return (n + grain - 1) / grain }
 
-// prefixRefused starts or prolongs the single-IP fallback when err is a fragmented subnet's refusal of a
-// prefix, and reports whether it was one. It pauses no growth, so eniwire_ec2_refusals_total does not count
-// it; eniwire_prefix_fallback says it.
-func (m *poolManager) prefixRefused(err error) bool {
+// prefixRefused starts or prolongs the single-IP fallback of subnetID when err is that fragmented subnet's
+// refusal of a prefix, and reports whether it was one. It pauses no growth, so eniwire_ec2_refusals_total
+// does not count it; eniwire_prefix_fallback says it.
+func (m *poolManager) prefixRefused(subnetID string, err error) bool {
 	if !errors.Is(err, eni.ErrNoPrefix) {
 		return false
 	}
-	m.fallback.refused(m.clock.Now(), err)
+	m.fallback.refused(subnetID, m.clock.Now(), err)
 	return true
 }
 

@@ -140,12 +140,18 @@ func (w *world) settle(r *running, answered map[string]string, warm int) {
 // the subnet as EC2 does, so that no aligned /28 stays free. It returns the ENIs.
 func (w *world) fragmentSubnet(n int) []string {
 	w.t.Helper()
+	return w.fragment(w.inst.SubnetID, n)
+}
+
+// fragment is fragmentSubnet for the subnet subnetID.
+func (w *world) fragment(subnetID string, n int) []string {
+	w.t.Helper()
 	api := w.ec2(nil)
 	var out []string
 	for n > 0 {
 		k := min(n, 39)
 		n -= k
-		res, err := api.CreateNetworkInterface(context.Background(), &ec2.CreateNetworkInterfaceInput{SubnetId: aws.String(w.inst.SubnetID),
+		res, err := api.CreateNetworkInterface(context.Background(), &ec2.CreateNetworkInterfaceInput{SubnetId: aws.String(subnetID),
 			SecondaryPrivateIpAddressCount: aws.Int32(int32(k))})
 		if err != nil {
 			w.t.Fatalf("fragmenting the subnet: %v", err)

@@ -97,6 +97,8 @@ func toAPIError(err error) (int, *api.Error) {
 	switch {
 	case errors.Is(err, controller.ErrNoIP):
 		return http.StatusServiceUnavailable, &api.Error{Code: api.CodeNoIPAvailable, Message: err.Error(), Retryable: true}
+	case errors.Is(err, controller.ErrMaxPods):
+		return http.StatusServiceUnavailable, &api.Error{Code: api.CodeMaxPods, Message: err.Error(), Retryable: true}
 	case errors.Is(err, controller.ErrNotReady):
 		return http.StatusServiceUnavailable, &api.Error{Code: api.CodeNotReady, Message: err.Error(), Retryable: true}
 	case errors.Is(err, controller.ErrNotFound):

@@ -9,6 +9,8 @@ import (
 const (
 	// CodeNoIPAvailable: the pool has no free IP right now; the pool manager has been woken. Retryable.
 	CodeNoIPAvailable = "no_ip_available"
+	// CodeMaxPods: the pods on the node hold as many IPs as its max pods allows. Retryable once pods leave.
+	CodeMaxPods = "max_pods_reached"
 	// CodeNotReady: the agent has not finished start-up (journal replay, first EC2 answer). Retryable.
 	CodeNotReady = "not_ready"
 	// CodeNotFound: no assignment for the attachment.

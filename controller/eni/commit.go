@@ -305,7 +305,7 @@ func (m *Manager) attach(ctx context.Context, rec journal.ENI) error {
 			if inUse = heldBy(st, e.ID, m.clock.Now()); inUse != nil {
 				return nil
 			}
-			// Nobody uses it, so deleting it is safe and the pool will ask again later.
+			// Nobody uses it, so deleting it is safe; the pool pauses its creates (ErrNoDeviceIndex).
 			e.State, e.ReleaseStep, e.Since = journal.Releasing, journal.StepDelete, m.clock.Now()
 			return nil
 		}
@@ -319,8 +319,11 @@ func (m *Manager) attach(ctx context.Context, rec journal.ENI) error {
 		return fmt.Errorf("attaching ENI %s: no free device index, and it is not deleted: %w", rec.ID, inUse)
 	}
 	if idx < 0 {
+		// Something holds a slot that the pool did not count: the reconcile counts it.
+		m.RequestReconcile()
 		m.log.Warn("no free ENI slot; deleting unattached ENI", "op", rec.OpID, "eni", rec.ID)
-		return nil
+		return fmt.Errorf("attaching ENI %s: %w (the instance's %d ENI slots are taken); deleting it unattached",
+			rec.ID, ErrNoDeviceIndex, m.MaxENIs())
 	}
 	return m.attachAt(ctx, rec, idx)
 }

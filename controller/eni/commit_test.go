@@ -234,11 +234,13 @@ func TestAttachmentLimitExceededWaitsForAReconcileInsteadOfLooping(t *testing.T)
 	if r.m.NeedsReconcile() || len(rep.Foreign) != 2 {
 		t.Fatalf("after the reconcile: needs another %v, foreign ENIs %v", r.m.NeedsReconcile(), rep.Foreign)
 	}
-	// The reconcile showed no free slot: the unattached ENI is deleted, not attached again.
-	for range 2 {
-		if err := r.m.Advance(ctx, op); err != nil {
-			t.Fatal(err)
-		}
+	// The reconcile showed no free slot: the unattached ENI is deleted, not attached again, and the caller
+	// hears why (ErrNoDeviceIndex), so that it pauses its creates.
+	if err := r.m.Advance(ctx, op); !errors.Is(err, eni.ErrNoDeviceIndex) {
+		t.Fatalf("attach with no free slot = %v, want ErrNoDeviceIndex", err)
+	}
+	if err := r.m.Advance(ctx, op); err != nil {
+		t.Fatal(err)
 	}
 	if n := r.calls("AttachNetworkInterface") - attaches; n != 1 {
 		t.Fatalf("%d attach calls in all, want 1", n)

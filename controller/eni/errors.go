@@ -24,6 +24,9 @@ var (
 	// ErrNoPrefix: the subnet has free addresses but no free aligned /28 (InsufficientCidrBlocks: it is
 	// fragmented). Single IPs still work; prefixes may again once addresses are freed or reserved.
 	ErrNoPrefix = errors.New("subnet has no free /28 prefix")
+	// ErrNoDeviceIndex: the instance has no free device index for a new ENI (ENIs the books do not count hold
+	// the slots). The unused ENI is deleted; creating another will not help until a slot frees.
+	ErrNoDeviceIndex = errors.New("no free device index")
 	// ErrUnauthorized: IAM denies the call. Retrying will not help until the policy changes.
 	ErrUnauthorized = errors.New("not authorized for EC2 call")
 	// ErrRejected: any other definite refusal by EC2.

@@ -79,7 +79,8 @@ func (m *Manager) assign(ctx context.Context, eniID string, n int, prefixes bool
 }
 
 // UnassignIPs gives free slots of eniID (secondary IPs and /28 prefixes) back to the subnet. They leave the
-// pool when the op is journaled, before the call.
+// pool when the op is journaled, before the call. When EC2 refuses the call and still shows every one of
+// them on the ENI, the op is dropped: they are the pool's again, and the error (classified) says why.
 func (m *Manager) UnassignIPs(ctx context.Context, eniID string, ips []string) error {
 	op := journal.IPOp{OpID: NewOpID(), Kind: journal.UnassignIPs, ENI: eniID, IPs: ips, Since: m.clock.Now()}
 	err := m.books.Update(ctx, func(st *journal.State) error {
@@ -108,7 +109,7 @@ func (m *Manager) unassign(ctx context.Context, op journal.IPOp) error {
 			return err
 		}
 		// Refused, e.g. because a lost earlier answer already took some addresses away: keep in the op only
-		// the addresses EC2 still shows on the ENI.
+		// the addresses EC2 still shows on the ENI, and send it again.
 		ni, derr := m.describeOne(ctx, op.ENI)
 		if derr != nil {
 			return errors.Join(err, derr)
@@ -120,6 +121,11 @@ func (m *Manager) unassign(ctx context.Context, op journal.IPOp) error {
 					still = append(still, ip)
 				}
 			}
+		}
+		if len(still) == len(op.IPs) {
+			// EC2 took none of them (IAM denies the call, say): the op goes and its addresses are the pool's
+			// again. Sending it again every round would meet the same refusal; the caller backs off.
+			return errors.Join(err, m.dropIPOp(ctx, op.OpID))
 		}
 		if len(still) > 0 {
 			uerr := m.books.Update(ctx, func(st *journal.State) error {

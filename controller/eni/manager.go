@@ -8,6 +8,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -84,7 +86,9 @@ type Manager struct {
 	capWait  time.Duration
 	// fresh are ops whose Created record reserved a device index in this process and whose attach has not
 	// been called yet: their first attach needs no Describe. Lost on a crash, which is the point.
-	fresh   map[string]bool
+	fresh map[string]bool
+	// foreign are the ENIs someone else attached to the instance, as the last reconcile saw them: each takes
+	// one of the instance's ENI slots.
 	foreign map[string]bool
 	// addedAt and unassignedAt are when our own calls added or removed an IP, for as long as a Describe may
 	// lag behind them (VisibilityGrace); lostReported are pods' IPs EC2 stopped listing, reported once.
@@ -142,6 +146,14 @@ func (m *Manager) MaxENIs() int {
 		return m.limitCap
 	}
 	return m.cfg.MaxENIs
+}
+
+// Foreign returns the ENIs someone else attached to the instance (a trunk ENI, another CNI's, an operator's),
+// as the last reconcile saw them, sorted. Each takes one of the ENI slots MaxENIs counts.
+func (m *Manager) Foreign() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Sorted(maps.Keys(m.foreign))
 }
 
 // Bounds of how long a learned ENI limit holds before the node tries the instance type's again.

@@ -112,12 +112,14 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 	m.occupied = occupied
 	m.needReconcile = false
 	m.learnLimitLocked(len(occupied), now)
+	foreign := make(map[string]bool, len(rep.Foreign))
 	for _, id := range rep.Foreign {
+		foreign[id] = true
 		if !m.foreign[id] {
-			m.foreign[id] = true
-			m.log.Warn("ENI attached by someone else; leaving it alone", "eni", id)
+			m.log.Warn("ENI attached by someone else; leaving it alone (it takes one of the instance's ENI slots)", "eni", id)
 		}
 	}
+	m.foreign = foreign
 	m.mu.Unlock()
 	for _, id := range rep.Adopted {
 		m.log.Info("ENI adopted", "eni", id)

@@ -77,6 +77,16 @@ func (c Counts) Total() int {
 	return n
 }
 
+// SingleSlots is the number of slots holding a single IP rather than a prefix.
+func (c Counts) SingleSlots() int {
+	n := 0
+	for _, e := range c.ENIs {
+		// IPs = 16 per prefix + 1 per single, Slots = prefixes + singles.
+		n += (e.Slots*journal.PrefixAddrs - e.IPs) / (journal.PrefixAddrs - 1)
+	}
+	return n
+}
+
 // Assigned is the number of IPs given to pods.
 func (c Counts) Assigned() int {
 	n := 0
@@ -104,9 +114,12 @@ type Decision struct {
 	NewENI    bool
 	NewENIIPs int
 	// ReleaseIPs is how many surplus free addresses may be given back, in whole slots (View.Releasable); only
-	// empty prefixes when PrefixesOnly (prefix mode is off: they go, single IPs take their place).
+	// empty prefixes when PrefixesOnly (prefix mode is off: they go, single IPs take their place). At the ENI
+	// limit in prefix mode it may also be free single IPs whose slots are to take prefixes: Repack, which
+	// goes without the hysteresis.
 	ReleaseIPs   int
 	PrefixesOnly bool
+	Repack       bool
 	// ReleaseENI names an ENI with no pods whose release keeps the targets.
 	ReleaseENI string
 	// AtLimit is set when the pool is short but the ENI or pod limits forbid growing.
@@ -223,6 +236,10 @@ func (t Targets) Decide(l Limits, c Counts) Decision {
 				d.ReleaseENI = id
 				return d
 			}
+			if n := t.repack(l, c); n > 0 {
+				d.ReleaseIPs, d.Repack = n, true
+				return d
+			}
 			d.AtLimit = c.PendingENIs == 0
 			return d
 		}
@@ -238,6 +255,10 @@ func (t Targets) Decide(l Limits, c Counts) Decision {
 		if d.ReleaseIPs > 0 {
 			return d
 		}
+	}
+	if n := t.repack(l, c); n > 0 {
+		d.ReleaseIPs, d.Repack = n, true
+		return d
 	}
 	// Out of prefix mode, empty prefixes go back; the pool grows single IPs in their place if it needs to.
 	if !t.Prefixes {
@@ -285,6 +306,26 @@ func emptyRetired(c Counts) string {
 		}
 	}
 	return ""
+}
+
+// repack returns how many free single IPs to give back so that their slots take /28 prefixes, or 0. It
+// applies when prefixes are asked for again (prefix mode, no fallback) while every slot the node may hold is
+// taken, some by free single IPs: what the single-IP fallback leaves behind once it filled the ENIs. Nothing
+// else gives such a slot back, and the node would stay at one address a slot, below its max pods. All of
+// them go at once, so that pods that come meanwhile cannot take them back one by one; the pool then grows
+// prefixes in their slots as its targets ask.
+func (t Targets) repack(l Limits, c Counts) int {
+	if !t.Prefixes || t.Fallback || c.PendingENIs > 0 || c.PendingIPs > 0 || c.Total() >= t.MaxPodsFor(l) ||
+		len(c.ENIs) < t.maxENIs(l) || t.room(l, c) > 0 {
+		return 0
+	}
+	singles := 0
+	for _, e := range c.ENIs {
+		if !e.Closed {
+			singles += e.FreeSingles
+		}
+	}
+	return singles
 }
 
 // room is how many addresses the ENIs of c can still take on their free slots, at the current grain.

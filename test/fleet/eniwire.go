@@ -171,7 +171,7 @@ func opKey(op string) string { return "op:" + op }
 
 func (n *eniwireNode) assign(ctx context.Context, pod string) (string, error) {
 	a, err := n.ctl().Assign(ctx, api.AssignRequest{Attachment: api.Attachment{ContainerID: pod, IfName: "eth0"}, Netns: "/var/run/netns/" + pod})
-	if errors.Is(err, controller.ErrNoIP) || errors.Is(err, controller.ErrNotReady) {
+	if errors.Is(err, controller.ErrNoIP) || errors.Is(err, controller.ErrMaxPods) || errors.Is(err, controller.ErrNotReady) {
 		return "", errNoIP
 	}
 	if err != nil {
