@@ -301,11 +301,28 @@ func (p *ipam) podUp(ctx context.Context, a api.Assignment) error {
 	return p.dp.PodUp(ctx, podOf(a))
 }
 
-// restorePods replays the books' assignments into the datapath after a restart.
-func (p *ipam) restorePods(ctx context.Context) {
-	for _, a := range p.Assignments() {
-		if err := p.podUp(ctx, a); err != nil {
-			p.log.Warn("restoring pod datapath", "ip", a.IP, "container", a.ContainerID, "error", err)
-		}
+// podUpAgain sets the datapath of att's pod up again (podRepair), in the attachment's turn: a DEL that
+// comes meanwhile wins. A pod no longer assigned, or released meanwhile, needs nothing: ip "" and nil.
+func (p *ipam) podUpAgain(ctx context.Context, att api.Attachment) (ip string, err error) {
+	t, ctx, err := p.turns.take(ctx, att, true)
+	if errors.Is(err, errSuperseded) {
+		return "", nil
 	}
+	if err != nil {
+		return "", err
+	}
+	defer p.turns.finish(att, t)
+	p.books.mu.Lock()
+	var out *api.Assignment
+	if a := p.books.st.Assignment(att.ContainerID, att.IfName); a != nil {
+		out = p.toAPI(*a)
+	}
+	p.books.mu.Unlock()
+	if out == nil {
+		return "", nil
+	}
+	if err := p.podUp(ctx, *out); err != nil && !t.superseded.Load() {
+		return out.IP, err
+	}
+	return out.IP, nil
 }
