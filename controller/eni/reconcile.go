@@ -66,6 +66,7 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 	occupied := map[int]string{}
 	var gc []string
 	err = m.books.Update(ctx, func(st *journal.State) error {
+		m.forgetOldUnassigned(st, now)
 		for i := range attached {
 			ni := &attached[i]
 			id := aws.ToString(ni.NetworkInterfaceId)

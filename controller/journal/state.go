@@ -139,6 +139,15 @@ type Cooldown struct {
 	Until time.Time `json:"until"`
 }
 
+// Unassigned is a secondary IP our own unassign took from an ENI, remembered for as long as a Describe may
+// still list it there (EC2's eventual consistency), so that a listing that lags, even one read by a new
+// process after a restart, does not put it back in the pool.
+type Unassigned struct {
+	IP  string    `json:"ip"`
+	ENI string    `json:"eni"`
+	At  time.Time `json:"at"`
+}
+
 // State is everything the journal holds.
 type State struct {
 	Version     int          `json:"version"`
@@ -148,6 +157,7 @@ type State struct {
 	IPOps       []IPOp       `json:"ipOps,omitempty"`
 	Assignments []Assignment `json:"assignments"`
 	Cooldowns   []Cooldown   `json:"cooldowns,omitempty"`
+	Unassigned  []Unassigned `json:"unassigned,omitempty"`
 }
 
 // ENIByOp returns the ENI record of an operation, or nil.
@@ -202,5 +212,6 @@ func (s *State) Clone() *State {
 	}
 	c.Assignments = slices.Clone(s.Assignments)
 	c.Cooldowns = slices.Clone(s.Cooldowns)
+	c.Unassigned = slices.Clone(s.Unassigned)
 	return &c
 }
