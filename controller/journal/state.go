@@ -23,6 +23,9 @@ const (
 	Ready ENIState = "ready"
 	// Releasing: on its way out (detach, wait for available, delete); its IPs are no longer handed out.
 	Releasing ENIState = "releasing"
+	// Moved: EC2 shows it attached to another instance. Its IPs are no longer handed out; the record stays
+	// while pods hold its IPs (their traffic is broken), and goes with the last of them.
+	Moved ENIState = "moved"
 )
 
 // ReleaseStep is the step of a release that was journaled before its call.
