@@ -25,15 +25,7 @@ func TestAnENIMovedToAnotherInstanceLeavesThePool(t *testing.T) {
 	cfg.WarmIPTarget = 4
 	node := w.startWith(cfg, controller.Deps{Registerer: reg}).node
 	waitReady(t, node)
-	perENI := w.nodeInfo().IPv4PerENI - 1
-	for i := range perENI + 2 {
-		assignRetrying(t, node, fmt.Sprintf("pod-%d", i))
-	}
-	sec := secondary(node.Snapshot())
-	if len(sec) == 0 {
-		t.Fatal("no secondary ENI holds pods")
-	}
-	moved := sec[0]
+	moved := w.podsOnASecondary(t, node)
 	var pods []string
 	for _, a := range node.Snapshot().Assignments {
 		if a.ENI == moved.ID {

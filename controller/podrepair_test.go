@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 )
 
@@ -92,14 +93,9 @@ func (d *netdevs) stale(node *controller.Node) error {
 	return errors.Join(errs...)
 }
 
-// TestPodsOfAReattachedENIGetTheirDatapathBack: someone detaches a secondary ENI that holds pods; the node
-// attaches it again, and its interface comes back with a new index. The pods' datapath entries must be
-// rewritten for it, not left pointing at the old interface.
-func TestPodsOfAReattachedENIGetTheirDatapathBack(t *testing.T) {
-	w := newWorld(t, "m5.large", 200)
-	dp := newNetdevs()
-	node := w.startWith(fastConfig(w.dir), controller.Deps{Datapath: dp}).node
-	waitReady(t, node)
+// podsOnASecondary fills the primary ENI with pods and puts two more on a secondary one, which it returns.
+func (w *world) podsOnASecondary(t *testing.T, node *controller.Node) journal.ENI {
+	t.Helper()
 	perENI := w.nodeInfo().IPv4PerENI - 1
 	for i := range perENI + 2 {
 		assignRetrying(t, node, fmt.Sprintf("pod-%d", i))
@@ -108,21 +104,33 @@ func TestPodsOfAReattachedENIGetTheirDatapathBack(t *testing.T) {
 	if len(sec) == 0 {
 		t.Fatal("no secondary ENI holds pods")
 	}
+	return sec[0]
+}
+
+// TestPodsOfAReattachedENIGetTheirDatapathBack: someone detaches a secondary ENI that holds pods; the node
+// attaches it again, and its interface comes back with a new index. The pods' datapath entries must be
+// rewritten for it, not left pointing at the old interface.
+func TestPodsOfAReattachedENIGetTheirDatapathBack(t *testing.T) {
+	w := newWorld(t, "m5.large", 200)
+	dp := newNetdevs()
+	node := w.startWith(fastConfig(w.dir), controller.Deps{Datapath: dp}).node
+	waitReady(t, node)
+	sec := w.podsOnASecondary(t, node)
 	if err := dp.stale(node); err != nil {
 		t.Fatalf("before the detach: %v", err)
 	}
 	outsider := w.ec2(nil)
 	if _, err := outsider.DetachNetworkInterface(context.Background(), &ec2.DetachNetworkInterfaceInput{
-		AttachmentId: aws.String(sec[0].AttachmentID), Force: aws.Bool(true)}); err != nil {
+		AttachmentId: aws.String(sec.AttachmentID), Force: aws.Bool(true)}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, "the ENI detached behind the node's back attached again", func() error {
 		for _, e := range secondary(node.Snapshot()) {
-			if e.ID == sec[0].ID && e.AttachmentID != sec[0].AttachmentID {
+			if e.ID == sec.ID && e.AttachmentID != sec.AttachmentID {
 				return nil
 			}
 		}
-		return fmt.Errorf("ENI %s not attached again yet", sec[0].ID)
+		return fmt.Errorf("ENI %s not attached again yet", sec.ID)
 	})
 	eventually(t, 20*time.Second, "every pod's entry pointing at its ENI's interface", func() error { return dp.stale(node) })
 }

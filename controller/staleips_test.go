@@ -92,12 +92,7 @@ func TestIPsUnassignedOutsideEniwireLeaveTheBooks(t *testing.T) {
 func TestOurOwnUnassignsAreNotResurrectedByALaggingDescribe(t *testing.T) {
 	w := newWorld(t, "m5.large", 200)
 	lag := 90 * time.Second
-	w.sim.Faults().SetUnassignLag(lag)
-	cfg := fastConfig(w.dir)
-	cfg.WarmIPTarget = 2
-	r := w.start(cfg, nil, nil)
-	waitReady(t, r.node)
-	unassigned := w.giveSurplusBack(t, r.node)
+	r, unassigned := w.giveSurplusBackWithLag(t, lag)
 	w.passVirtual(2*lag, func() { w.noneBack(t, r.node, unassigned) })
 }
 
@@ -108,14 +103,9 @@ func TestOurOwnUnassignsAreNotResurrectedByALaggingDescribe(t *testing.T) {
 func TestARestartWithinTheDescribeLagDoesNotResurrectOurUnassigns(t *testing.T) {
 	w := newWorld(t, "m5.large", 200)
 	lag := 90 * time.Second
-	w.sim.Faults().SetUnassignLag(lag)
-	cfg := fastConfig(w.dir)
-	cfg.WarmIPTarget = 2
-	r := w.start(cfg, nil, nil)
-	waitReady(t, r.node)
-	unassigned := w.giveSurplusBack(t, r.node)
+	r, unassigned := w.giveSurplusBackWithLag(t, lag)
 	r.stop()
-	r = w.start(cfg, nil, nil)
+	r = w.start(surplusConfig(w.dir), nil, nil)
 	waitReady(t, r.node)
 	for i := range 8 {
 		a := assignRetrying(t, r.node, fmt.Sprintf("later-%d", i))
@@ -126,10 +116,22 @@ func TestARestartWithinTheDescribeLagDoesNotResurrectOurUnassigns(t *testing.T) 
 	w.passVirtual(lag/2, func() { w.noneBack(t, r.node, unassigned) })
 }
 
-// giveSurplusBack assigns six pods and releases them, so that the node gives the surplus IPs back, and returns
-// those the books held that EC2 no longer holds on their ENI (by IP) once there are some.
-func (w *world) giveSurplusBack(t *testing.T, node *controller.Node) map[string]string {
+// surplusConfig keeps two warm IPs, so that released pods leave a surplus to give back.
+func surplusConfig(dir string) controller.Config {
+	cfg := fastConfig(dir)
+	cfg.WarmIPTarget = 2
+	return cfg
+}
+
+// giveSurplusBackWithLag starts a node (surplusConfig) while EC2's Describe lists unassigned IPs for lag,
+// assigns six pods and releases them, so that the node gives the surplus IPs back, and returns the node and
+// the IPs the books held that EC2 no longer holds on their ENI (by IP) once there are some.
+func (w *world) giveSurplusBackWithLag(t *testing.T, lag time.Duration) (*running, map[string]string) {
 	t.Helper()
+	w.sim.Faults().SetUnassignLag(lag)
+	r := w.start(surplusConfig(w.dir), nil, nil)
+	node := r.node
+	waitReady(t, node)
 	for i := range 6 {
 		assignRetrying(t, node, fmt.Sprintf("pod-%d", i))
 	}
@@ -155,7 +157,7 @@ func (w *world) giveSurplusBack(t *testing.T, node *controller.Node) map[string]
 		}
 		return nil
 	})
-	return unassigned
+	return r, unassigned
 }
 
 // ec2IPs returns the secondary IPs EC2 holds on each ENI, by IP.
