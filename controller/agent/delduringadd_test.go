@@ -87,7 +87,11 @@ func TestADELDuringItsADDWins(t *testing.T) {
 		a, err := client.Assign(context.Background(), api.AssignRequest{Attachment: att, HostVeth: "eniwc1"})
 		add <- result{a, err}
 	}()
-	<-dp.entered
+	select {
+	case <-dp.entered:
+	case r := <-add:
+		t.Fatalf("the ADD answered %+v, %v without setting up the datapath", r.a, r.err)
+	}
 	ip := node.Snapshot().Assignment("c1", "eth0").IP
 	go func() {
 		r, err := client.Release(context.Background(), api.ReleaseRequest{Attachment: att})
