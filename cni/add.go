@@ -59,7 +59,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	// pod's IP. Whatever the routes did, the answer is read, so an assignment is never left behind.
 	att := api.Attachment{ContainerID: args.ContainerID, IfName: args.IfName}
 	pending := inv.agent.SendAssign(inv.ctx, api.AssignRequest{
-		Attachment: att, Network: inv.conf.Name, Netns: args.Netns, Pod: pod.PodIdentity,
+		Attachment: att, Network: inv.conf.Name, Netns: absolute(args.Netns), Pod: pod.PodIdentity,
 		HostVeth: hostName, HostIfindex: veth.HostIndex,
 	})
 	routeErr := podNS.RouteViaHost(veth.PodIndex, veth.HostMAC)

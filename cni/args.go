@@ -2,6 +2,7 @@ package cni
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -61,6 +62,16 @@ func validateCmd(args *skel.CmdArgs, needNetns bool) error {
 		return types.NewError(types.ErrInvalidEnvironmentVariables, "eniwire: CNI_NETNS is missing", "")
 	}
 	return nil
+}
+
+// absolute resolves a CNI_NETNS relative to the plugin's working directory (the runtime's), which only the
+// plugin knows: the agent judges from the path whether the pod's namespace is gone. A path that cannot be
+// resolved is sent as it came (the agent cannot judge a relative one, and keeps its pod).
+func absolute(netns string) string {
+	if abs, err := filepath.Abs(netns); err == nil {
+		return abs
+	}
+	return netns
 }
 
 // hostVethName names the host side after the pod, so it reads the same across restarts of the plugin; without

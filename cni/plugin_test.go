@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -485,4 +487,29 @@ func testReAddAfterDel(t *testing.T, held bool) {
 		t.Fatalf("second DEL: %v", err)
 	}
 	assertNothingLeft(t, h, pod)
+}
+
+// TestAddTellsTheAgentAnAbsoluteNetnsPath: CNI_NETNS may be relative to the runtime's working directory,
+// which the plugin inherits and the agent does not: the agent, which judges from the path whether a pod's
+// namespace is gone, must get it absolute.
+func TestAddTellsTheAgentAnAbsoluteNetnsPath(t *testing.T) {
+	h := newHarness(t)
+	pod := cnitest.NewNS(t)
+	cwd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	relative, err := filepath.Rel(cwd, pod.Path())
+	if err != nil || filepath.IsAbs(relative) {
+		t.Fatalf("no relative path from %s to %s: %q, %v", cwd, pod.Path(), relative, err)
+	}
+	args := podArgs("relative", pod, h.conf("1.1.0", nil))
+	args.Netns = relative
+	if _, err := h.run(add, args); err != nil {
+		t.Fatalf("ADD with CNI_NETNS %q: %v", relative, err)
+	}
+	as := h.agent.Assignments()
+	if len(as) != 1 || as[0].Netns != pod.Path() {
+		t.Fatalf("the agent was told %+v, want the netns %s", as, pod.Path())
+	}
 }

@@ -26,7 +26,7 @@ func (m *poolManager) advancePending(ctx context.Context) {
 	var ops []string
 	m.books.View(func(st *journal.State) {
 		for _, e := range st.ENIs {
-			if e.State != journal.Ready && !(e.State == journal.Attached && e.Primary) {
+			if e.State != journal.Ready && e.State != journal.Moved && !(e.State == journal.Attached && e.Primary) {
 				ops = append(ops, e.OpID)
 			}
 		}
@@ -81,7 +81,7 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 			return moved
 		}
 		rec, ok := m.eni.Record(opID)
-		if !ok || rec.State == journal.Ready {
+		if !ok || rec.State == journal.Ready || rec.State == journal.Moved {
 			m.clearBackoff(opID)
 			return moved
 		}

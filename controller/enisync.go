@@ -23,6 +23,9 @@ type eniSync struct {
 	up map[string]dptypes.ENI
 	// failing are the ENIs whose ENIUp failed last time, so the failure is logged once, not per round.
 	failing map[string]bool
+	// cameUp is told each ENI the datapath has just brought up: its pods' entries must name its interface,
+	// which is a new one when the ENI was detached and attached again.
+	cameUp func(eniID string)
 }
 
 // isUp reports whether the datapath has brought the ENI up.
@@ -52,6 +55,7 @@ func (s *eniSync) sync(ctx context.Context) {
 		s.mu.Lock()
 		s.up[id] = e
 		s.mu.Unlock()
+		s.cameUp(id)
 	}
 	s.mu.RLock()
 	var down []dptypes.ENI

@@ -53,6 +53,9 @@ type ipam struct {
 	podMTU int
 	// avail says whether a free IP can be served now (see pool.View.Pick).
 	avail func(eniID, ip string) bool
+
+	// turns puts the requests for one attachment in line (turns.go).
+	turns attachmentTurns
 }
 
 func validAttachment(a api.Attachment) error {
@@ -71,6 +74,12 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 	if ok, why := p.ready(); !ok {
 		return nil, fmt.Errorf("%w: %s", ErrNotReady, why)
 	}
+	// A retry waits for the attempt ahead of it; a DEL that comes meanwhile supersedes both.
+	t, ctx, err := p.turns.take(ctx, req.Attachment, true)
+	if err != nil {
+		return nil, fmt.Errorf("assigning an IP to %s: %w", req.ContainerID, err)
+	}
+	defer p.turns.finish(req.Attachment, t)
 	p.books.mu.Lock()
 	if a := p.books.st.Assignment(req.ContainerID, req.IfName); a != nil {
 		out := p.toAPI(*a)
@@ -81,7 +90,10 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 			return nil, fmt.Errorf("journaling assignment of %s: %w", out.IP, err)
 		}
 		p.metrics.assigns.WithLabelValues("repeat").Inc()
-		return out, p.podUp(ctx, *out)
+		if err := p.podUp(ctx, *out); err != nil {
+			return nil, err
+		}
+		return out, supersededErr(t, out.IP)
 	}
 	now := p.clock.Now()
 	view := pool.NewView(p.books.st, now)
@@ -130,7 +142,13 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		p.metrics.assigns.WithLabelValues("error").Inc()
 		return nil, fmt.Errorf("journaling assignment of %s: %w", ip, err)
 	}
-	if err := p.podUp(ctx, *out); err != nil {
+	err = p.podUp(ctx, *out)
+	if t.superseded.Load() {
+		// The DEL waiting behind this ADD releases the IP and tears the datapath down.
+		p.metrics.assigns.WithLabelValues("error").Inc()
+		return nil, supersededErr(t, ip)
+	}
+	if err != nil {
 		// Nobody has heard of this IP yet, so no connection can have used it: it goes back without cooldown.
 		if _, rerr := p.release(context.WithoutCancel(ctx), req.Attachment, false); rerr != nil {
 			err = errors.Join(err, rerr)
@@ -150,7 +168,22 @@ func (p *ipam) Release(ctx context.Context, req api.ReleaseRequest) (*api.Releas
 	if err := validAttachment(req.Attachment); err != nil {
 		return nil, err
 	}
+	// Behind the ADDs of the attachment in flight, which this DEL supersedes: its PodDown comes after their
+	// PodUp, whatever they were doing.
+	t, _, err := p.turns.take(ctx, req.Attachment, false)
+	if err != nil {
+		return nil, fmt.Errorf("releasing the IP of %s: %w", req.ContainerID, err)
+	}
+	defer p.turns.finish(req.Attachment, t)
 	return p.release(ctx, req.Attachment, !req.Unused)
+}
+
+// supersededErr is errSuperseded, naming ip, when a DEL superseded the ADD of turn t; nil otherwise.
+func supersededErr(t *turn, ip string) error {
+	if !t.superseded.Load() {
+		return nil
+	}
+	return fmt.Errorf("setting up datapath for %s: %w", ip, errSuperseded)
 }
 
 // release removes the attachment's assignment and tears its datapath down; with cooldown the IP waits out the
@@ -276,11 +309,28 @@ func (p *ipam) podUp(ctx context.Context, a api.Assignment) error {
 	return p.dp.PodUp(ctx, podOf(a))
 }
 
-// restorePods replays the books' assignments into the datapath after a restart.
-func (p *ipam) restorePods(ctx context.Context) {
-	for _, a := range p.Assignments() {
-		if err := p.podUp(ctx, a); err != nil {
-			p.log.Warn("restoring pod datapath", "ip", a.IP, "container", a.ContainerID, "error", err)
-		}
+// podUpAgain sets the datapath of att's pod up again (podRepair), in the attachment's turn: a DEL that
+// comes meanwhile wins. A pod no longer assigned, or released meanwhile, needs nothing: ip "" and nil.
+func (p *ipam) podUpAgain(ctx context.Context, att api.Attachment) (ip string, err error) {
+	t, ctx, err := p.turns.take(ctx, att, true)
+	if errors.Is(err, errSuperseded) {
+		return "", nil
 	}
+	if err != nil {
+		return "", err
+	}
+	defer p.turns.finish(att, t)
+	p.books.mu.Lock()
+	var out *api.Assignment
+	if a := p.books.st.Assignment(att.ContainerID, att.IfName); a != nil {
+		out = p.toAPI(*a)
+	}
+	p.books.mu.Unlock()
+	if out == nil {
+		return "", nil
+	}
+	if err := p.podUp(ctx, *out); err != nil && !t.superseded.Load() {
+		return out.IP, err
+	}
+	return out.IP, nil
 }

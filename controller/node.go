@@ -34,6 +34,7 @@ type Node struct {
 	books  *books        // the journaled state; its own lock
 	ipam   *ipam         // Assign/Release/Check/GC over the books and the datapath; any goroutine
 	enis   *eniSync      // the datapath's ENIs; Run loop only
+	repair *podRepair    // sets pods' datapath up again (start, ENI back, failures); Run loop only
 	pool   *poolManager  // moves the pool toward its targets; Run loop only (backoffs: their own lock)
 	house  *housekeeping // reconcile and orphan-sweep pacing; Run loop only (answered: atomic)
 	status *poolStatus   // the pool's status line; its own lock
@@ -114,7 +115,9 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	if r, ok := deps.Datapath.(interface{ RemovesHostVeth() bool }); ok {
 		n.ipam.removesVeth = r.RemovesHostVeth()
 	}
-	n.enis = &eniSync{books: n.books, dp: deps.Datapath, log: log, up: map[string]dptypes.ENI{}, failing: map[string]bool{}}
+	n.repair = &podRepair{ipam: n.ipam, clock: deps.Clock, log: log, due: map[api.Attachment]*repairTry{}}
+	n.enis = &eniSync{books: n.books, dp: deps.Datapath, log: log, up: map[string]dptypes.ENI{}, failing: map[string]bool{},
+		cameUp: n.repair.eniUp}
 	n.pool = &poolManager{books: n.books, eni: n.eni, targets: targets, limits: limits, releaseDelay: cfg.ReleaseDelay,
 		poolInterval: cfg.PoolInterval, subnetID: deps.Node.SubnetID, urgent: deps.Urgent, clock: deps.Clock, log: log,
 		metrics: m, status: n.status, wake: n.Wake, place: n.place, backoffs: map[string]backoff{}, driving: map[string]bool{},
@@ -190,12 +193,13 @@ func (n *Node) GC(ctx context.Context, req api.GCRequest) (*api.GCResponse, erro
 	return n.ipam.GC(ctx, req)
 }
 
-// Run restores the datapath from the books, then runs the pool manager until ctx ends, or until the journal
+// Run sets the datapath up from the books, then runs the pool manager until ctx ends, or until the journal
 // fails: then it returns that failure (see Healthy) and makes no further EC2 call.
 func (n *Node) Run(ctx context.Context) error {
 	n.place.observe(ctx, n.books)
 	n.enis.sync(ctx)
-	n.ipam.restorePods(ctx)
+	n.repair.all()
+	n.repair.run(ctx)
 	if j := n.cfg.StartJitter; j > 0 {
 		if err := n.clock.Sleep(ctx, time.Duration(rand.Int64N(int64(j)))); err != nil {
 			return nil
@@ -218,8 +222,8 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 }
 
-// tick is one round of the Run loop: reconcile when due, settle unfinished operations, then move the pool
-// toward its targets.
+// tick is one round of the Run loop: reconcile when due, settle unfinished operations, move the pool toward
+// its targets, then set up the pods' datapath that needs it.
 func (n *Node) tick(ctx context.Context) {
 	if n.books.Broken() != nil {
 		return
@@ -236,6 +240,7 @@ func (n *Node) tick(ctx context.Context) {
 	// through to the pool made nodes plan one ENI too many, create it and delete it unattached: 642 wasted
 	// creates in a 1,000-node rollout.)
 	if !n.house.answered.Load() {
+		n.repair.run(ctx)
 		return
 	}
 	n.vpc.refresh(ctx, now)
@@ -251,5 +256,6 @@ func (n *Node) tick(ctx context.Context) {
 		}
 		n.enis.sync(ctx)
 	}
+	n.repair.run(ctx)
 	n.metrics.refresh()
 }

@@ -4,19 +4,15 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/eniwire/eniwire/controller"
 	"github.com/eniwire/eniwire/controller/api"
-	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/journal"
-	"github.com/eniwire/eniwire/internal/clock"
 )
 
 // booksIPs returns every secondary IP the books hold, by ENI.
@@ -91,112 +87,103 @@ func TestIPsUnassignedOutsideEniwireLeaveTheBooks(t *testing.T) {
 	}
 }
 
-// laggingDescribe shows, for lag after each successful UnassignPrivateIpAddresses, the unassigned IPs still on
-// their ENI in DescribeNetworkInterfaces answers: EC2's eventual consistency right after our own unassign.
-type laggingDescribe struct {
-	ec2client.EC2API
-	clk clock.Clock
-	lag time.Duration
-
-	mu   sync.Mutex
-	gone map[string]unassigned // by IP
-}
-
-type unassigned struct {
-	eni string
-	at  time.Time
-}
-
-func (l *laggingDescribe) UnassignPrivateIpAddresses(ctx context.Context, in *ec2.UnassignPrivateIpAddressesInput, o ...func(*ec2.Options)) (*ec2.UnassignPrivateIpAddressesOutput, error) {
-	out, err := l.EC2API.UnassignPrivateIpAddresses(ctx, in, o...)
-	if err == nil {
-		l.mu.Lock()
-		for _, ip := range in.PrivateIpAddresses {
-			l.gone[ip] = unassigned{eni: aws.ToString(in.NetworkInterfaceId), at: l.clk.Now()}
-		}
-		l.mu.Unlock()
-	}
-	return out, err
-}
-
-func (l *laggingDescribe) AssignPrivateIpAddresses(ctx context.Context, in *ec2.AssignPrivateIpAddressesInput, o ...func(*ec2.Options)) (*ec2.AssignPrivateIpAddressesOutput, error) {
-	out, err := l.EC2API.AssignPrivateIpAddresses(ctx, in, o...)
-	if err == nil {
-		l.mu.Lock()
-		for _, a := range out.AssignedPrivateIpAddresses {
-			delete(l.gone, aws.ToString(a.PrivateIpAddress))
-		}
-		l.mu.Unlock()
-	}
-	return out, err
-}
-
-func (l *laggingDescribe) DescribeNetworkInterfaces(ctx context.Context, in *ec2.DescribeNetworkInterfacesInput, o ...func(*ec2.Options)) (*ec2.DescribeNetworkInterfacesOutput, error) {
-	out, err := l.EC2API.DescribeNetworkInterfaces(ctx, in, o...)
-	if err != nil {
-		return out, err
-	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	now := l.clk.Now()
-	for i := range out.NetworkInterfaces {
-		ni := &out.NetworkInterfaces[i]
-		for ip, u := range l.gone {
-			if u.eni == aws.ToString(ni.NetworkInterfaceId) && now.Sub(u.at) < l.lag {
-				ni.PrivateIpAddresses = append(ni.PrivateIpAddresses, types.NetworkInterfacePrivateIpAddress{
-					PrivateIpAddress: aws.String(ip), Primary: aws.Bool(false)})
-			}
-		}
-	}
-	return out, nil
-}
-
-// stale returns the IPs the node unassigned that are still in their lag window or younger than window.
-func (l *laggingDescribe) unassignedWithin(window time.Duration) map[string]string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := map[string]string{}
-	for ip, u := range l.gone {
-		if l.clk.Since(u.at) < window {
-			out[ip] = u.eni
-		}
-	}
-	return out
-}
-
 // TestOurOwnUnassignsAreNotResurrectedByALaggingDescribe: right after our UnassignPrivateIpAddresses a
 // Describe may still list the IPs. The reconcile must not take them back as free IPs.
 func TestOurOwnUnassignsAreNotResurrectedByALaggingDescribe(t *testing.T) {
 	w := newWorld(t, "m5.large", 200)
 	lag := 90 * time.Second
-	api := &laggingDescribe{EC2API: w.ec2(nil), clk: w.clk, lag: lag, gone: map[string]unassigned{}}
-	cfg := fastConfig(w.dir)
-	cfg.WarmIPTarget = 2
-	r := w.start(cfg, api, nil)
+	r, unassigned := w.giveSurplusBackWithLag(t, lag)
+	w.passVirtual(2*lag, func() { w.noneBack(t, r.node, unassigned) })
+}
+
+// TestARestartWithinTheDescribeLagDoesNotResurrectOurUnassigns: the node gives surplus IPs back and is
+// restarted at once, while EC2's Describe still lists them on their ENI. The new process has no memory of
+// the unassign but what the journal holds: those IPs must not come back into the pool on that stale listing,
+// nor be handed to a pod (EC2 may have given them to another node already).
+func TestARestartWithinTheDescribeLagDoesNotResurrectOurUnassigns(t *testing.T) {
+	w := newWorld(t, "m5.large", 200)
+	lag := 90 * time.Second
+	r, unassigned := w.giveSurplusBackWithLag(t, lag)
+	r.stop()
+	r = w.start(surplusConfig(w.dir), nil, nil)
 	waitReady(t, r.node)
+	for i := range 8 {
+		a := assignRetrying(t, r.node, fmt.Sprintf("later-%d", i))
+		if eni, ok := unassigned[a.IP]; ok && w.ec2IPs()[a.IP] != eni {
+			t.Fatalf("pod later-%d got %s, which the node unassigned from %s before its restart", i, a.IP, eni)
+		}
+	}
+	w.passVirtual(lag/2, func() { w.noneBack(t, r.node, unassigned) })
+}
+
+// surplusConfig keeps two warm IPs, so that released pods leave a surplus to give back.
+func surplusConfig(dir string) controller.Config {
+	cfg := fastConfig(dir)
+	cfg.WarmIPTarget = 2
+	return cfg
+}
+
+// giveSurplusBackWithLag starts a node (surplusConfig) while EC2's Describe lists unassigned IPs for lag,
+// assigns six pods and releases them, so that the node gives the surplus IPs back, and returns the node and
+// the IPs the books held that EC2 no longer holds on their ENI (by IP) once there are some.
+func (w *world) giveSurplusBackWithLag(t *testing.T, lag time.Duration) (*running, map[string]string) {
+	t.Helper()
+	w.sim.Faults().SetUnassignLag(lag)
+	r := w.start(surplusConfig(w.dir), nil, nil)
+	node := r.node
+	waitReady(t, node)
 	for i := range 6 {
-		assignRetrying(t, r.node, fmt.Sprintf("pod-%d", i))
+		assignRetrying(t, node, fmt.Sprintf("pod-%d", i))
 	}
 	for i := range 6 {
-		if _, err := r.node.Release(context.Background(), api0Release(fmt.Sprintf("pod-%d", i))); err != nil {
+		if _, err := node.Release(context.Background(), api0Release(fmt.Sprintf("pod-%d", i))); err != nil {
 			t.Fatal(err)
 		}
 	}
+	held := map[string]string{}
+	unassigned := map[string]string{}
 	eventually(t, 30*time.Second, "the surplus given back", func() error {
-		if len(api.unassignedWithin(time.Hour)) == 0 {
+		for ip, eni := range booksIPs(node.Snapshot()) {
+			held[ip] = eni
+		}
+		inEC2 := w.ec2IPs()
+		for ip, eni := range held {
+			if inEC2[ip] != eni {
+				unassigned[ip] = eni
+			}
+		}
+		if len(unassigned) == 0 {
 			return fmt.Errorf("no unassign yet")
 		}
 		return nil
 	})
-	w.passVirtual(2*lag, func() {
-		books := booksIPs(r.node.Snapshot())
-		for ip, eni := range api.unassignedWithin(2 * lag) {
-			if books[ip] == eni {
-				t.Fatalf("IP %s, unassigned from %s by the node, is back in the books after a lagging Describe", ip, eni)
-			}
+	return r, unassigned
+}
+
+// ec2IPs returns the secondary IPs EC2 holds on each ENI, by IP.
+func (w *world) ec2IPs() map[string]string {
+	out := map[string]string{}
+	for _, e := range w.sim.Snapshot().ENIs {
+		for _, ip := range e.IPs {
+			out[ip] = e.ID
 		}
-	})
-	_ = controller.Gateway
+	}
+	return out
+}
+
+// noneBack fails t when an IP of unassigned is a free IP of the books while EC2 does not hold it on its ENI,
+// before and after the books are read (an unassign takes an IP out of the books only after its call).
+func (w *world) noneBack(t *testing.T, node *controller.Node, unassigned map[string]string) {
+	t.Helper()
+	before := w.ec2IPs()
+	st := node.Snapshot()
+	after := w.ec2IPs()
+	for ip, eni := range booksIPs(st) {
+		leaving := slices.ContainsFunc(st.IPOps, func(op journal.IPOp) bool { return slices.Contains(op.IPs, ip) })
+		if unassigned[ip] == eni && !leaving && before[ip] != eni && after[ip] != eni {
+			t.Fatalf("IP %s, unassigned by the node from %s, is back in the books after a lagging Describe", ip, eni)
+		}
+	}
 }
 
 func api0Release(cid string) api.ReleaseRequest {

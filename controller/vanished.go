@@ -32,9 +32,10 @@ type vanishedPods struct {
 
 // netnsGone reports whether the network namespace at path is gone: the path does not exist although its
 // directory does. When the directory itself is not visible (the agent's mounts do not show it) it cannot
-// tell, and says not gone.
+// tell, and says not gone; nor when the path is relative: CNI_NETNS is then relative to the working
+// directory of the runtime that ran the plugin, which the agent does not know (the plugin sends it absolute).
 func netnsGone(path string) bool {
-	if path == "" {
+	if path == "" || !filepath.IsAbs(path) {
 		return false
 	}
 	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {

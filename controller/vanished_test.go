@@ -50,3 +50,27 @@ func TestAssignmentsOfPodsWhoseNetnsVanishedAreReleased(t *testing.T) {
 		t.Fatal("the assignment of a pod whose netns exists was released")
 	}
 }
+
+// TestAPodWhoseNetnsPathIsRelativeIsNotJudgedVanished: CNI_NETNS may be relative to the runtime's working
+// directory, which the agent does not know: resolved against the agent's own, such a path names nothing,
+// although the pod lives. The agent cannot judge it, so it keeps the assignment.
+func TestAPodWhoseNetnsPathIsRelativeIsNotJudgedVanished(t *testing.T) {
+	w := newWorld(t, "m5.large", 200)
+	r := w.start(fastConfig(w.dir), nil, nil)
+	waitReady(t, r.node)
+	// Relative to the directory the runtime ran the plugin in; the agent's (the test's) has no such file.
+	relative := "cni-netns-of-a-live-pod"
+	if _, err := os.Stat(relative); err == nil {
+		t.Fatalf("%s exists in the test's working directory; the test would prove nothing", relative)
+	}
+	eventually(t, 30*time.Second, "assigning the pod", func() error {
+		_, err := r.node.Assign(context.Background(), api.AssignRequest{
+			Attachment: api.Attachment{ContainerID: "live", IfName: "eth0"}, Netns: relative})
+		return err
+	})
+	w.passVirtual(6*time.Minute, func() { // three times the default grace
+		if r.node.Snapshot().Assignment("live", "eth0") == nil {
+			t.Fatalf("the assignment of a pod whose netns path %q is relative was released as vanished", relative)
+		}
+	})
+}

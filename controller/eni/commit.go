@@ -169,6 +169,7 @@ func (m *Manager) create(ctx context.Context, rec journal.ENI) error {
 			return nil
 		}
 		fillFromEC2(e, ni)
+		forgetUnassigned(st, e.IPs)
 		e.State = journal.Created
 		e.Since = m.clock.Now()
 		e.Attempts, e.LastError = 0, ""
@@ -184,7 +185,7 @@ func (m *Manager) create(ctx context.Context, rec journal.ENI) error {
 	if err != nil {
 		return fmt.Errorf("journaling created ENI %s: %w", aws.ToString(ni.NetworkInterfaceId), err)
 	}
-	m.noteOwnIPs(slotsOf(ni), nil)
+	m.noteAssigned(slotsOf(ni))
 	if reserved {
 		m.mu.Lock()
 		m.fresh[rec.OpID] = true

@@ -67,13 +67,14 @@ func (m *Manager) assign(ctx context.Context, eniID string, n int, prefixes bool
 				}
 			}
 		}
+		forgetUnassigned(st, ips)
 		st.IPOps = slices.DeleteFunc(st.IPOps, func(o journal.IPOp) bool { return o.OpID == op.OpID })
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("journaling IPs of ENI %s: %w", eniID, err)
 	}
-	m.noteOwnIPs(ips, nil)
+	m.noteAssigned(ips)
 	m.log.Info("IPs assigned to ENI", "eni", eniID, "count", len(ips), "prefixes", prefixes)
 	return nil
 }
@@ -145,12 +146,12 @@ func (m *Manager) unassign(ctx context.Context, op journal.IPOp) error {
 		}
 		st.Cooldowns = slices.DeleteFunc(st.Cooldowns, func(c journal.Cooldown) bool { return journal.CoveredBy(op.IPs, c.IP) })
 		st.IPOps = slices.DeleteFunc(st.IPOps, func(o journal.IPOp) bool { return o.OpID == op.OpID })
+		m.rememberUnassigned(st, op.ENI, op.IPs)
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("journaling released IPs of ENI %s: %w", op.ENI, err)
 	}
-	m.noteOwnIPs(nil, op.IPs)
 	m.log.Info("IPs released from ENI", "eni", op.ENI, "count", len(op.IPs))
 	return nil
 }

@@ -90,10 +90,10 @@ type Manager struct {
 	// foreign are the ENIs someone else attached to the instance, as the last reconcile saw them: each takes
 	// one of the instance's ENI slots.
 	foreign map[string]bool
-	// addedAt and unassignedAt are when our own calls added or removed an IP, for as long as a Describe may
-	// lag behind them (VisibilityGrace); lostReported are pods' IPs EC2 stopped listing, reported once.
+	// addedAt is when our own calls added an IP, for as long as a Describe may lag behind them
+	// (VisibilityGrace; our unassigns are journaled: journal.State.Unassigned); lostReported are pods' IPs
+	// EC2 stopped listing, reported once.
 	addedAt      map[string]time.Time
-	unassignedAt map[string]time.Time
 	lostReported map[string]bool
 }
 
@@ -110,7 +110,7 @@ func NewManager(cfg Config, api ec2client.EC2API, imds IMDS, books Books, clk cl
 	}
 	return &Manager{cfg: cfg, ec2: api, imds: imds, books: books, clock: clk, log: log,
 		occupied: map[int]string{}, foreign: map[string]bool{}, fresh: map[string]bool{},
-		addedAt: map[string]time.Time{}, unassignedAt: map[string]time.Time{}, lostReported: map[string]bool{}}
+		addedAt: map[string]time.Time{}, lostReported: map[string]bool{}}
 }
 
 // subnetCIDR is the CIDR of subnetID: the node's own, or what Config.SubnetCIDROf knows.

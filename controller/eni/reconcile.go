@@ -28,10 +28,14 @@ type Report struct {
 	Detached []string
 	// Vanished are books ENIs EC2 confirms do not exist any more.
 	Vanished []string
+	// Moved are books ENIs EC2 shows attached to another instance: out of use (journal.Moved while pods
+	// hold their IPs, which are in LostPodIPs), or forgotten.
+	Moved []string
 	// IMDSMissing are usable ENIs IMDS does not show yet (lag; informational only).
 	IMDSMissing []string
 	// GoneIPs are free IPs EC2 confirmed no longer on their ENI (unassigned outside eniwire): they left the
-	// books. LostPodIPs are IPs pods hold that EC2 no longer lists: they stay with their pods, reported.
+	// books. LostPodIPs are IPs pods hold that EC2 no longer lists, or whose ENI it shows attached to another
+	// instance: they stay with their pods, reported.
 	GoneIPs    []string
 	LostPodIPs []string
 }
@@ -66,6 +70,7 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 	occupied := map[int]string{}
 	var gc []string
 	err = m.books.Update(ctx, func(st *journal.State) error {
+		m.forgetOldUnassigned(st, now)
 		for i := range attached {
 			ni := &attached[i]
 			id := aws.ToString(ni.NetworkInterfaceId)
@@ -97,8 +102,9 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 				fillFromEC2(rec, ni)
 				rec.State, rec.Since = journal.Created, now
 				rep.Adopted = append(rep.Adopted, id)
-			case rec.Usable() && now.Sub(rec.Since) > m.cfg.VisibilityGrace:
-				// Detached behind our back: attach it again. Its IPs stay in the books.
+			case (rec.Usable() || rec.State == journal.Moved) && now.Sub(rec.Since) > m.cfg.VisibilityGrace:
+				// Detached behind our back (or from the instance it was moved to): attach it again. Its IPs
+				// stay in the books.
 				rec.State, rec.AttachmentID, rec.AttachTried, rec.DeleteOnTermination, rec.Since = journal.Created, "", false, false, now
 				rep.Detached = append(rep.Detached, id)
 			}
@@ -181,7 +187,10 @@ func (m *Manager) reconcileAttached(st *journal.State, ni *types.NetworkInterfac
 		rec.SubnetCIDR = m.subnetCIDR(rec.SubnetID)
 	}
 	switch rec.State {
-	case journal.Planned, journal.Created:
+	case journal.Planned, journal.Created, journal.Moved:
+		if rec.State == journal.Moved {
+			rec.LastError = "" // back on this instance
+		}
 		rec.State, rec.Since = journal.Attached, now
 		if rec.ID != id {
 			rec.ID = id
@@ -202,7 +211,10 @@ func (m *Manager) confirmMissing(ctx context.Context, seen map[string]*types.Net
 	var check []journal.ENI
 	m.books.View(func(st *journal.State) {
 		for _, e := range st.ENIs {
-			if e.ID != "" && seen[e.ID] == nil && e.State != journal.Releasing && now.Sub(e.Since) > m.cfg.VisibilityGrace {
+			// A moved ENI is asked about at every reconcile: its pods are reported each time, and it is
+			// forgotten as soon as the last of them goes.
+			if e.ID != "" && seen[e.ID] == nil && e.State != journal.Releasing &&
+				(now.Sub(e.Since) > m.cfg.VisibilityGrace || e.State == journal.Moved) {
 				check = append(check, e)
 			}
 		}
@@ -216,7 +228,7 @@ func (m *Manager) confirmMissing(ctx context.Context, seen map[string]*types.Net
 		}
 		if ni != nil {
 			if a := ni.Attachment; a != nil && aws.ToString(a.InstanceId) != m.cfg.InstanceID && aws.ToString(a.InstanceId) != "" {
-				m.log.Error("ENI in the books is attached to another instance", "eni", rec.ID, "instance", aws.ToString(a.InstanceId))
+				errs = append(errs, m.takeMoved(ctx, rec, aws.ToString(a.InstanceId), rep))
 			}
 			continue
 		}

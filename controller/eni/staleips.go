@@ -2,7 +2,8 @@ package eni
 
 // The books' secondary IPs against EC2's lists. EC2 is eventually consistent: right after our own assign a
 // Describe may not list the new IPs yet, and right after our own unassign it may still list the old ones. So
-// the reconcile adds what EC2 lists except our recent unassigns, and removes what EC2 no longer lists only
+// the reconcile adds what EC2 lists except our recent unassigns (journaled, so a restart within the lag
+// remembers them), and removes what EC2 no longer lists only
 // when the IP is not one of our recent assigns and a second read, by ENI id, confirms it is gone.
 
 import (
@@ -15,41 +16,59 @@ import (
 	"github.com/eniwire/eniwire/controller/journal"
 )
 
-// noteOwnIPs remembers IPs our own calls just added to or removed from an ENI, so that a lagging Describe is
-// not taken for a change made outside.
-func (m *Manager) noteOwnIPs(added, removed []string) {
+// noteAssigned remembers IPs our own call just added to an ENI, so that a Describe that lags and does not list
+// them yet is not taken for an unassign made outside. (A restart forgets them: the second read by ENI id that
+// confirmGoneIPs makes before removing an IP then decides.)
+func (m *Manager) noteAssigned(ips []string) {
 	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, ip := range added {
+	for _, ip := range ips {
 		m.addedAt[ip] = now
-		delete(m.unassignedAt, ip)
-	}
-	for _, ip := range removed {
-		m.unassignedAt[ip] = now
-		delete(m.addedAt, ip)
 	}
 }
 
-// recent reports whether at is within the visibility grace of now; m.mu held.
-func (m *Manager) recentLocked(at time.Time, ok bool, now time.Time) bool {
-	return ok && now.Sub(at) < m.cfg.VisibilityGrace
+// recent reports whether at is within the visibility grace of now.
+func (m *Manager) recent(at time.Time, now time.Time) bool {
+	return now.Sub(at) < m.cfg.VisibilityGrace
 }
 
-// forgetOldOwnIPs drops remembered changes older than the visibility grace.
+// forgetOldOwnIPs drops remembered assigns older than the visibility grace.
 func (m *Manager) forgetOldOwnIPs(now time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for ip, at := range m.addedAt {
-		if !m.recentLocked(at, true, now) {
+		if !m.recent(at, now) {
 			delete(m.addedAt, ip)
 		}
 	}
-	for ip, at := range m.unassignedAt {
-		if !m.recentLocked(at, true, now) {
-			delete(m.unassignedAt, ip)
-		}
+}
+
+// rememberUnassigned journals the slots our own unassign just took from eniID, inside the books update that
+// takes them out of the books: a Describe that lags still lists them, and the memory must survive a restart
+// of the agent within that lag, or the new process would take them back into the pool on one stale listing.
+func (m *Manager) rememberUnassigned(st *journal.State, eniID string, slots []string) {
+	now := m.clock.Now()
+	forgetUnassigned(st, slots)
+	for _, ip := range slots {
+		st.Unassigned = append(st.Unassigned, journal.Unassigned{IP: ip, ENI: eniID, At: now})
 	}
+}
+
+// forgetUnassigned drops the journaled unassigns of slots (our own assign brought them back).
+func forgetUnassigned(st *journal.State, slots []string) {
+	st.Unassigned = slices.DeleteFunc(st.Unassigned, func(u journal.Unassigned) bool { return slices.Contains(slots, u.IP) })
+}
+
+// forgetOldUnassigned drops the journaled unassigns older than the visibility grace: Describe no longer lists
+// them. It runs inside a books update.
+func (m *Manager) forgetOldUnassigned(st *journal.State, now time.Time) {
+	st.Unassigned = slices.DeleteFunc(st.Unassigned, func(u journal.Unassigned) bool { return !m.recent(u.At, now) })
+}
+
+// unassignedRecently reports whether our own unassign took ip within the visibility grace (st: the books).
+func (m *Manager) unassignedRecently(st *journal.State, ip string, now time.Time) bool {
+	return slices.ContainsFunc(st.Unassigned, func(u journal.Unassigned) bool { return u.IP == ip && m.recent(u.At, now) })
 }
 
 // fillIPs adds EC2's addresses that the books miss, leaving out the ones an unassign is taking away and the
@@ -58,11 +77,8 @@ func (m *Manager) forgetOldOwnIPs(now time.Time) {
 func (m *Manager) fillIPs(e *journal.ENI, ec2IPs []string, st *journal.State) {
 	leaving := leavingIPs(st, e.ID)
 	now := m.clock.Now()
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	for _, ip := range ec2IPs {
-		at, ok := m.unassignedAt[ip]
-		if !slices.Contains(e.IPs, ip) && !leaving[ip] && !m.recentLocked(at, ok, now) {
+		if !slices.Contains(e.IPs, ip) && !leaving[ip] && !m.unassignedRecently(st, ip, now) {
 			e.IPs = append(e.IPs, ip)
 		}
 	}
@@ -91,7 +107,7 @@ func (m *Manager) unlisted(e *journal.ENI, ec2IPs []string, st *journal.State) [
 	var out []string
 	for _, ip := range e.IPs {
 		at, ok := m.addedAt[ip]
-		if !slices.Contains(ec2IPs, ip) && !leaving[ip] && !m.recentLocked(at, ok, now) {
+		if !slices.Contains(ec2IPs, ip) && !leaving[ip] && !(ok && m.recent(at, now)) {
 			out = append(out, ip)
 		}
 	}

@@ -50,6 +50,10 @@ func TestReplayOfDeltasGivesTheSavedState(t *testing.T) {
 		func() { st.IPOps = []IPOp{{OpID: "ip1", Kind: AssignIPs, ENI: "eni-1", Count: 3}} },
 		func() { st.IPOps = nil; st.ENIs = st.ENIs[:1] },
 		func() { st.InstanceID = "i-2" },
+		func() {
+			st.Unassigned = []Unassigned{{IP: "10.0.0.60", ENI: "eni-1", At: time.Unix(300, 0).UTC()}, {IP: "10.0.0.61", ENI: "eni-1"}}
+		},
+		func() { st.Unassigned = st.Unassigned[1:] },
 	}
 	for _, step := range steps {
 		step()

@@ -1,16 +1,17 @@
 // Package journal is the node controller's single source of truth on disk: the ENI operations in flight, the
-// ENIs in the books, the pod assignments and the cooldown deadlines of released IPs.
+// ENIs in the books, the pod assignments, the cooldown deadlines of released IPs and the IPs our own unassigns
+// took in the last minutes (a lagging Describe still lists them).
 //
 // # Format
 //
 // One append-only file, encoded and decoded in format.go. Its first line names the format and version
 // ("ENIWIRE-JOURNAL v2"); every further line is a record "<crc32c hex> <length> <json>". The first record is
 // a snapshot of the whole state; each later one (record.go) is the change one save made (ENIs, IP
-// operations, assignments and cooldowns put or dropped by key) and carries the next sequence number. So a pod
-// assignment writes a few hundred bytes whatever the node holds. Replay applies records in order and stops at
-// the first that is torn, fails its checksum or breaks the sequence: the state is the last good one. When
-// the file passes compactAt it is rewritten as one snapshot: temp file, fsync, rename, fsync of the
-// directory.
+// operations, assignments, cooldowns and recent unassigns put or dropped by key) and carries the next
+// sequence number. So a pod assignment writes a few hundred bytes whatever the node holds. Replay applies
+// records in order and stops at the first that is torn, fails its checksum or breaks the sequence: the state
+// is the last good one. When the file passes compactAt it is rewritten as one snapshot: temp file, fsync,
+// rename, fsync of the directory.
 //
 // # Durability
 //

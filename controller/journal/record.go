@@ -26,6 +26,8 @@ type record struct {
 	DropAssignments []attKey     `json:"dropAssignments,omitempty"`
 	Cooldowns       []Cooldown   `json:"cooldowns,omitempty"`
 	DropCooldowns   []string     `json:"dropCooldowns,omitempty"`
+	Unassigned      []Unassigned `json:"unassigned,omitempty"`
+	DropUnassigned  []string     `json:"dropUnassigned,omitempty"`
 }
 
 // books is the last saved state, indexed by key, so a save costs map lookups to diff and the change's size to
@@ -36,11 +38,13 @@ type books struct {
 	ipOps       map[string]IPOp
 	assignments map[attKey]Assignment
 	cooldowns   map[string]Cooldown
+	unassigned  map[string]Unassigned
 }
 
 func newBooks(st *State) *books {
 	b := &books{instanceID: st.InstanceID, enis: make(map[string]ENI, len(st.ENIs)), ipOps: make(map[string]IPOp, len(st.IPOps)),
-		assignments: make(map[attKey]Assignment, len(st.Assignments)), cooldowns: make(map[string]Cooldown, len(st.Cooldowns))}
+		assignments: make(map[attKey]Assignment, len(st.Assignments)), cooldowns: make(map[string]Cooldown, len(st.Cooldowns)),
+		unassigned: make(map[string]Unassigned, len(st.Unassigned))}
 	for _, e := range st.ENIs {
 		b.enis[e.OpID] = e.Clone()
 	}
@@ -54,6 +58,9 @@ func newBooks(st *State) *books {
 	for _, c := range st.Cooldowns {
 		b.cooldowns[c.IP] = c
 	}
+	for _, u := range st.Unassigned {
+		b.unassigned[u.IP] = u
+	}
 	return b
 }
 
@@ -61,7 +68,8 @@ func newBooks(st *State) *books {
 // then saved as a snapshot.
 func (b *books) unique(st *State) bool {
 	return len(st.ENIs) == len(b.enis) && len(st.IPOps) == len(b.ipOps) &&
-		len(st.Assignments) == len(b.assignments) && len(st.Cooldowns) == len(b.cooldowns)
+		len(st.Assignments) == len(b.assignments) && len(st.Cooldowns) == len(b.cooldowns) &&
+		len(st.Unassigned) == len(b.unassigned)
 }
 
 // diff returns the record that turns the books into st and applies it to the books. Cost: one map lookup per
@@ -80,6 +88,8 @@ func (b *books) diff(st *State) *record {
 		func(a Assignment) attKey { return attKey{a.ContainerID, a.IfName} }, eqValue[Assignment], same[Assignment])
 	r.Cooldowns, r.DropCooldowns = diffKind(st.Cooldowns, b.cooldowns, func(c Cooldown) string { return c.IP },
 		eqValue[Cooldown], same[Cooldown])
+	r.Unassigned, r.DropUnassigned = diffKind(st.Unassigned, b.unassigned, func(u Unassigned) string { return u.IP },
+		eqValue[Unassigned], same[Unassigned])
 	return r
 }
 
@@ -127,7 +137,8 @@ func diffKind[K comparable, T any](cur []T, saved map[K]T, key func(T) K, eq fun
 // empty reports whether the record changes nothing but the sequence number.
 func (r *record) empty() bool {
 	return r.Snapshot == nil && r.InstanceID == "" && len(r.ENIs)+len(r.DropENIs)+len(r.IPOps)+len(r.DropIPOps)+
-		len(r.Assignments)+len(r.DropAssignments)+len(r.Cooldowns)+len(r.DropCooldowns) == 0
+		len(r.Assignments)+len(r.DropAssignments)+len(r.Cooldowns)+len(r.DropCooldowns)+
+		len(r.Unassigned)+len(r.DropUnassigned) == 0
 }
 
 // apply replays the record onto st (replay at open; the same rules diff assumed).
@@ -143,6 +154,7 @@ func (r *record) apply(st *State) {
 	st.Assignments = applyKind(st.Assignments, r.Assignments, r.DropAssignments,
 		func(a Assignment) attKey { return attKey{a.ContainerID, a.IfName} })
 	st.Cooldowns = applyKind(st.Cooldowns, r.Cooldowns, r.DropCooldowns, func(c Cooldown) string { return c.IP })
+	st.Unassigned = applyKind(st.Unassigned, r.Unassigned, r.DropUnassigned, func(u Unassigned) string { return u.IP })
 	st.Seq = r.Seq
 	st.Version = Version
 }

@@ -23,6 +23,9 @@ const (
 	Ready ENIState = "ready"
 	// Releasing: on its way out (detach, wait for available, delete); its IPs are no longer handed out.
 	Releasing ENIState = "releasing"
+	// Moved: EC2 shows it attached to another instance. Its IPs are no longer handed out; the record stays
+	// while pods hold its IPs (their traffic is broken), and goes with the last of them.
+	Moved ENIState = "moved"
 )
 
 // ReleaseStep is the step of a release that was journaled before its call.
@@ -139,6 +142,15 @@ type Cooldown struct {
 	Until time.Time `json:"until"`
 }
 
+// Unassigned is a secondary IP our own unassign took from an ENI, remembered for as long as a Describe may
+// still list it there (EC2's eventual consistency), so that a listing that lags, even one read by a new
+// process after a restart, does not put it back in the pool.
+type Unassigned struct {
+	IP  string    `json:"ip"`
+	ENI string    `json:"eni"`
+	At  time.Time `json:"at"`
+}
+
 // State is everything the journal holds.
 type State struct {
 	Version     int          `json:"version"`
@@ -148,6 +160,7 @@ type State struct {
 	IPOps       []IPOp       `json:"ipOps,omitempty"`
 	Assignments []Assignment `json:"assignments"`
 	Cooldowns   []Cooldown   `json:"cooldowns,omitempty"`
+	Unassigned  []Unassigned `json:"unassigned,omitempty"`
 }
 
 // ENIByOp returns the ENI record of an operation, or nil.
@@ -202,5 +215,6 @@ func (s *State) Clone() *State {
 	}
 	c.Assignments = slices.Clone(s.Assignments)
 	c.Cooldowns = slices.Clone(s.Cooldowns)
+	c.Unassigned = slices.Clone(s.Unassigned)
 	return &c
 }

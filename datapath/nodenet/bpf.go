@@ -154,12 +154,15 @@ func (b *BPF) ENIDown(_ context.Context, e dptypes.ENI) error {
 }
 
 // PodUp routes the pod's /32 to its veth, writes its map entry (its ENI by ifindex) and attaches from_pod.
+// The route goes first: it claims the veth (hostroute.Routes.PodUp), so that a setup that fails later, say
+// while the pod's ENI has no interface, leaves the live pod's veth to the controller's next try, not to the
+// sweep of unclaimed veths.
 func (b *BPF) PodUp(ctx context.Context, pod dptypes.Pod) error {
-	entry, err := podEntry(pod)
-	if err != nil {
+	if err := b.routes.PodUp(ctx, pod); err != nil {
 		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
 	}
-	if err := b.routes.PodUp(ctx, pod); err != nil {
+	entry, err := podEntry(pod)
+	if err != nil {
 		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
 	}
 	// The entry goes in before the program: from_pod drops sources it does not know.

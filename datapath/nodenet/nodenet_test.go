@@ -25,6 +25,7 @@ import (
 	"github.com/eniwire/eniwire/datapath"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/datapath/internal/linktest"
+	"github.com/eniwire/eniwire/datapath/hostroute"
 	"github.com/eniwire/eniwire/internal/testenv"
 )
 
@@ -261,6 +262,43 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 		in(t, func() error { return b.ENIDown(ctx, eni) })
 		if entries, err := b.dp.ENIs(); err != nil || len(entries) != 0 {
 			t.Errorf("ENI map after ENIDown: %+v, %v", entries, err)
+		}
+	})
+
+	t.Run("a pod whose setup fails keeps its veth from the sweep", func(t *testing.T) {
+		// The pod's ENI has no interface (detached, or not back yet): PodUp fails, and the controller tries
+		// again later. Meanwhile the sweep of unclaimed veths must not delete the live pod's veth.
+		missing := dptypes.ENI{ID: "eni-9", MAC: "02:00:00:00:10:09", DeviceIndex: 2, SubnetCIDR: "10.0.2.0/24", Gateway: "10.0.2.1"}
+		waiting := dptypes.Pod{ContainerID: "c2", IfName: "eth0", IP: "10.0.2.20", HostVeth: "eniwpod2", ENI: missing}
+		b.routes.Veths = hostroute.NewReaper(hostroute.ReaperConfig{Grace: time.Nanosecond})
+		t.Cleanup(func() { b.routes.Veths = nil })
+		var upErr, lookErr error
+		in(t, func() error {
+			// The pod's end is named off the sweep's prefix, as if it were in the pod's namespace.
+			if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: waiting.HostVeth, MTU: 1500}, PeerName: "pod2"}); err != nil {
+				return err
+			}
+			l, err := netlink.LinkByName(waiting.HostVeth)
+			if err != nil {
+				return err
+			}
+			if err := netlink.LinkSetUp(l); err != nil {
+				return err
+			}
+			upErr = b.PodUp(ctx, waiting)
+			for range 2 { // the first sweep finds it unclaimed, the second is past the grace
+				if _, err := b.routes.Veths.Sweep(ctx); err != nil {
+					return err
+				}
+			}
+			_, lookErr = netlink.LinkByName(waiting.HostVeth)
+			return nil
+		})
+		if upErr == nil {
+			t.Fatal("PodUp succeeded although the pod's ENI has no interface")
+		}
+		if lookErr != nil {
+			t.Fatalf("the sweep removed the veth of a pod whose PodUp failed (%v): %v", upErr, lookErr)
 		}
 	})
 }

@@ -164,10 +164,12 @@ func (s *Sim) unassignPrivateIPAddresses(r *request) (response, *APIError) {
 		drop = append(drop, p)
 	}
 	ev := IPsUnassigned{InstanceID: eventInstance(e), ENIID: e.ID}
+	now := s.clk.Now()
 	for _, a := range addrs {
 		if e.hasIP(a) > 0 {
 			s.removeIPLocked(e, a)
 			ev.IPs = append(ev.IPs, a.String())
+			e.Unassigned = append(e.Unassigned, stamped[netip.Addr]{V: a, Since: now})
 		}
 	}
 	sn := s.subnets[e.SubnetID]

@@ -28,6 +28,7 @@ import (
 //	POST   /faults/drop           {"action","n"}
 //	POST   /faults/visibility     {"ms"}
 //	POST   /faults/imds-lag       {"ms"}
+//	POST   /faults/unassign-lag   {"ms"}
 //	POST   /faults/reset
 //	POST   /throttling            {"enabled", "buckets": {"Action": {"capacity","refillPerSec"}}}
 //	POST   /delays                {"attachMs","detachMs"}
@@ -167,6 +168,7 @@ func (s *Sim) AdminHandler() http.Handler {
 	})
 	faultRoute("/faults/visibility", func(f fault) error { s.faults.SetVisibilityDelay(ms(f.MS)); return nil })
 	faultRoute("/faults/imds-lag", func(f fault) error { s.faults.SetIMDSLag(ms(f.MS)); return nil })
+	faultRoute("/faults/unassign-lag", func(f fault) error { s.faults.SetUnassignLag(ms(f.MS)); return nil })
 	faultRoute("/faults/reset", func(fault) error { s.faults.Reset(); return nil })
 	mux.HandleFunc("POST /throttling", func(w http.ResponseWriter, r *http.Request) {
 		var v struct {

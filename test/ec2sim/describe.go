@@ -4,10 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"net/netip"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // The Describe actions: ID lists, filters with EC2's * and ? wildcards, and MaxResults/NextToken pages in
@@ -283,10 +285,26 @@ func (s *Sim) describeNetworkInterfaces(r *request) (response, *APIError) {
 	}
 	lo, hi, next := pg.page(keys)
 	resp := &describeENIsResponse{NextToken: next}
+	lag := s.faults.unassignLagDelay()
 	for _, e := range out[lo:hi] {
-		resp.NetworkInterfaces = append(resp.NetworkInterfaces, s.eniXML(e))
+		x := s.eniXML(e)
+		x.PrivateIPs = append(x.PrivateIPs, s.laggingUnassigned(e, now, lag)...)
+		resp.NetworkInterfaces = append(resp.NetworkInterfaces, x)
 	}
 	return resp, nil
+}
+
+// laggingUnassigned are the secondary IPs unassigned from e less than lag ago that e does not hold again: a
+// lagging Describe still lists them. Older ones are forgotten.
+func (s *Sim) laggingUnassigned(e *eni, now time.Time, lag time.Duration) []xmlPrivateIP {
+	e.Unassigned = slices.DeleteFunc(e.Unassigned, func(u stamped[netip.Addr]) bool { return !now.Before(u.Since.Add(lag)) })
+	var out []xmlPrivateIP
+	for _, u := range e.Unassigned {
+		if e.hasIP(u.V) < 0 {
+			out = append(out, xmlPrivateIP{PrivateIPAddress: u.V.String(), PrivateDNSName: dnsName(s.cfg.Region, u.V.String())})
+		}
+	}
+	return out
 }
 
 // eniCandidatesLocked narrows the scan to the named instances' ENIs when an exact attachment.instance-id

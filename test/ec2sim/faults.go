@@ -19,6 +19,8 @@ type Faults struct {
 	afterApply map[string][]string
 	visibility time.Duration
 	imdsLag    time.Duration
+	// unassignLag is how long Describe still lists an unassigned secondary IP on its ENI.
+	unassignLag time.Duration
 }
 
 func newFaults(seed int64) *Faults {
@@ -39,7 +41,7 @@ func (f *Faults) Reset() {
 	f.latency = map[string]time.Duration{}
 	f.drops = map[string]int{}
 	f.afterApply = map[string][]string{}
-	f.visibility, f.imdsLag = 0, 0
+	f.visibility, f.imdsLag, f.unassignLag = 0, 0, 0
 }
 
 // Script makes the next n calls of action fail with code (queued after any earlier script).
@@ -126,15 +128,25 @@ func (f *Faults) SetIMDSLag(d time.Duration) {
 	f.imdsLag = d
 }
 
+// SetUnassignLag makes DescribeNetworkInterfaces still list a secondary IP on its ENI for d after
+// UnassignPrivateIpAddresses took it away (and the subnet may have given it to another ENI): EC2's eventual
+// consistency right after an unassign.
+func (f *Faults) SetUnassignLag(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.unassignLag = d
+}
+
 // FaultsState is the current fault configuration (admin API, JSON).
 type FaultsState struct {
-	Scripts      map[string][]string           `json:"scripts"`
-	Probability  map[string]map[string]float64 `json:"probability"`
-	LatencyMS    map[string]int64              `json:"latencyMs"`
-	Drops        map[string]int                `json:"drops"`
-	AfterApply   map[string][]string           `json:"afterApply,omitempty"`
-	VisibilityMS int64                         `json:"visibilityMs"`
-	IMDSLagMS    int64                         `json:"imdsLagMs"`
+	Scripts       map[string][]string           `json:"scripts"`
+	Probability   map[string]map[string]float64 `json:"probability"`
+	LatencyMS     map[string]int64              `json:"latencyMs"`
+	Drops         map[string]int                `json:"drops"`
+	AfterApply    map[string][]string           `json:"afterApply,omitempty"`
+	VisibilityMS  int64                         `json:"visibilityMs"`
+	IMDSLagMS     int64                         `json:"imdsLagMs"`
+	UnassignLagMS int64                         `json:"unassignLagMs,omitempty"`
 }
 
 // State returns the configured faults.
@@ -143,7 +155,7 @@ func (f *Faults) State() FaultsState {
 	defer f.mu.Unlock()
 	st := FaultsState{Scripts: map[string][]string{}, Probability: map[string]map[string]float64{},
 		LatencyMS: map[string]int64{}, Drops: map[string]int{}, VisibilityMS: f.visibility.Milliseconds(),
-		IMDSLagMS: f.imdsLag.Milliseconds()}
+		IMDSLagMS: f.imdsLag.Milliseconds(), UnassignLagMS: f.unassignLag.Milliseconds()}
 	for k, v := range f.scripts {
 		st.Scripts[k] = append([]string(nil), v...)
 	}
@@ -223,6 +235,12 @@ func (f *Faults) visibilityDelay() time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.visibility
+}
+
+func (f *Faults) unassignLagDelay() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.unassignLag
 }
 
 func (f *Faults) imdsLagDelay() time.Duration {

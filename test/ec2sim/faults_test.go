@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -141,6 +142,39 @@ func TestProbabilityLatencyAndVisibilityFaults(t *testing.T) {
 			_, err := w.attach(t, id, w.inst.ID, 1)
 			return err == nil
 		})
+	})
+	t.Run("an unassigned IP stays in Describe's answers for the unassign lag", func(t *testing.T) {
+		w := newWorld(t, nil)
+		const lag = 300 * time.Millisecond
+		w.sim.Faults().SetUnassignLag(lag)
+		eni := aws.String(w.inst.PrimaryENI)
+		out, err := w.ec2.AssignPrivateIpAddresses(ctxT(t), &ec2.AssignPrivateIpAddressesInput{NetworkInterfaceId: eni,
+			SecondaryPrivateIpAddressCount: aws.Int32(1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip := aws.ToString(out.AssignedPrivateIpAddresses[0].PrivateIpAddress)
+		unassigned := time.Now()
+		if _, err := w.ec2.UnassignPrivateIpAddresses(ctxT(t), &ec2.UnassignPrivateIpAddressesInput{NetworkInterfaceId: eni,
+			PrivateIpAddresses: []string{ip}}); err != nil {
+			t.Fatal(err)
+		}
+		listed := func() bool {
+			d, err := w.ec2.DescribeNetworkInterfaces(ctxT(t), &ec2.DescribeNetworkInterfacesInput{NetworkInterfaceIds: []string{*eni}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return slices.ContainsFunc(d.NetworkInterfaces[0].PrivateIpAddresses, func(a types.NetworkInterfacePrivateIpAddress) bool {
+				return aws.ToString(a.PrivateIpAddress) == ip
+			})
+		}
+		if !listed() {
+			t.Fatalf("%s is gone from Describe at once despite the lag", ip)
+		}
+		if time.Since(unassigned) > lag {
+			t.Fatalf("the check took longer than the %v lag; it proves nothing", lag)
+		}
+		waitFor(t, "the unassign to show", func() bool { return !listed() })
 	})
 }
 

@@ -124,9 +124,11 @@ type eni struct {
 	SourceDestCheck                           bool
 	IPs                                       []stamped[netip.Addr]
 	Prefixes                                  []stamped[netip.Prefix]
-	Tags                                      map[string]string
-	Created, VisibleAt                        time.Time
-	Att                                       *attachment
+	// Unassigned are secondary IPs unassigned from the ENI, with when: Describe lists them for the unassign lag.
+	Unassigned         []stamped[netip.Addr]
+	Tags               map[string]string
+	Created, VisibleAt time.Time
+	Att                *attachment
 }
 
 type stamped[T any] struct {
