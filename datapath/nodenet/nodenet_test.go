@@ -24,8 +24,8 @@ import (
 	"github.com/eniwire/eniwire/bpf"
 	"github.com/eniwire/eniwire/datapath"
 	"github.com/eniwire/eniwire/datapath/dptypes"
-	"github.com/eniwire/eniwire/datapath/internal/linktest"
 	"github.com/eniwire/eniwire/datapath/hostroute"
+	"github.com/eniwire/eniwire/datapath/internal/linktest"
 	"github.com/eniwire/eniwire/internal/testenv"
 )
 
