@@ -1,8 +1,7 @@
 package vpcfabric
 
 import (
-	"io"
-	"net/http"
+	"context"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -14,53 +13,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/vishvananda/netlink"
 )
-
-// imdsToken asks IMDS for a token from inside the netns at nsPath, giving up after timeout: a token answer
-// that expired on the way never arrives, so the caller only sees its request time out.
-func imdsToken(nsPath string, timeout time.Duration) (string, error) {
-	c := HTTPClient(nsPath)
-	c.Timeout = timeout
-	req, err := http.NewRequest(http.MethodPut, IMDSURL+"/latest/api/token", nil)
-	if err != nil {
-		return "", err
-	}
-	req.Header.Set("X-aws-ec2-metadata-token-ttl-seconds", "60")
-	resp, err := c.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = &httpStatusError{resp.StatusCode}
-	}
-	return string(b), err
-}
-
-type httpStatusError struct{ code int }
-
-func (e *httpStatusError) Error() string { return "HTTP " + http.StatusText(e.code) }
-
-// imdsGet reads one metadata path from inside the netns at nsPath, with token (none for IMDSv1).
-func imdsGet(nsPath, token, path string) (string, error) {
-	req, err := http.NewRequest(http.MethodGet, IMDSURL+"/latest/meta-data/"+path, nil)
-	if err != nil {
-		return "", err
-	}
-	if token != "" {
-		req.Header.Set("X-aws-ec2-metadata-token", token)
-	}
-	resp, err := HTTPClient(nsPath).Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err == nil && resp.StatusCode != http.StatusOK {
-		err = &httpStatusError{resp.StatusCode}
-	}
-	return string(b), err
-}
 
 // masqueradeRuleset makes the node translate what its pods send to IMDS to its own address, as the agent's
 // SNAT does for destinations outside the VPC.
@@ -105,18 +57,20 @@ func TestIMDSHopLimitKeepsTokensFromWhatIsBehindTheNode(t *testing.T) {
 	}
 	wantToken := func(t *testing.T, who, nsPath string) {
 		t.Helper()
-		tok, err := imdsToken(nsPath, 10*time.Second)
+		tok, err := IMDSToken(ctx, nsPath)
 		if err != nil {
 			t.Fatalf("%s got no token: %v", who, err)
 		}
-		if id, err := imdsGet(nsPath, tok, "instance-id"); err != nil || id != w.inst.ID {
+		if id, err := IMDSMetadata(ctx, nsPath, tok, "instance-id"); err != nil || id != w.inst.ID {
 			t.Fatalf("%s read instance-id %q, %v; want %s", who, id, err, w.inst.ID)
 		}
 	}
 	wantNoToken := func(t *testing.T, who, nsPath string) {
 		t.Helper()
 		before := timeExceededSent(t, w.node)
-		if tok, err := imdsToken(nsPath, 3*time.Second); err == nil {
+		short, cancel := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel()
+		if tok, err := IMDSToken(short, nsPath); err == nil {
 			t.Fatalf("%s got token %q, want its answer to expire on the way", who, tok)
 		}
 		if after := timeExceededSent(t, w.node); after <= before {
@@ -147,7 +101,7 @@ func TestIMDSHopLimitKeepsTokensFromWhatIsBehindTheNode(t *testing.T) {
 			t.Run("hop limit 1 with tokens optional: the pod reads IMDSv1, which the hop limit does not cover", func(t *testing.T) {
 				setOptions(t, 1, types.HttpTokensStateOptional)
 				t.Cleanup(func() { setOptions(t, 2, types.HttpTokensStateRequired) })
-				if id, err := imdsGet(pod.ns.path(), "", "instance-id"); err != nil || strings.TrimSpace(id) != w.inst.ID {
+				if id, err := IMDSMetadata(ctx, pod.ns.path(), "", "instance-id"); err != nil || strings.TrimSpace(id) != w.inst.ID {
 					t.Fatalf("IMDSv1 instance-id from the pod = %q, %v; want %s", id, err, w.inst.ID)
 				}
 			})
