@@ -5,9 +5,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 
@@ -86,18 +83,7 @@ func TestModifyInstanceMetadataOptionsSetsTheHopLimitDescribeInstancesShows(t *t
 func TestTheAWSCLIModifiesTheHopLimit(t *testing.T) {
 	testenv.RequireTool(t, "aws")
 	w := newWorld(t, nil)
-	dir := t.TempDir()
-	awsCLI := func(args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(ctxT(t), "aws", append([]string{"ec2", "--region", "us-west-2", "--endpoint-url", w.srv.EC2URL(), "--output", "text"}, args...)...)
-		cmd.Env = append(cmd.Environ(), "AWS_ACCESS_KEY_ID=AKIDCLI", "AWS_SECRET_ACCESS_KEY=secret", "AWS_EC2_METADATA_DISABLED=true",
-			"AWS_CONFIG_FILE="+filepath.Join(dir, "config"), "AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(dir, "credentials"))
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("aws ec2 %v: %v: %s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	awsCLI := w.awsCLI(t)
 	if got := awsCLI("modify-instance-metadata-options", "--instance-id", w.inst.ID, "--http-put-response-hop-limit", "1",
 		"--query", "InstanceMetadataOptions.HttpPutResponseHopLimit"); got != "1" {
 		t.Errorf("modify answered hop limit %q, want 1", got)
