@@ -40,6 +40,7 @@ var actionParams = map[string][]string{
 	"CreateTags":                      {"ResourceId.N", "Tag.N.Key", "Tag.N.Value"},
 	"DeleteTags":                      {"ResourceId.N", "Tag.N.Key", "Tag.N.Value"},
 	"DescribeInstances":               append([]string{"InstanceId.N"}, filterParams...),
+	"ModifyInstanceMetadataOptions":   {"InstanceId", "HttpPutResponseHopLimit", "HttpTokens"},
 	"DescribeInstanceTypes":           append([]string{"InstanceType.N"}, filterParams...),
 	"DescribeSubnets":                 append([]string{"SubnetId.N"}, filterParams...),
 	"DescribeVpcs":                    append([]string{"VpcId.N"}, filterParams...),

@@ -34,19 +34,20 @@ type xmlInstance struct {
 		Code int    `xml:"code"`
 		Name string `xml:"name"`
 	} `xml:"instanceState"`
-	PrivateDNSName   string           `xml:"privateDnsName"`
-	InstanceType     string           `xml:"instanceType"`
-	LaunchTime       string           `xml:"launchTime"`
-	Placement        xmlPlacement     `xml:"placement"`
-	SubnetID         string           `xml:"subnetId,omitempty"`
-	VpcID            string           `xml:"vpcId,omitempty"`
-	PrivateIPAddress string           `xml:"privateIpAddress,omitempty"`
-	SourceDestCheck  bool             `xml:"sourceDestCheck"`
-	Groups           []xmlGroup       `xml:"groupSet>item"`
-	Architecture     string           `xml:"architecture"`
-	Hypervisor       string           `xml:"hypervisor"`
-	Tags             []xmlTag         `xml:"tagSet>item"`
-	ENIs             []xmlInstanceENI `xml:"networkInterfaceSet>item"`
+	PrivateDNSName   string              `xml:"privateDnsName"`
+	InstanceType     string              `xml:"instanceType"`
+	LaunchTime       string              `xml:"launchTime"`
+	Placement        xmlPlacement        `xml:"placement"`
+	SubnetID         string              `xml:"subnetId,omitempty"`
+	VpcID            string              `xml:"vpcId,omitempty"`
+	PrivateIPAddress string              `xml:"privateIpAddress,omitempty"`
+	SourceDestCheck  bool                `xml:"sourceDestCheck"`
+	Groups           []xmlGroup          `xml:"groupSet>item"`
+	Architecture     string              `xml:"architecture"`
+	Hypervisor       string              `xml:"hypervisor"`
+	Tags             []xmlTag            `xml:"tagSet>item"`
+	ENIs             []xmlInstanceENI    `xml:"networkInterfaceSet>item"`
+	MetadataOptions  *xmlMetadataOptions `xml:"metadataOptions,omitempty"`
 }
 
 type xmlPlacement struct {
@@ -74,6 +75,8 @@ var instanceAttrs = map[string]attrFunc[*instance]{
 	"vpc-id":                                 func(i *instance) []string { return one(i.VPCID) },
 	"instance-state-name":                    func(i *instance) []string { return one(i.State) },
 	"network-interface.network-interface-id": func(i *instance) []string { return mapKeysENI(i.attached) },
+	"metadata-options.http-put-response-hop-limit": func(i *instance) []string { return one(strconv.Itoa(i.Metadata.hopLimit)) },
+	"metadata-options.http-tokens":                 func(i *instance) []string { return one(i.Metadata.tokens()) },
 	"private-ip-address": func(i *instance) []string {
 		if i.Primary == nil {
 			return nil
@@ -101,6 +104,7 @@ func (s *Sim) instanceXML(inst *instance) xmlInstance {
 		return x
 	}
 	x.SubnetID, x.VpcID = inst.SubnetID, inst.VPCID
+	x.MetadataOptions = inst.Metadata.xml("applied")
 	if p := inst.Primary; p != nil {
 		x.PrivateIPAddress = p.IPs[0].V.String()
 		x.PrivateDNSName = dnsName(s.cfg.Region, x.PrivateIPAddress)

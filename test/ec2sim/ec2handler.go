@@ -198,6 +198,8 @@ func (s *Sim) dispatch(r *request) (response, *APIError) {
 		return s.changeTags(r, false)
 	case "DescribeInstances":
 		return s.describeInstances(r)
+	case "ModifyInstanceMetadataOptions":
+		return s.modifyInstanceMetadataOptions(r)
 	case "DescribeInstanceTypes":
 		return s.describeInstanceTypes(r)
 	case "DescribeSubnets":

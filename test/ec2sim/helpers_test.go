@@ -3,6 +3,9 @@ package ec2sim
 import (
 	"context"
 	"errors"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,5 +78,22 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// awsCLI returns a runner of the AWS CLI's ec2 commands against w's EC2 endpoint (text output, trimmed);
+// a failed command fails t.
+func (w *world) awsCLI(t *testing.T) func(args ...string) string {
+	dir := t.TempDir()
+	return func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctxT(t), "aws", append([]string{"ec2", "--region", "us-west-2", "--endpoint-url", w.srv.EC2URL(), "--output", "text"}, args...)...)
+		cmd.Env = append(cmd.Environ(), "AWS_ACCESS_KEY_ID=AKIDCLI", "AWS_SECRET_ACCESS_KEY=secret", "AWS_EC2_METADATA_DISABLED=true",
+			"AWS_CONFIG_FILE="+filepath.Join(dir, "config"), "AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(dir, "credentials"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("aws ec2 %v: %v: %s", args, err, out)
+		}
+		return strings.TrimSpace(string(out))
 	}
 }

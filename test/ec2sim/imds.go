@@ -13,7 +13,8 @@ import (
 	"time"
 )
 
-// IMDS is IMDSv2 only: a PUT to /latest/api/token gives a session token, and every GET must carry it.
+// IMDS: a PUT to /latest/api/token gives a session token (its answer limited to the instance's hop limit,
+// metadata_options.go), and every GET must carry it unless the instance's HttpTokens is optional (IMDSv1).
 // Answers come from the live state, with the configured lag for newly attached MACs and new addresses.
 
 type imdsToken struct {
@@ -108,6 +109,11 @@ func (s *Sim) serveIMDS(w http.ResponseWriter, r *http.Request, instanceID strin
 		}
 		tokens.m[tok] = imdsToken{instance: instanceID, expires: now.Add(time.Duration(ttl) * time.Second)}
 		tokens.mu.Unlock()
+		if err := limitTTL(r.Context(), s.metadataOptionsOf(instanceID).hopLimit); err != nil {
+			http.Error(w, "Internal Server Error", http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Connection", "close") // later requests come on a connection of the system's TTL
 		w.Header().Set("X-Aws-Ec2-Metadata-Token-Ttl-Seconds", strconv.Itoa(ttl))
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte(tok))
@@ -117,10 +123,12 @@ func (s *Sim) serveIMDS(w http.ResponseWriter, r *http.Request, instanceID strin
 		http.Error(w, "Method Not Allowed", http.StatusMethodNotAllowed)
 		return
 	}
+	token := r.Header.Get("X-aws-ec2-metadata-token")
 	tokens.mu.Lock()
-	t, ok := tokens.m[r.Header.Get("X-aws-ec2-metadata-token")]
+	t, ok := tokens.m[token]
 	tokens.mu.Unlock()
-	if !ok || t.instance != instanceID || s.clk.Now().After(t.expires) {
+	imdsV1 := token == "" && s.metadataOptionsOf(instanceID).tokensOptional
+	if !imdsV1 && (!ok || t.instance != instanceID || s.clk.Now().After(t.expires)) {
 		http.Error(w, "Unauthorized", http.StatusUnauthorized)
 		return
 	}

@@ -74,7 +74,7 @@ func (s *Sim) addInstance(spec InstanceSpec) (Instance, error) {
 	}
 	now := s.clk.Now()
 	inst := &instance{ID: spec.ID, Type: it.Name, AZ: sn.AZ, SubnetID: sn.ID, VPCID: sn.VPCID, SGs: slices.Clone(sgs),
-		State: "running", Launched: now, attached: map[string]*eni{}, Tags: map[string]string{}}
+		State: "running", Launched: now, attached: map[string]*eni{}, Tags: map[string]string{}, Metadata: defaultMetadataOptions()}
 	e := s.newENILocked(sn, sgs, "Primary network interface", now)
 	s.addIPsLocked(e, sn.allocate(1), now)
 	e.Att = &attachment{ID: s.newID("eni-attach", func(x string) bool { return s.attachments[x] != nil }),

@@ -3,8 +3,6 @@ package ec2sim
 import (
 	"net/http"
 	"net/netip"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -274,18 +272,7 @@ func TestSubnetCidrReservations(t *testing.T) {
 func TestTheAWSCLIAssignsAndListsPrefixes(t *testing.T) {
 	testenv.RequireTool(t, "aws")
 	w := newWorld(t, nil)
-	dir := t.TempDir()
-	aws := func(args ...string) string {
-		t.Helper()
-		cmd := exec.CommandContext(ctxT(t), "aws", append([]string{"ec2", "--region", "us-west-2", "--endpoint-url", w.srv.EC2URL(), "--output", "text"}, args...)...)
-		cmd.Env = append(cmd.Environ(), "AWS_ACCESS_KEY_ID=AKIDCLI", "AWS_SECRET_ACCESS_KEY=secret", "AWS_EC2_METADATA_DISABLED=true",
-			"AWS_CONFIG_FILE="+filepath.Join(dir, "config"), "AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(dir, "credentials"))
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("aws ec2 %v: %v: %s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
-	}
+	aws := w.awsCLI(t)
 	assigned := aws("assign-private-ip-addresses", "--network-interface-id", w.inst.PrimaryENI, "--ipv4-prefix-count", "1",
 		"--query", "AssignedIpv4Prefixes[0].Ipv4Prefix")
 	if p, err := netip.ParsePrefix(assigned); err != nil || p.Bits() != 28 {

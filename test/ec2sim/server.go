@@ -91,7 +91,8 @@ func listenOr(ln net.Listener, addr string) (net.Listener, error) {
 }
 
 func (srv *Server) serve(ln net.Listener, h http.Handler) *http.Server {
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	// IMDSConnContext gives IMDS's token answers their hop limit; the other handlers ignore it.
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ConnContext: IMDSConnContext}
 	go func() {
 		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			srv.log.Warn("serving stopped", "addr", ln.Addr().String(), "err", err)

@@ -115,6 +115,7 @@ type instance struct {
 	Launched                      time.Time
 	Primary                       *eni
 	Tags                          map[string]string
+	Metadata                      metadataOptions
 	attached                      map[string]*eni
 }
 

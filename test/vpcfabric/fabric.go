@@ -14,7 +14,8 @@
 //	                      source/dest check), while ARP for the gateway is answered from any sender, as on EC2.
 //	                      IMDS listens on 169.254.169.254:80 and the EC2 API on 169.254.169.253:80, both on its
 //	                      lo: a node reaches them through its default route, and IMDS answers as the instance
-//	                      whose ENI holds the caller's address (a pod's, SNATed or not, is its node's ENI's).
+//	                      whose ENI holds the caller's address (a pod's, SNATed or not, is its node's ENI's),
+//	                      its token answers with the instance's hop limit as their TTL.
 //	<name>-vpchost        a remote host inside the VPC.
 //	<name>-inet           an internet host that accepts only packets from a node's primary IP.
 //	<name>-onprem         a host outside the VPC's CIDRs that the router reaches both ways, as over a VPN or

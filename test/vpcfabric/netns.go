@@ -158,13 +158,14 @@ func HTTPClient(nsPath string) *http.Client {
 }
 
 // serve opens a listener inside the namespace and serves h on it from an ordinary goroutine: the socket
-// belongs to the namespace it was opened in. remove stops it.
-func (n *namespace) serve(addr netip.AddrPort, h http.Handler) error {
+// belongs to the namespace it was opened in. remove stops it. connContext, when not nil, is the server's
+// ConnContext (IMDS's, which sets the IP TTL of its token answers).
+func (n *namespace) serve(addr netip.AddrPort, h http.Handler, connContext func(context.Context, net.Conn) context.Context) error {
 	l, err := Listen(n.path(), "tcp4", addr.String())
 	if err != nil {
 		return err
 	}
-	s := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	s := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ConnContext: connContext}
 	n.servers = append(n.servers, s)
 	go func() {
 		if err := s.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/eniwire/eniwire/test/ec2sim"
 )
 
 // The vpc netns is the subnet router of every subnet at once: each ENI's veth ends there, holding the
@@ -38,7 +40,9 @@ const sourceCheckRuleset = `table ip ` + gateTable + ` {
 
 // serveEndpoints puts IMDS and the EC2 API on the router's lo, where every node reaches them through its
 // primary ENI as an instance reaches EC2's link-local endpoints: nothing listens in a node, so a node's
-// hostNetwork pod may take any port (port 80 included).
+// hostNetwork pod may take any port (port 80 included). IMDS's token answers leave with the instance's hop
+// limit as their TTL: the router's own packets are not decremented, the node receives them at 1, and each
+// router on from there (the node's host stack forwarding to a pod) lowers it.
 func (f *Fabric) serveEndpoints() error {
 	lo, err := f.vpc.nl.LinkByName("lo")
 	if err != nil {
@@ -51,10 +55,10 @@ func (f *Fabric) serveEndpoints() error {
 			return fmt.Errorf("serving IMDS and EC2: adding %s to the router's lo: %w", a, err)
 		}
 	}
-	if err := f.vpc.serve(netip.AddrPortFrom(imdsAddr, 80), f.sim.IMDSHandlerBySource()); err != nil {
+	if err := f.vpc.serve(netip.AddrPortFrom(imdsAddr, 80), f.sim.IMDSHandlerBySource(), ec2sim.IMDSConnContext); err != nil {
 		return fmt.Errorf("serving IMDS: %w", err)
 	}
-	if err := f.vpc.serve(netip.AddrPortFrom(ec2Addr, 80), f.sim.EC2Handler()); err != nil {
+	if err := f.vpc.serve(netip.AddrPortFrom(ec2Addr, 80), f.sim.EC2Handler(), nil); err != nil {
 		return fmt.Errorf("serving EC2: %w", err)
 	}
 	return nil

@@ -143,6 +143,7 @@ func TestKubernetesNode(t *testing.T) {
 	results.run(t, "4c. path MTU: fragmentation-needed reaches a pod, directly and through a Service", s.pathMTU)
 	results.run(t, "4d. traceroute from a pod shows the node", s.traceroute)
 	results.run(t, "4e. a pod whose network namespace vanished without a DEL is released; the others are kept", s.vanishedNetns)
+	results.run(t, imdsHopLimitCase, s.imdsHopLimit)
 	results.run(t, "5a. DaemonSet rolling update to a second tag while a flow runs", s.rollingUpdate)
 	results.run(t, "5b. agent pod deleted during a scale-up; scale to 0 and back", s.agentKilledDuringScaleUp)
 	results.run(t, "6. uninstall: the node holds nothing of eniwire", s.uninstall)
