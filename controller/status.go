@@ -19,8 +19,8 @@ func (n *Node) Status() *api.Status {
 	if err := n.books.Broken(); err != nil {
 		journalHealth = err.Error()
 	}
-	if why := n.enis.broken(); why != "" {
-		datapathHealth = why
+	if broken := n.enis.broken(); broken != "" {
+		datapathHealth = broken
 	}
 	out := &api.Status{Ready: ready, Reason: why, Journal: journalHealth, Datapath: datapathHealth, InstanceID: n.info.InstanceID, InstanceType: n.info.InstanceType,
 		MaxENIs: n.eni.MaxENIs(), IPsPerENI: n.pool.limits.IPsPerENI, PoolStatus: ps, ENIs: []api.ENIStatus{}, Pending: []api.PendingOp{},
