@@ -111,12 +111,13 @@ func New(cfg Config, deps Deps) (*Node, error) {
 			"type", deps.Node.InstanceType)
 	}
 	n.ipam = &ipam{books: n.books, dp: deps.Datapath, cooldown: cfg.Cooldown, targets: targets, limits: limits,
-		podMTU: cfg.PodMTU, clock: deps.Clock, log: log, metrics: m, ready: n.Ready, wake: n.Wake, avail: n.servable}
+		podMTU: cfg.PodMTU, clock: deps.Clock, log: log, metrics: m, ready: n.Ready, wake: n.Wake, avail: n.servable,
+		poolStatus: n.status.get}
 	if r, ok := deps.Datapath.(interface{ RemovesHostVeth() bool }); ok {
 		n.ipam.removesVeth = r.RemovesHostVeth()
 	}
 	n.repair = &podRepair{ipam: n.ipam, clock: deps.Clock, log: log, due: map[api.Attachment]*repairTry{}}
-	n.enis = &eniSync{books: n.books, dp: deps.Datapath, log: log, up: map[string]dptypes.ENI{}, failing: map[string]bool{},
+	n.enis = &eniSync{books: n.books, dp: deps.Datapath, log: log, up: map[string]dptypes.ENI{}, failing: map[string]error{},
 		cameUp: n.repair.eniUp}
 	n.pool = &poolManager{books: n.books, eni: n.eni, targets: targets, limits: limits, releaseDelay: cfg.ReleaseDelay,
 		poolInterval: cfg.PoolInterval, subnetID: deps.Node.SubnetID, urgent: deps.Urgent, clock: deps.Clock, log: log,

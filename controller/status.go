@@ -15,7 +15,14 @@ import (
 func (n *Node) Status() *api.Status {
 	ready, why := n.Ready()
 	ps := n.status.get()
-	out := &api.Status{Ready: ready, Reason: why, InstanceID: n.info.InstanceID, InstanceType: n.info.InstanceType,
+	journalHealth, datapathHealth := api.Healthy, api.Healthy
+	if err := n.books.Broken(); err != nil {
+		journalHealth = err.Error()
+	}
+	if broken := n.enis.broken(); broken != "" {
+		datapathHealth = broken
+	}
+	out := &api.Status{Ready: ready, Reason: why, Journal: journalHealth, Datapath: datapathHealth, InstanceID: n.info.InstanceID, InstanceType: n.info.InstanceType,
 		MaxENIs: n.eni.MaxENIs(), IPsPerENI: n.pool.limits.IPsPerENI, PoolStatus: ps, ENIs: []api.ENIStatus{}, Pending: []api.PendingOp{},
 		MaxPods: n.pool.targets.MaxPods, PrefixDelegation: n.pool.targets.Prefixes, PrefixFallback: n.pool.fallback.status(n.clock.Now()),
 		VPCCIDRs: n.vpc.list()}
