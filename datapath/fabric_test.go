@@ -87,7 +87,7 @@ func newFabric(t *testing.T) *fabric {
 				f.eni2, f.eni2MAC = l.Attrs().Index, l.Attrs().HardwareAddr
 			}
 		}
-		// The host stack's way to the pods, as the agent writes it (DESIGN.md step 3).
+		// The host stack's way to the pods, as the agent writes it (docs/design.md, "The flow of one node", step 3).
 		for ip, dev := range map[netip.Addr]int{pod1IP: f.host1, pod2IP: f.host2} {
 			if err := netlink.RouteAdd(&netlink.Route{LinkIndex: dev, Dst: hostNet(ip), Scope: netlink.SCOPE_LINK}); err != nil {
 				return fmt.Errorf("adding route to %s: %w", ip, err)

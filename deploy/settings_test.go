@@ -112,21 +112,21 @@ func TestTheDeploymentSetsExactlyTheAgentsSettingsWithTheirDefaults(t *testing.T
 	}
 }
 
-// The settings table in the README names exactly the agent's settings, so the docs cannot drift.
-func TestTheREADMEListsEverySetting(t *testing.T) {
+// The settings table of docs/settings.md names exactly the agent's settings, so the docs cannot drift.
+func TestTheSettingsDocListsEverySetting(t *testing.T) {
 	want := agentSettings(t)
-	raw, err := os.ReadFile(filepath.Join("..", "README.md"))
+	raw, err := os.ReadFile(filepath.Join("..", "docs", "settings.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]string{}
-	for _, m := range readmeSettingRow.FindAllStringSubmatch(string(raw), -1) {
+	for _, m := range settingRow.FindAllStringSubmatch(string(raw), -1) {
 		got[m[1]] = ""
 	}
 	missing, extra := diffSets(want, got)
 	if len(missing) > 0 || len(extra) > 0 {
-		t.Fatalf("README.md: missing %v, not read by the agent %v", missing, extra)
+		t.Fatalf("docs/settings.md: missing %v, not read by the agent %v", missing, extra)
 	}
 }
 
-var readmeSettingRow = regexp.MustCompile("(?m)^\\| `([A-Z][A-Z0-9_]*)` \\|")
+var settingRow = regexp.MustCompile("(?m)^\\| `([A-Z][A-Z0-9_]*)` \\|")

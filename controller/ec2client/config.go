@@ -21,8 +21,8 @@ const nodeShare = 0.1
 const minDefaultRate = 0.5
 
 // accountBuckets are AWS's default request token buckets (max capacity, refill per second) for the actions
-// eniwire calls ("Request throttling for the Amazon EC2 API", reference/ec2-api.md §1.2-1.3). Describe calls are
-// listed with the larger filtered/paginated bucket: the controller always filters.
+// eniwire calls (AWS's "Request throttling for the Amazon EC2 API"; docs/ec2-facts.md, "Request throttling").
+// Describe calls are listed with the larger filtered/paginated bucket: the controller always filters.
 var accountBuckets = map[string]struct{ capacity, refill float64 }{
 	"CreateNetworkInterface":          {100, 5},  // uncategorized
 	"AttachNetworkInterface":          {50, 5},   // mutating

@@ -33,7 +33,7 @@ var (
 	ErrRejected = errors.New("EC2 rejected the call")
 )
 
-// EC2 error codes this package branches on (reference/ec2-api.md §2).
+// EC2 error codes this package branches on (docs/ec2-facts.md, "Error codes").
 const (
 	codeThrottled        = "RequestLimitExceeded"
 	codeAttachLimit      = "AttachmentLimitExceeded"
@@ -93,7 +93,7 @@ func classify(what string, err error) error {
 		kind = ErrSubnetFull
 	case codeInvalidParam:
 		// In prefix mode a full subnet answers InvalidParameterValue "There aren't sufficient free Ipv4
-		// addresses or prefixes" (reference/ec2-api.md §2), not InsufficientFreeAddressesInSubnet.
+		// addresses or prefixes" (docs/ec2-facts.md, "Error codes"), not InsufficientFreeAddressesInSubnet.
 		kind = ErrRejected
 		if strings.Contains(err.Error(), "sufficient free Ipv4 addresses") {
 			kind = ErrSubnetFull

@@ -51,7 +51,7 @@ func TestAPlannedENIIsCreatedInItsPlacementsSubnetWithItsGroups(t *testing.T) {
 	}
 }
 
-// A full subnet answers a create with the code of the mode asked for (reference/ec2-api.md §2): both mean
+// A full subnet answers a create with the code of the mode asked for (docs/ec2-facts.md, "Error codes"): both mean
 // ErrSubnetFull, which moves the next ENI to another subnet.
 func TestAFullSubnetsRefusalIsErrSubnetFullInBothModes(t *testing.T) {
 	for _, c := range []struct {

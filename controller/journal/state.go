@@ -9,7 +9,7 @@ import (
 // whole state per line) is still read and rewritten as v2; any other version is refused, untouched.
 const Version = 2
 
-// ENIState is where an ENI stands in the commit (see DESIGN.md, "The ENI commit").
+// ENIState is where an ENI stands in the commit (see docs/design.md, "The ENI commit").
 type ENIState string
 
 const (

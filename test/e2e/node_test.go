@@ -30,7 +30,7 @@ const (
 	echoPort      = 8080
 )
 
-// TestANodeMovesPodPacketsWithTheBPFDatapath walks one simulated node through DESIGN.md's flow: the agent
+// TestANodeMovesPodPacketsWithTheBPFDatapath walks one simulated node through docs/design.md's flow: the agent
 // starts with the BPF datapath and installs the CNI configuration once ready, pods added through libcni
 // spill from the primary ENI onto a second one, and every path of steps 5-8 is exercised for real.
 func TestANodeMovesPodPacketsWithTheBPFDatapath(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 )
 
 // EC2 throttles per account and region with one token bucket per action; the action's category only
-// sets the bucket's default size and refill (ec2-api.md §1). A request takes one token.
+// sets the bucket's default size and refill (docs/ec2-facts.md, "Request throttling"). A request takes one token.
 
 type bucket struct {
 	spec   BucketSpec

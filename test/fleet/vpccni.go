@@ -20,7 +20,7 @@ import (
 )
 
 // vpcCNINode models, in behaviour, the AWS VPC CNI's ipamd in prefix mode (ENABLE_PREFIX_DELEGATION=true,
-// WARM_PREFIX_TARGET=1), from the facts in reference/prior-art-aws-vpc-cni.md, with the real SDK:
+// WARM_PREFIX_TARGET=1), from the facts in docs/ec2-facts.md ("The pool in prefix mode"), with the real SDK:
 //
 //   - SDK client with the standard retryer at 10 attempts (RetryMaxAttempts=10), delays scaled to virtual
 //     time; no client-side limiter. Books in memory, read from EC2 at start (nodeInit).

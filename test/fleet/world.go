@@ -1,6 +1,6 @@
 // Package fleet replays, at the scale of a cluster, the rollout that broke the AWS VPC CNI in 2019
-// (reference/seed-issue-unhandled-rate-limit.txt): hundreds of real node controllers, each with its own journal,
-// against one simulated account with AWS's default throttling, on virtual time, side by side with a legacy node
+// (docs/ec2-facts.md, "The AWS VPC CNI, as the benchmarks model it"): hundreds of real node controllers, each
+// with its own journal, against one simulated account with AWS's default throttling, on virtual time, side by side with a legacy node
 // strategy that behaves like the seed's AllocENI; and, in prefix mode, a rollout of nodes with their pods and one
 // into subnets that single IPs have fragmented, side by side with a model of the AWS VPC CNI's prefix mode.
 package fleet

@@ -2,7 +2,7 @@
 // kubelet, kube-proxy (iptables and nftables modes), CoreDNS and the control plane are built from the
 // Kubernetes sources, and eniwire is installed from deploy/manifests with `kubectl apply -k`. The cases run
 // in order against one cluster (bringing one up costs a minute); each prints one line, and the run ends
-// with the table the README carries.
+// with the table docs/testing.md carries.
 package e2e
 
 import (

@@ -14,9 +14,9 @@ import (
 	"github.com/eniwire/eniwire/test/k8s/cluster"
 )
 
-// uninstall follows the README: the workloads go, the DaemonSet is deleted, and `eniwire-agent uninstall`
-// runs on each node (with the node's own CNI dirs). Then no node holds a conflist, plugin, pin, tc program
-// or nftables table of eniwire.
+// uninstall follows docs/operating.md's steps: the workloads go, the DaemonSet is deleted, and
+// `eniwire-agent uninstall` runs on each node (with the node's own CNI dirs). Then no node holds a conflist,
+// plugin, pin, tc program or nftables table of eniwire.
 func (s *suite) uninstall(t *testing.T) string {
 	ctx := context.Background()
 	s.deleteWorkloads(t)
