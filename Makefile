@@ -109,7 +109,7 @@ fleet: ## Replay the rollout that broke the AWS VPC CNI on a simulated fleet (NO
 	$(MAKE) fleet-exhausted
 
 .PHONY: fleet-exhausted
-fleet-exhausted: ## The node subnets run out a quarter into a pod rollout; subnet discovery carries on in tagged pod subnets (NODES=100; at 300 the account's create bucket leaves pods waiting when the window ends: README).
+fleet-exhausted: ## The node subnets run out a quarter into a pod rollout; subnet discovery carries on in tagged pod subnets (NODES=100; at 300 the account's create bucket leaves pods waiting when the window ends: docs/networking.md).
 	$(GO) run ./test/fleet/cmd/fleet -nodes $(or $(NODES),100) -scenarios exhausted
 
 .PHONY: fleet-prefix
