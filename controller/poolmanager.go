@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/controller/pool"
@@ -314,7 +315,7 @@ func slotsFor(n, grain int) int { return (n + grain - 1) / grain }
 // refusal of a prefix, and reports whether it was one. It pauses no growth, so eniwire_ec2_refusals_total
 // does not count it; eniwire_prefix_fallback says it.
 func (m *poolManager) prefixRefused(subnetID string, err error) bool {
-	if !errors.Is(err, eni.ErrNoPrefix) {
+	if !errors.Is(err, ec2client.ErrNoPrefix) {
 		return false
 	}
 	m.fallback.refused(subnetID, m.clock.Now(), err)
