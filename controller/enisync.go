@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"log/slog"
-	"net/netip"
 	"sync"
 
 	"github.com/eniwire/eniwire/controller/journal"
@@ -79,13 +78,4 @@ func (s *eniSync) sync(ctx context.Context) {
 			delete(s.failing, id)
 		}
 	}
-}
-
-// Gateway returns the first host address of cidr (the VPC router of that subnet), or "" if cidr is invalid.
-func Gateway(cidr string) string {
-	p, err := netip.ParsePrefix(cidr)
-	if err != nil {
-		return ""
-	}
-	return p.Masked().Addr().Next().String()
 }

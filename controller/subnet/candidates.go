@@ -1,4 +1,4 @@
-package controller
+package subnet
 
 // Subnet discovery (ENABLE_SUBNET_DISCOVERY, the AWS VPC CNI's setting): new ENIs go to the subnet of the
 // node's VPC and zone with the most free addresses among the node's own subnet and the subnets tagged
@@ -79,9 +79,9 @@ type subnetCandidates struct {
 	refused map[string]time.Time
 }
 
-func newSubnetCandidates(api ec2client.EC2API, enabled bool, info NodeInfo, cluster string, clk clock.Clock, log *slog.Logger) *subnetCandidates {
-	node := subnetInfo{ID: info.SubnetID, CIDR: info.SubnetCIDR, AZ: info.AZ}
-	return &subnetCandidates{ec2: api, enabled: enabled && info.VPCID != "", vpcID: info.VPCID, az: info.AZ, cluster: cluster,
+func newSubnetCandidates(api ec2client.EC2API, cfg Config, clk clock.Clock, log *slog.Logger) *subnetCandidates {
+	node := subnetInfo{ID: cfg.SubnetID, CIDR: cfg.SubnetCIDR, AZ: cfg.AZ}
+	return &subnetCandidates{ec2: api, enabled: cfg.Discovery && cfg.VPCID != "", vpcID: cfg.VPCID, az: cfg.AZ, cluster: cfg.Cluster,
 		node: node, clock: clk, log: log, list: []subnetInfo{node}, known: map[string]subnetInfo{node.ID: node},
 		refused: map[string]time.Time{}}
 }
