@@ -23,9 +23,9 @@ func (p *Placer) LearnSubnets(ctx context.Context) {
 		}
 	})
 	for _, id := range unknown {
-		sn, err := p.subnetByID(ctx, id)
+		sn, err := p.cache.read(ctx, id)
 		if err != nil {
-			continue // subnetByID logged it
+			continue // the cache logged it
 		}
 		err = b.Update(ctx, func(st *journal.State) error {
 			for i := range st.ENIs {

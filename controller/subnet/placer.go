@@ -21,9 +21,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
-
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/ec2client"
@@ -73,12 +70,13 @@ type Deps struct {
 // plans of a round place side by side, the API's Assign asks retired).
 type Placer struct {
 	subnets *subnetCandidates
-	books   Books
+	// cache is the subnets read so far, by id (discovery's, the ENIConfigs', adopted ENIs'): each read once,
+	// not per plan.
+	cache *cache
+	books Books
 	// custom is the ENIConfig source; nil when custom networking is off.
 	custom ENIConfigSource
-	ec2    ec2client.EC2API
 	az     string
-	clock  clock.Clock
 	log    *slog.Logger
 
 	mu sync.Mutex
@@ -89,37 +87,23 @@ type Placer struct {
 	blocked string
 	// apiErr is the source's connection error, for the status line.
 	apiErr string
-	// subnetsByID are the subnets read by id so far (the ENIConfigs', adopted ENIs'): read once each, not
-	// per plan; a failed read is kept in unreadable and tried again after unreadableFor.
-	subnetsByID map[string]subnetInfo
-	unreadable  map[string]failedRead
 	// retired are the ENIs pods may no longer take addresses from, by id.
 	retired map[string]bool
 }
 
 // NewPlacer returns the Placer of a node.
 func NewPlacer(cfg Config, deps Deps) *Placer {
-	subnets := newSubnetCandidates(deps.EC2, cfg, deps.Clock, deps.Log)
-	return &Placer{subnets: subnets, books: deps.Books, custom: deps.ENIConfigs, ec2: deps.EC2, az: cfg.AZ,
-		clock: deps.Clock, log: deps.Log, subnetsByID: map[string]subnetInfo{}, unreadable: map[string]failedRead{},
-		retired: map[string]bool{}}
-}
-
-// unreadableFor is how long a failed read of a subnet by id stands before it is tried again.
-const unreadableFor = time.Minute
-
-// failedRead is a failed read of a subnet and when it happened.
-type failedRead struct {
-	err error
-	at  time.Time
+	c := newCache(deps.EC2, deps.Clock, deps.Log)
+	return &Placer{subnets: newSubnetCandidates(deps.EC2, c, cfg, deps.Clock, deps.Log), cache: c, books: deps.Books,
+		custom: deps.ENIConfigs, az: cfg.AZ, log: deps.Log, retired: map[string]bool{}}
 }
 
 // CustomNetworking reports whether new ENIs follow an ENIConfig.
 func (p *Placer) CustomNetworking() bool { return p.custom != nil }
 
-// Observe reads the ENIConfig in force and marks the ENIs of the books that pods may no longer use. It costs one
-// DescribeSubnets the first time an ENIConfig names a subnet, nothing otherwise. The Run loop calls it every
-// round, so a changed ENIConfig takes effect within a pool interval.
+// Observe reads the ENIConfig in force and marks the ENIs of the books that pods may no longer use. It costs
+// one DescribeSubnets the first time an ENIConfig names a subnet the node has not read, nothing otherwise. The
+// Run loop calls it every round, so a changed ENIConfig takes effect within a pool interval.
 func (p *Placer) Observe(ctx context.Context) {
 	if p.custom == nil {
 		return
@@ -133,7 +117,7 @@ func (p *Placer) Observe(ctx context.Context) {
 	case !ok:
 		blocked = fmt.Sprintf("no ENIConfig applies to the node (%s): no new ENI", why)
 	default:
-		sn, err := p.subnetByID(ctx, c.Subnet)
+		sn, err := p.cache.read(ctx, c.Subnet)
 		switch {
 		case err != nil:
 			blocked = fmt.Sprintf("reading subnet %s of ENIConfig %s: %v: no new ENI", c.Subnet, c.Name, err)
@@ -171,41 +155,6 @@ func (p *Placer) Observe(ctx context.Context) {
 	p.mu.Unlock()
 }
 
-// subnetByID returns a subnet read from EC2 by id the first time: an ENIConfig's, or that of an adopted ENI
-// which nothing else read (learnSubnets). A failed read stands for unreadableFor.
-func (p *Placer) subnetByID(ctx context.Context, id string) (subnetInfo, error) {
-	p.mu.Lock()
-	sn, ok := p.subnetsByID[id]
-	failed, hasFailed := p.unreadable[id]
-	p.mu.Unlock()
-	if ok {
-		return sn, nil
-	}
-	if hasFailed && p.clock.Since(failed.at) < unreadableFor {
-		return subnetInfo{}, failed.err
-	}
-	out, err := describeSubnets(ctx, p.ec2, &ec2.DescribeSubnetsInput{SubnetIds: []string{id}})
-	if err == nil && len(out) == 0 {
-		err = fmt.Errorf("subnet %s not found", id)
-	}
-	if err != nil {
-		if ctx.Err() == nil {
-			p.log.Warn("reading a subnet; tried again in a minute", "subnet", id, "error", err)
-			p.mu.Lock()
-			p.unreadable[id] = failedRead{err: err, at: p.clock.Now()}
-			p.mu.Unlock()
-		}
-		return subnetInfo{}, err
-	}
-	sn = subnetFrom(out[0])
-	p.mu.Lock()
-	p.subnetsByID[id] = sn
-	delete(p.unreadable, id)
-	p.mu.Unlock()
-	p.subnets.remember(sn)
-	return sn, nil
-}
-
 // Place returns where a new ENI that needs want addresses goes, or an error wrapping ErrNoPlacement.
 func (p *Placer) Place(ctx context.Context, want int) (eni.Placement, error) {
 	if p.custom == nil {
@@ -221,7 +170,7 @@ func (p *Placer) Place(ctx context.Context, want int) (eni.Placement, error) {
 		return eni.Placement{}, fmt.Errorf("%w: custom networking: %s", ErrNoPlacement, p.blocked)
 	}
 	c := p.inForce
-	return eni.Placement{SubnetID: c.Subnet, SubnetCIDR: p.subnetsByID[c.Subnet].CIDR,
+	return eni.Placement{SubnetID: c.Subnet, SubnetCIDR: p.CIDROf(c.Subnet),
 		SecurityGroups: slices.Clone(c.SecurityGroups)}, nil
 }
 
@@ -261,7 +210,10 @@ func (p *Placer) Candidates() []api.SubnetStatus {
 }
 
 // CIDROf returns the CIDR of a subnet read from EC2 so far (or the node's own), or "". No I/O.
-func (p *Placer) CIDROf(subnetID string) string { return p.subnets.cidrOf(subnetID) }
+func (p *Placer) CIDROf(subnetID string) string {
+	sn, _ := p.cache.get(subnetID)
+	return sn.CIDR
+}
 
 // IsRetired reports whether pods may no longer take addresses of the ENI.
 func (p *Placer) IsRetired(eniID string) bool {
