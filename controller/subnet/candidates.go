@@ -5,7 +5,8 @@ package subnet
 // kubernetes.io/role/cni=1, so a cluster short of addresses grows into subnets added for pods (often in a
 // secondary VPC CIDR) without a restart. The list costs one DescribeSubnets per refresh, not one per ENI: it
 // is cached, refreshed at most every subnetRefreshEvery, and after a subnet refused a create for want of
-// addresses (InsufficientFreeAddressesInSubnet), which also moves the next ENI to the next subnet.
+// addresses (InsufficientFreeAddressesInSubnet), which also moves the next ENI to the next subnet. Every
+// subnet a refresh reads goes into the node's one cache of subnets (cache.go), candidate or not.
 
 import (
 	"cmp"

@@ -1,7 +1,8 @@
 // Package subnet decides where a node's new ENIs go and which ENIs pods may no longer take addresses from:
-// the subnets discovery finds (candidates.go), the ENIConfig of custom networking (eniconfig.go), the subnets
-// read from EC2 by id, and the gateway of a subnet. The node controller asks its Placer; the Placer reads the
-// books through the small Books interface and EC2 through ec2client.EC2API.
+// the subnets discovery finds (candidates.go), the ENIConfig of custom networking (eniconfig.go), the one cache
+// of the subnets read from EC2, by id (cache.go), and the gateway of a subnet (gateway.go). The node controller
+// asks its Placer; the Placer reads the books through the small Books interface and EC2 through
+// ec2client.EC2API.
 package subnet
 
 // Where new ENIs go, and which ENIs pods may no longer take addresses from. Without custom networking a new
