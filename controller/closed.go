@@ -48,7 +48,7 @@ type closure struct {
 // closeIfFull closes eniID to new IPs if err is its subnet refusing them for want of addresses while subnet
 // discovery has another candidate, and reports whether it did: the deficit then goes to a new ENI there.
 func (m *poolManager) closeIfFull(ctx context.Context, eniID, subnetID string, err error) bool {
-	if !errors.Is(err, ec2client.ErrSubnetFull) || !m.place.subnetFull(ctx, subnetID) {
+	if !errors.Is(err, ec2client.ErrSubnetFull) || !m.place.SubnetFull(ctx, subnetID) {
 		return false
 	}
 	why := fmt.Sprintf("subnet %s of ENI %s has no free addresses (%s); new IPs come from an ENI in another subnet",
@@ -61,12 +61,12 @@ func (m *poolManager) closeIfFull(ctx context.Context, eniID, subnetID string, e
 }
 
 // counts is the view's counts with the closed ENIs marked; closures older than reopenClosedAfter end. A
-// retired ENI (placement.go) is closed and its free addresses do not count: the pool grows elsewhere, and
+// retired ENI (package subnet) is closed and its free addresses do not count: the pool grows elsewhere, and
 // the ENI goes by the surplus path once its pods have.
 func (m *poolManager) counts(v *pool.View) pool.Counts {
 	c := v.Counts()
 	now := m.clock.Now()
-	retired := m.place.retiredSet()
+	retired := m.place.Retired()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, cl := range m.closed {

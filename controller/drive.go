@@ -13,6 +13,7 @@ import (
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/controller/subnet"
 )
 
 // backoff is when one ENI operation may be tried again, and the delay that got it there.
@@ -85,7 +86,7 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 			m.clearBackoff(opID)
 			return moved
 		}
-		if rec.State == journal.Planned && rec.Attempts == 0 && m.place.passedOver(rec.SubnetID) {
+		if rec.State == journal.Planned && rec.Attempts == 0 && m.place.PassedOver(rec.SubnetID) {
 			// Planned with its round-mates before the subnet refused one of them, never sent: the create
 			// would be refused too, and spend a token of the account's bucket. The pool plans again, elsewhere.
 			if err := m.eni.DropPlan(ctx, opID); err != nil {
@@ -121,7 +122,7 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 			m.clearBackoff(opID)
 			return true
 		}
-		if rec.State == journal.Planned && errors.Is(err, ec2client.ErrSubnetFull) && m.place.subnetFull(ctx, rec.SubnetID) {
+		if rec.State == journal.Planned && errors.Is(err, ec2client.ErrSubnetFull) && m.place.SubnetFull(ctx, rec.SubnetID) {
 			// The create dropped its plan; the pool plans again at once, in the next candidate subnet. The
 			// candidates log the refusal once; the status lists the subnet as refused.
 			m.metrics.stepErrors.WithLabelValues(string(rec.State), ec2client.ErrorCode(err)).Inc()
@@ -191,7 +192,7 @@ func nextDelay(prev time.Duration, err error) time.Duration {
 	if errors.Is(err, ec2client.ErrUnauthorized) || errors.Is(err, ec2client.ErrSubnetFull) {
 		floor = time.Minute
 	}
-	if errors.Is(err, ErrNoPlacement) {
+	if errors.Is(err, subnet.ErrNoPlacement) {
 		// Mostly a local check (an ENIConfig still missing or in another zone): a fix should not wait long.
 		ceiling = 30 * time.Second
 	}
@@ -224,7 +225,7 @@ func (m *poolManager) poolBackoffIn(err error, subnetID string) {
 	}
 	var why string
 	switch {
-	case errors.Is(err, ErrNoPlacement):
+	case errors.Is(err, subnet.ErrNoPlacement):
 		why = err.Error()
 	case errors.Is(err, ec2client.ErrSubnetFull):
 		why = "subnet " + subnetID + " has no free addresses (" + ec2client.ErrorCode(err) + ")"

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/netip"
 	"slices"
 	"sync"
 
@@ -100,13 +99,4 @@ func (s *eniSync) broken() string {
 	}
 	ids := slices.Sorted(maps.Keys(s.failing))
 	return fmt.Sprintf("no ENI is up; bringing %s up: %v", ids[0], s.failing[ids[0]])
-}
-
-// Gateway returns the first host address of cidr (the VPC router of that subnet), or "" if cidr is invalid.
-func Gateway(cidr string) string {
-	p, err := netip.ParsePrefix(cidr)
-	if err != nil {
-		return ""
-	}
-	return p.Masked().Addr().Next().String()
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/controller/pool"
+	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/internal/clock"
 )
@@ -309,7 +310,7 @@ func (p *ipam) toAPI(a journal.Assignment) *api.Assignment {
 	}
 	if e := p.books.st.ENIByID(a.ENI); e != nil {
 		out.ENIMAC, out.DeviceIndex, out.SubnetCIDR = e.MAC, e.DeviceIndex, e.SubnetCIDR
-		out.Gateway = Gateway(e.SubnetCIDR)
+		out.Gateway = subnet.Gateway(e.SubnetCIDR)
 	}
 	return out
 }

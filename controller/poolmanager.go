@@ -13,6 +13,7 @@ import (
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/controller/pool"
+	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/internal/clock"
 )
 
@@ -37,7 +38,7 @@ type poolManager struct {
 	// wake asks the Run loop for another round.
 	wake func()
 	// place says where new ENIs go and which ENIs pods may no longer use.
-	place *placer
+	place *subnet.Placer
 
 	surplusSince time.Time
 
@@ -287,7 +288,7 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 	}
 	for _, want := range plans {
 		wg.Go(func() {
-			at, err := m.place.place(ctx, want*grain)
+			at, err := m.place.Place(ctx, want*grain)
 			if err != nil {
 				done(false, func() bool { return m.result(err, "placing ENI") })
 				return
