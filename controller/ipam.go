@@ -120,7 +120,7 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		p.books.mu.Unlock()
 		if assigned >= p.targets.MaxPods {
 			p.metrics.assigns.WithLabelValues("max_pods").Inc()
-			return nil, fmt.Errorf("%w: %s", ErrMaxPods, maxPodsNote(assigned, p.targets.MaxPods))
+			return nil, maxPodsReached(assigned, p.targets.MaxPods)
 		}
 		p.wake()
 		p.metrics.assigns.WithLabelValues("no_ip").Inc()

@@ -28,10 +28,10 @@ func MaxPods(cfg Config, info NodeInfo) int {
 	return pl.MaxPods
 }
 
-// maxPodsNote says that the pods hold as many IPs as max pods allows: the answer to a pod beyond it, and the
-// pool's status line meanwhile.
-func maxPodsNote(assigned, maxPods int) string {
-	return fmt.Sprintf("max pods reached (%d/%d pods assigned): no IP for another pod until one leaves", assigned, maxPods)
+// maxPodsReached says that the pods hold as many IPs as max pods allows: the answer to a pod beyond it, and
+// (its text) the pool's status line meanwhile.
+func maxPodsReached(assigned, maxPods int) error {
+	return fmt.Errorf("%w (%d/%d pods assigned): no IP for another pod until one leaves", ErrMaxPods, assigned, maxPods)
 }
 
 // poolTargets are the pool's settings from the node's: the pod cap is MaxPods. WARM_PREFIX_TARGET counts only

@@ -94,7 +94,7 @@ func (m *poolManager) step(ctx context.Context) bool {
 		m.surplusSince = time.Time{}
 		switch {
 		case c.Free() == 0 && c.Assigned() >= targets.MaxPods:
-			m.status.set(maxPodsNote(c.Assigned(), targets.MaxPods))
+			m.status.set(maxPodsReached(c.Assigned(), targets.MaxPods).Error())
 		case d.AtLimit:
 			m.status.set(m.atLimitNote(targets, c))
 		default:
