@@ -13,6 +13,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/eniwire/eniwire/internal/netlinkdump"
+
 	"github.com/eniwire/eniwire/datapath/dptypes"
 )
 
@@ -41,7 +43,7 @@ func (r *Routes) route(pod dptypes.Pod) (*netlink.Route, error) {
 	}
 	idx := pod.HostIfindex
 	if pod.HostVeth != "" {
-		link, err := r.h().LinkByName(pod.HostVeth)
+		link, err := netlinkdump.LinkByName(r.Handle, pod.HostVeth)
 		if err != nil {
 			return nil, fmt.Errorf("finding host veth %s: %w", pod.HostVeth, err)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/eniwire/eniwire/datapath/dptypes"
+	"github.com/eniwire/eniwire/internal/netlinkdump"
 )
 
 // errNoLink means the ENI's interface has not appeared on the node (yet): the controller retries ENIUp on
@@ -28,7 +29,7 @@ func linkByMAC(mac string) (netlink.Link, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parsing MAC %q: %w", mac, err)
 	}
-	links, err := netlink.LinkList()
+	links, err := netlinkdump.Links(nil)
 	if err != nil {
 		return nil, fmt.Errorf("listing interfaces: %w", err)
 	}
@@ -52,7 +53,7 @@ func addPrimaryIP(ctx context.Context, md IMDS, e dptypes.ENI, l netlink.Link, l
 	if !ip.Is4() {
 		return fmt.Errorf("reading the primary IP of ENI %s: %w", e.ID, errNotInIMDS)
 	}
-	addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+	addrs, err := netlinkdump.Addrs(nil, l, netlink.FAMILY_V4)
 	if err != nil {
 		return fmt.Errorf("listing addresses of %s: %w", l.Attrs().Name, err)
 	}
@@ -75,7 +76,7 @@ func hostIfindex(pod dptypes.Pod) (int, bool, error) {
 	if pod.HostVeth == "" {
 		return pod.HostIfindex, pod.HostIfindex != 0, nil
 	}
-	l, err := netlink.LinkByName(pod.HostVeth)
+	l, err := netlinkdump.LinkByName(nil, pod.HostVeth)
 	var nf netlink.LinkNotFoundError
 	if errors.As(err, &nf) {
 		return 0, false, nil
