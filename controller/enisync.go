@@ -38,17 +38,20 @@ func (s *eniSync) isUp(id string) bool {
 
 // sync brings ENIs that became usable up and the ones that stopped being usable down.
 func (s *eniSync) sync(ctx context.Context) {
-	var usable map[string]dptypes.ENI
-	s.books.View(func(st *journal.State) { usable = usableENIs(st) })
+	var (
+		usable     map[string]dptypes.ENI
+		unreadable map[string]error
+	)
+	s.books.View(func(st *journal.State) { usable, unreadable = usableENIs(st) })
+	for id, err := range unreadable {
+		s.fail(id, err)
+	}
 	for id, e := range usable {
 		if s.isUp(id) {
 			continue
 		}
 		if err := s.dp.ENIUp(ctx, e); err != nil {
-			if !s.failing[id] {
-				s.failing[id] = true
-				s.log.Warn("bringing ENI datapath up; its IPs wait", "eni", id, "error", err)
-			}
+			s.fail(id, err)
 			continue
 		}
 		delete(s.failing, id)
@@ -75,9 +78,17 @@ func (s *eniSync) sync(ctx context.Context) {
 		s.mu.Unlock()
 	}
 	for id := range s.failing {
-		if _, ok := usable[id]; !ok {
+		if _, ok := usable[id]; !ok && unreadable[id] == nil {
 			delete(s.failing, id)
 		}
+	}
+}
+
+// fail notes that the ENI could not be brought up, logging it the first time only.
+func (s *eniSync) fail(id string, err error) {
+	if !s.failing[id] {
+		s.failing[id] = true
+		s.log.Warn("bringing ENI datapath up; its IPs wait", "eni", id, "error", err)
 	}
 }
 

@@ -25,7 +25,7 @@ func TestENIUpSurvivesADumpInterruptedByChurn(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	primaryMAC, _ := net.ParseMAC("02:00:00:00:30:01")
 	eniMAC, _ := net.ParseMAC("02:00:00:00:30:02")
-	eni := dptypes.ENI{ID: "eni-2", MAC: eniMAC.String(), DeviceIndex: 1, SubnetCIDR: "10.0.1.0/24", Gateway: "10.0.1.1"}
+	eni := dptypes.ENI{ID: "eni-2", MAC: eniMAC, DeviceIndex: 1, Subnet: netip.MustParsePrefix("10.0.1.0/24"), Gateway: netip.MustParseAddr("10.0.1.1")}
 
 	// Enough links that a dump of them takes several reads, so a change between two reads interrupts it.
 	const quiet = 100 // veth pairs: 200 links

@@ -1,6 +1,7 @@
 package nodenet
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,11 +24,13 @@ var errNoLink = errors.New("no interface with this MAC")
 // errNotInIMDS means IMDS does not list the ENI yet (it lags after attach); the controller retries.
 var errNotInIMDS = errors.New("ENI not listed by IMDS yet")
 
+// errNoMAC means the ENI names no MAC, by which its interface would be found.
+var errNoMAC = errors.New("no MAC")
+
 // linkByMAC finds the interface carrying an ENI's MAC.
-func linkByMAC(mac string) (netlink.Link, error) {
-	hw, err := net.ParseMAC(mac)
-	if err != nil {
-		return nil, fmt.Errorf("parsing MAC %q: %w", mac, err)
+func linkByMAC(hw net.HardwareAddr) (netlink.Link, error) {
+	if len(hw) == 0 {
+		return nil, fmt.Errorf("finding an ENI's interface: %w", errNoMAC)
 	}
 	links, err := netlinkdump.Links(nil)
 	if err != nil {
@@ -36,17 +39,17 @@ func linkByMAC(mac string) (netlink.Link, error) {
 	for _, l := range links {
 		// A bridge, VLAN or macvlan may copy the ENI's MAC but is not the ENI: only a NIC (or, in the
 		// simulated VPC, the veth standing for one) that is no bridge port counts.
-		if l.Attrs().MasterIndex == 0 && strings.EqualFold(l.Attrs().HardwareAddr.String(), hw.String()) &&
+		if l.Attrs().MasterIndex == 0 && bytes.Equal(l.Attrs().HardwareAddr, hw) &&
 			(l.Type() == "device" || l.Type() == "veth") {
 			return l, nil
 		}
 	}
-	return nil, fmt.Errorf("finding ENI %s: %w", mac, errNoLink)
+	return nil, fmt.Errorf("finding ENI %s: %w", hw, errNoLink)
 }
 
 // addPrimaryIP puts the ENI's primary IP (from IMDS, which lists it first) on its link as a /32.
 func addPrimaryIP(ctx context.Context, md IMDS, e dptypes.ENI, l netlink.Link, log *slog.Logger) error {
-	ip, err := md.PrimaryIP(ctx, e.MAC)
+	ip, err := md.PrimaryIP(ctx, e.MAC.String())
 	if err != nil {
 		return err
 	}

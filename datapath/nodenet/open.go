@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 
@@ -73,7 +74,11 @@ func Open(ctx context.Context, cfg Config) (*BPF, error) {
 	if err := setSysctl(log, cfg.SysctlRoot, "net/ipv4/ip_forward", "1"); err != nil {
 		return nil, err
 	}
-	primary, err := linkByMAC(cfg.PrimaryMAC)
+	primaryMAC, err := net.ParseMAC(cfg.PrimaryMAC)
+	if err != nil {
+		return nil, fmt.Errorf("reading the primary ENI's MAC: %w", err)
+	}
+	primary, err := linkByMAC(primaryMAC)
 	if err != nil {
 		return nil, fmt.Errorf("finding the primary ENI: %w", err)
 	}
