@@ -1,5 +1,6 @@
-// Package dptypes is what the controller and the datapath share: the Driver interface through which the
-// controller moves packets for pods and ENIs, and the ENI and Pod it describes them with. It is a leaf: it
+// Package dptypes is the datapath's contract (the top layer in package datapath's map of layers), what the
+// controller and the datapath share: the Driver interface through which the controller moves packets for pods
+// and ENIs, and the ENI and Pod it describes them with. It is a leaf: it
 // imports nothing of eniwire, so the controller can drive a datapath without importing one, and a datapath
 // can be built and tested without the controller. The agent wires an implementation (datapath/nodenet's BPF,
 // datapath/hostroute's Routes) into the controller.

@@ -1,7 +1,8 @@
-// Package nodenet is the agent's production datapath: it prepares the node for the pod path (forwarding, the
-// SNAT rule, each ENI's link), loads the tc programs (package datapath) and drives them for the controller as a
-// dptypes.Driver, with a /32 host route per pod (package hostroute) beside the maps. It is a library, so
-// network-namespace tests run it in-process; the agent only wires it.
+// Package nodenet is the agent's production datapath, the node's layer in package datapath's map of layers:
+// it prepares the node for the pod path (forwarding, the SNAT rule, each ENI's link), loads the tc programs
+// (package datapath) and drives them for the controller as a dptypes.Driver, with a /32 host route per pod
+// (package hostroute) beside the maps. It is a library, so network-namespace tests run it in-process; the
+// agent only wires it.
 package nodenet
 
 import (
