@@ -1,5 +1,6 @@
 // Package netlinkdump lists what the kernel holds over netlink (links, addresses, routes, neighbours, tc
-// filters) for every part of eniwire that reads it: the CNI plugin's plumbing and the datapath. A dump is
+// filters; the datapath's conntrack clean-up through Retry) for every part of eniwire that reads it: the CNI
+// plugin's plumbing and the datapath. A dump is
 // read in several parts, and a change made meanwhile (a pod's veth added by another ADD, an ENI's link coming
 // up, an address the node gains) makes the kernel mark it interrupted (NLM_F_DUMP_INTR, which
 // vishvananda/netlink returns as netlink.ErrDumpInterrupted beside a possibly inconsistent result). Such a
