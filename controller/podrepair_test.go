@@ -58,14 +58,14 @@ func (d *netdevs) PodUp(_ context.Context, p dptypes.Pod) error {
 	if !ok {
 		return fmt.Errorf("setting up pod %s: ENI %s has no interface", p.IP, p.ENI.ID)
 	}
-	d.pods[p.IP] = idx
+	d.pods[p.IP.String()] = idx
 	return nil
 }
 
 func (d *netdevs) PodDown(_ context.Context, p dptypes.Pod) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	delete(d.pods, p.IP)
+	delete(d.pods, p.IP.String())
 	return nil
 }
 

@@ -134,7 +134,7 @@ func (w *world) checkENISubnets(st *journal.State, dp *recordingDriver) error {
 		}
 		up, ok := dp.eni(e.ID)
 		want := subnet.Gateway(cidrs[sim.SubnetID])
-		if !ok || up.Gateway != want || up.SubnetCIDR != e.SubnetCIDR {
+		if !ok || up.Gateway.String() != want || up.Subnet.String() != e.SubnetCIDR {
 			return fmt.Errorf("datapath ENI %s: %+v (up %v), want gateway %s of %s", e.ID, up, ok, want, cidrs[sim.SubnetID])
 		}
 	}

@@ -8,5 +8,8 @@ func Gateway(cidr string) string {
 	if err != nil {
 		return ""
 	}
-	return p.Masked().Addr().Next().String()
+	return GatewayOf(p).String()
 }
+
+// GatewayOf returns the first host address of the subnet p: the VPC router of that subnet.
+func GatewayOf(p netip.Prefix) netip.Addr { return p.Masked().Addr().Next() }
