@@ -55,7 +55,7 @@ func TestPrefixesComeBackAfterTheFallbackFilledEverySlot(t *testing.T) {
 	for i := slots; i < slots+25; i++ {
 		cid := fmt.Sprintf("pod-%d", i)
 		var err error
-		eventually(t, 10*time.Second, "assigning "+cid, func() error {
+		eventually(t, 30*time.Second, "assigning "+cid, func() error {
 			_, err = r.node.Assign(context.Background(), assignReq(cid))
 			if err != nil {
 				s := r.node.Status()
