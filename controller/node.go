@@ -16,6 +16,8 @@ import (
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/controller/metadata"
+	"github.com/eniwire/eniwire/controller/pool"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/internal/clock"
 )
@@ -23,7 +25,7 @@ import (
 // Node is one node's controller: it serves the agent API and runs the pool manager. It is a shell over parts
 // that each own their state and say who may touch it.
 type Node struct {
-	info    NodeInfo
+	info    metadata.Node
 	cfg     Config
 	clock   clock.Clock
 	store   *journal.Store
@@ -100,10 +102,10 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	n.place = newPlacer(subnets, custom, deps.EC2, deps.Node.AZ, deps.Clock, log)
 	n.eni = eni.NewManager(eni.Config{
 		InstanceID: deps.Node.InstanceID, Cluster: cfg.Cluster, SubnetID: deps.Node.SubnetID,
-		SubnetCIDR: deps.Node.SubnetCIDR, SecurityGroups: deps.Node.SecurityGroups, MaxENIs: deps.Node.MaxENIs,
+		SubnetCIDR: deps.Node.SubnetCIDRText(), SecurityGroups: deps.Node.SecurityGroups, MaxENIs: deps.Node.Limits.MaxENIs,
 		GCGrace: cfg.GCGrace, SubnetCIDROf: subnets.cidrOf,
 	}, deps.EC2, deps.IMDS, n.books, deps.Clock, log)
-	targets, limits := poolTargets(cfg, deps.Node), poolLimits(deps.Node)
+	targets, limits := poolTargets(cfg, deps.Node), pool.LimitsOf(deps.Node.Limits)
 	log.Info("pool limits", "maxPods", targets.MaxPods, "prefixDelegation", targets.Prefixes,
 		"subnetDiscovery", !cfg.DisableSubnetDiscovery, "customNetworking", cfg.CustomNetworking)
 	if cfg.EnablePrefixDelegation && !targets.Prefixes {

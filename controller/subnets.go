@@ -24,6 +24,7 @@ import (
 
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/ec2client"
+	"github.com/eniwire/eniwire/controller/metadata"
 	"github.com/eniwire/eniwire/internal/clock"
 )
 
@@ -79,8 +80,8 @@ type subnetCandidates struct {
 	refused map[string]time.Time
 }
 
-func newSubnetCandidates(api ec2client.EC2API, enabled bool, info NodeInfo, cluster string, clk clock.Clock, log *slog.Logger) *subnetCandidates {
-	node := subnetInfo{ID: info.SubnetID, CIDR: info.SubnetCIDR, AZ: info.AZ}
+func newSubnetCandidates(api ec2client.EC2API, enabled bool, info metadata.Node, cluster string, clk clock.Clock, log *slog.Logger) *subnetCandidates {
+	node := subnetInfo{ID: info.SubnetID, CIDR: info.SubnetCIDRText(), AZ: info.AZ}
 	return &subnetCandidates{ec2: api, enabled: enabled && info.VPCID != "", vpcID: info.VPCID, az: info.AZ, cluster: cluster,
 		node: node, clock: clk, log: log, list: []subnetInfo{node}, known: map[string]subnetInfo{node.ID: node},
 		refused: map[string]time.Time{}}

@@ -7,9 +7,9 @@ import (
 	"io"
 	"os"
 
-	"github.com/eniwire/eniwire/controller"
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/metadata"
+	"github.com/eniwire/eniwire/controller/pool"
 )
 
 // maxPodsReport is max-pods' JSON: the instance facts it used and the limit.
@@ -17,10 +17,10 @@ type maxPodsReport struct {
 	InstanceType string          `json:"instanceType"`
 	Limits       metadata.Limits `json:"limits"`
 	MaxENI       int             `json:"maxENI,omitempty"`
-	controller.PodLimit
+	pool.PodLimit
 }
 
-// runMaxPods prints what kubelet's --max-pods should be (controller.KubeletMaxPods), from the instance
+// runMaxPods prints what kubelet's --max-pods should be (pool.KubeletMaxPods), from the instance
 // facts the agent cached in --state-dir when they are for that type, else from EC2's DescribeInstanceTypes
 // (the SDK's environment: AWS_REGION, AWS_ENDPOINT_URL_EC2, credentials).
 func runMaxPods(o options, out io.Writer) error {
@@ -40,7 +40,7 @@ func runMaxPods(o options, out io.Writer) error {
 			return fmt.Errorf("max-pods: %w", err)
 		}
 	}
-	pl := controller.KubeletMaxPods(controller.Config{MaxENI: o.maxENI, CustomNetworking: o.customNetworking}, l, o.prefixes)
+	pl := pool.KubeletMaxPods(pool.PodSettings{MaxENI: o.maxENI, Prefixes: o.prefixes, CustomNetworking: o.customNetworking}, l)
 	if o.prefixes && !pl.Prefixes {
 		fmt.Fprintf(os.Stderr, "eniwirectl: %s is not built on Nitro (hypervisor %q): no prefix delegation, secondary IPs counted\n", typ, l.Hypervisor)
 	}
