@@ -11,7 +11,8 @@ import (
 )
 
 // agentError turns an agent API failure into the CNI error a runtime acts on: retryable conditions get
-// ErrTryAgainLater so kubelet retries instead of giving up on the pod.
+// ErrTryAgainLater so kubelet retries instead of giving up on the pod. The agent's message, in the details,
+// names the cause (for no free IP: the pool refilling, the node at its max pods or its ENI limit).
 func agentError(op, socket string, err error) *types.Error {
 	if errors.Is(err, api.ErrUnreachable) {
 		return types.NewError(types.ErrTryAgainLater,
@@ -25,7 +26,7 @@ func agentError(op, socket string, err error) *types.Error {
 	switch ae.Code {
 	case api.CodeNoIPAvailable:
 		return types.NewError(types.ErrTryAgainLater,
-			fmt.Sprintf("eniwire: %s: no IP address is free on this node yet; the agent is adding capacity, retry shortly", op),
+			fmt.Sprintf("eniwire: %s: no IP address is free on this node; retry shortly", op),
 			ae.Message)
 	case api.CodeNotReady:
 		return types.NewError(types.ErrTryAgainLater,

@@ -10,8 +10,12 @@ import (
 	"github.com/eniwire/eniwire/controller/api"
 )
 
-// Status tells the runtime whether ADD can succeed now: it fails with ErrPluginNotAvailable while the agent
-// cannot be reached, is still starting, or has no warm IP to hand out.
+// Status tells the runtime whether ADD can work at all: it fails with ErrPluginNotAvailable while the agent
+// cannot be reached, is not ready (starting), its journal is broken or its datapath can wire no pod. A pool
+// with no free IP answers success: a full node (max pods reached, every ENI full) or a burst that empties the
+// pool for a moment is a healthy network, and a runtime turns a STATUS failure into the node's Ready going
+// false, which evicts its pods. The agent's status and metrics report the pool instead, and ADD fails
+// retryably while it is empty.
 func (p *Plugin) Status(args *skel.CmdArgs) error {
 	inv, err := p.start("STATUS", args)
 	if err != nil {
@@ -23,12 +27,15 @@ func (p *Plugin) Status(args *skel.CmdArgs) error {
 		return types.NewError(types.ErrPluginNotAvailable,
 			fmt.Sprintf("eniwire: the eniwire agent is not reachable at %s", inv.conf.AgentSocket), err.Error())
 	}
+	// An agent that predates Journal and Datapath leaves them empty; its Ready covers the journal.
+	if st.Journal != "" && st.Journal != api.Healthy {
+		return types.NewError(types.ErrPluginNotAvailable, "eniwire: the eniwire agent's journal is broken: "+st.Journal, "")
+	}
 	if !st.Ready {
 		return types.NewError(types.ErrPluginNotAvailable, "eniwire: the eniwire agent is not ready: "+st.Reason, "")
 	}
-	if st.Warm == 0 {
-		return types.NewError(types.ErrPluginNotAvailable, "eniwire: the node has no free IP address for a new pod",
-			st.PoolStatus)
+	if st.Datapath != "" && st.Datapath != api.Healthy {
+		return types.NewError(types.ErrPluginNotAvailable, "eniwire: the eniwire datapath can wire no pod: "+st.Datapath, "")
 	}
 	return nil
 }

@@ -304,28 +304,44 @@ func TestAddFailsRetryablyWhenThePoolIsEmptyAndLeavesNothing(t *testing.T) {
 	assertNothingLeft(t, h, podA)
 }
 
-func TestStatusFailsWhileTheAgentCannotServeAdd(t *testing.T) {
+// TestStatusFailsOnlyWhileTheAgentCannotServeAdd: STATUS answers whether ADD can work at all. A pool with no
+// free IP can (ADD fails retryably until it refills, or the node is full): STATUS succeeds, since a runtime
+// turns a STATUS failure into the node's Ready going false.
+func TestStatusFailsOnlyWhileTheAgentCannotServeAdd(t *testing.T) {
 	h := newHarness(t, "10.213.0.10")
 	conf := h.conf("1.1.0", nil)
 	args := &skel.CmdArgs{StdinData: conf}
+	wantUnavailable := func(what string, says string) {
+		t.Helper()
+		_, err := h.run(status, args)
+		if err == nil || cniCode(t, err) != types.ErrPluginNotAvailable || !strings.Contains(err.Error(), says) {
+			t.Fatalf("STATUS %s = %v, want code 50 saying %q", what, err, says)
+		}
+	}
 	if _, err := h.run(status, args); err != nil {
 		t.Fatalf("STATUS of a ready agent with a free IP: %v", err)
 	}
 	h.agent.SetReady(false, "replaying journal")
-	_, err := h.run(status, args)
-	if err == nil || cniCode(t, err) != types.ErrPluginNotAvailable || !strings.Contains(err.Error(), "replaying journal") {
-		t.Fatalf("STATUS of a starting agent = %v, want code 50 with its reason", err)
-	}
+	wantUnavailable("of a starting agent", "replaying journal")
 	h.agent.SetReady(true, "")
 	if _, err := h.run(add, podArgs("takes-last", cnitest.NewNS(t), conf)); err != nil {
 		t.Fatalf("ADD: %v", err)
 	}
-	if _, err := h.run(status, args); err == nil || cniCode(t, err) != types.ErrPluginNotAvailable {
-		t.Fatalf("STATUS with no free IP = %v, want code 50", err)
+	if _, err := h.run(status, args); err != nil {
+		t.Fatalf("STATUS with no free IP = %v, want success", err)
 	}
+	h.agent.SetHealth(api.Healthy, api.Healthy)
+	if _, err := h.run(status, args); err != nil {
+		t.Fatalf("STATUS of an agent whose journal and datapath work = %v, want success", err)
+	}
+	h.agent.SetHealth("journal is broken by an earlier I/O error", api.Healthy)
+	wantUnavailable("with the journal broken", "journal is broken")
+	h.agent.SetHealth(api.Healthy, "no ENI is up; bringing eni-1 up: no interface with this MAC")
+	wantUnavailable("with no ENI up in the datapath", "can wire no pod: no ENI is up")
 	bad := &skel.CmdArgs{StdinData: []byte(`{"cniVersion":"1.1.0","name":"x","agentSocket":"/nonexistent/agent.sock"}`)}
-	if _, err := h.run(status, bad); err == nil || cniCode(t, err) != types.ErrPluginNotAvailable {
-		t.Fatalf("STATUS without an agent = %v, want code 50", err)
+	if _, err := h.run(status, bad); err == nil || cniCode(t, err) != types.ErrPluginNotAvailable ||
+		!strings.Contains(err.Error(), "/nonexistent/agent.sock") {
+		t.Fatalf("STATUS without an agent = %v, want code 50 naming the socket", err)
 	}
 }
 

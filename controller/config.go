@@ -11,6 +11,7 @@ import (
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/controller/metadata"
+	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/internal/clock"
 )
@@ -72,10 +73,10 @@ type Config struct {
 	PodMTU int
 	// DisableSubnetDiscovery is ENABLE_SUBNET_DISCOVERY=false: new ENIs go to the node's own subnet only.
 	// With discovery (the default) they go to the subnet of the node's VPC and zone with the most free
-	// addresses among the node's own and those tagged kubernetes.io/role/cni=1 (subnets.go).
+	// addresses among the node's own and those tagged kubernetes.io/role/cni=1 (package subnet).
 	DisableSubnetDiscovery bool
 	// CustomNetworking (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG): new ENIs go to the subnet of the node's ENIConfig
-	// (Deps.ENIConfigs) with its security groups, and the primary ENI carries no pods (placement.go).
+	// (Deps.ENIConfigs) with its security groups, and the primary ENI carries no pods (package subnet).
 	CustomNetworking bool
 	// VPCRefreshInterval: the VPC's CIDR blocks are read (DescribeVpcs) at start and then at most this often,
 	// with the reconcile (default 5 min).
@@ -103,7 +104,7 @@ type Deps struct {
 	// Urgent marks a context for calls that unblock pods (ec2client.WithPriority with Urgent); may be nil.
 	Urgent func(context.Context) context.Context
 	// ENIConfigs says which ENIConfig applies to the node; required with Config.CustomNetworking.
-	ENIConfigs ENIConfigSource
+	ENIConfigs subnet.ENIConfigSource
 	// WrapJournal, if set, wraps the opened journal (tests inject crashes with it).
 	WrapJournal func(Journal) Journal
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 )
 
@@ -28,7 +29,7 @@ func usableENIs(st *journal.State) map[string]dptypes.ENI {
 	for _, e := range st.ENIs {
 		if e.Usable() && e.ID != "" {
 			usable[e.ID] = dptypes.ENI{ID: e.ID, MAC: e.MAC, DeviceIndex: e.DeviceIndex, Primary: e.Primary,
-				SubnetCIDR: e.SubnetCIDR, Gateway: Gateway(e.SubnetCIDR)}
+				SubnetCIDR: e.SubnetCIDR, Gateway: subnet.Gateway(e.SubnetCIDR)}
 		}
 	}
 	return usable

@@ -2,8 +2,10 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
-	"net/netip"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/eniwire/eniwire/controller/journal"
@@ -11,7 +13,7 @@ import (
 )
 
 // eniSync keeps the datapath's ENIs in step with the books: up once usable, down once not. Who may touch it:
-// only the Run loop calls sync; any goroutine asks isUp (mu guards up).
+// only the Run loop calls sync; any goroutine asks isUp and broken (mu guards up and failing).
 type eniSync struct {
 	books *books
 	dp    dptypes.Driver
@@ -21,8 +23,9 @@ type eniSync struct {
 	// up are the ENIs the datapath has brought up, by id: only their IPs are handed to pods, since a pod of an
 	// ENI whose interface has not appeared yet cannot be routed.
 	up map[string]dptypes.ENI
-	// failing are the ENIs whose ENIUp failed last time, so the failure is logged once, not per round.
-	failing map[string]bool
+	// failing are the ENIs whose ENIUp failed last time, with the error, so the failure is logged once, not
+	// per round.
+	failing map[string]error
 	// cameUp is told each ENI the datapath has just brought up: its pods' entries must name its interface,
 	// which is a new one when the ENI was detached and attached again.
 	cameUp func(eniID string)
@@ -45,14 +48,17 @@ func (s *eniSync) sync(ctx context.Context) {
 			continue
 		}
 		if err := s.dp.ENIUp(ctx, e); err != nil {
-			if !s.failing[id] {
-				s.failing[id] = true
+			s.mu.Lock()
+			_, logged := s.failing[id]
+			s.failing[id] = err
+			s.mu.Unlock()
+			if !logged {
 				s.log.Warn("bringing ENI datapath up; its IPs wait", "eni", id, "error", err)
 			}
 			continue
 		}
-		delete(s.failing, id)
 		s.mu.Lock()
+		delete(s.failing, id)
 		s.up[id] = e
 		s.mu.Unlock()
 		s.cameUp(id)
@@ -74,18 +80,23 @@ func (s *eniSync) sync(ctx context.Context) {
 		delete(s.up, e.ID)
 		s.mu.Unlock()
 	}
+	s.mu.Lock()
 	for id := range s.failing {
 		if _, ok := usable[id]; !ok {
 			delete(s.failing, id)
 		}
 	}
+	s.mu.Unlock()
 }
 
-// Gateway returns the first host address of cidr (the VPC router of that subnet), or "" if cidr is invalid.
-func Gateway(cidr string) string {
-	p, err := netip.ParsePrefix(cidr)
-	if err != nil {
+// broken returns why the datapath can wire no pod, or "": it has none of the node's ENIs up, and bringing one
+// up failed. (An ENI whose interface has not appeared yet fails too, but the primary ENI is up meanwhile.)
+func (s *eniSync) broken() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if len(s.up) > 0 || len(s.failing) == 0 {
 		return ""
 	}
-	return p.Masked().Addr().Next().String()
+	ids := slices.Sorted(maps.Keys(s.failing))
+	return fmt.Sprintf("no ENI is up; bringing %s up: %v", ids[0], s.failing[ids[0]])
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/controller/pool"
+	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/internal/clock"
 )
@@ -48,6 +49,8 @@ type ipam struct {
 	// ready says whether the node may hand out IPs; wake asks the pool manager to look at the pool.
 	ready func() (bool, string)
 	wake  func()
+	// poolStatus is the pool manager's status line (why the pool cannot reach its targets, or "").
+	poolStatus func() string
 
 	// podMTU is what every answer tells the plugin to set on the pod's veth.
 	podMTU int
@@ -56,6 +59,19 @@ type ipam struct {
 
 	// turns puts the requests for one attachment in line (turns.go).
 	turns attachmentTurns
+}
+
+// noIP is ErrNoIP naming what keeps the pool from growing, when something does: the node holds its max
+// pods' worth of IPs, or the pool manager's status line says why (the ENI limit, a subnet out of addresses, a
+// backoff). Without either, the pool is refilling.
+func (p *ipam) noIP(c pool.Counts) error {
+	if limit := p.targets.MaxPodsFor(p.limits); c.Total() >= limit {
+		return fmt.Errorf("%w: the node holds as many IPs as its max pods (%d)", ErrNoIP, limit)
+	}
+	if why := p.poolStatus(); why != "" {
+		return fmt.Errorf("%w: %s", ErrNoIP, why)
+	}
+	return ErrNoIP
 }
 
 func validAttachment(a api.Attachment) error {
@@ -100,6 +116,7 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 	ip, e, ok := view.Pick(p.avail)
 	if !ok {
 		assigned := len(p.books.st.Assignments)
+		err := p.noIP(view.Counts())
 		p.books.mu.Unlock()
 		if assigned >= p.targets.MaxPods {
 			p.metrics.assigns.WithLabelValues("max_pods").Inc()
@@ -107,7 +124,7 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		}
 		p.wake()
 		p.metrics.assigns.WithLabelValues("no_ip").Inc()
-		return nil, ErrNoIP
+		return nil, err
 	}
 	a := journal.Assignment{
 		ContainerID: req.ContainerID, IfName: req.IfName, Network: req.Network, Netns: req.Netns, PodNamespace: req.Pod.Namespace,
@@ -293,7 +310,7 @@ func (p *ipam) toAPI(a journal.Assignment) *api.Assignment {
 	}
 	if e := p.books.st.ENIByID(a.ENI); e != nil {
 		out.ENIMAC, out.DeviceIndex, out.SubnetCIDR = e.MAC, e.DeviceIndex, e.SubnetCIDR
-		out.Gateway = Gateway(e.SubnetCIDR)
+		out.Gateway = subnet.Gateway(e.SubnetCIDR)
 	}
 	return out
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/controller/metadata"
 	"github.com/eniwire/eniwire/controller/pool"
+	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/internal/clock"
 )
@@ -40,9 +41,11 @@ type Node struct {
 	pool   *poolManager  // moves the pool toward its targets; Run loop only (backoffs: their own lock)
 	house  *housekeeping // reconcile and orphan-sweep pacing; Run loop only (answered: atomic)
 	status *poolStatus   // the pool's status line; its own lock
-	place  *placer       // where new ENIs go, which ENIs pods may use; its own lock
 	vpc    *vpcCIDRs     // the VPC's CIDR blocks, told to the datapath; Run loop only
 	gone   *vanishedPods // releases assignments of pods that went without a DEL; Run loop only
+
+	// place says where new ENIs go and which ENIs pods may use; its own lock.
+	place *subnet.Placer
 }
 
 // New opens the journal in cfg.StateDir, replays it into the books and returns the controller; Run starts it.
@@ -94,16 +97,17 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		return nil, err
 	}
 	n.metrics = m
-	subnets := newSubnetCandidates(deps.EC2, !cfg.DisableSubnetDiscovery, deps.Node, cfg.Cluster, deps.Clock, log)
-	var custom ENIConfigSource
+	var custom subnet.ENIConfigSource
 	if cfg.CustomNetworking {
 		custom = deps.ENIConfigs
 	}
-	n.place = newPlacer(subnets, custom, deps.EC2, deps.Node.AZ, deps.Clock, log)
+	n.place = subnet.NewPlacer(subnet.Config{Discovery: !cfg.DisableSubnetDiscovery, VPCID: deps.Node.VPCID,
+		AZ: deps.Node.AZ, SubnetID: deps.Node.SubnetID, SubnetCIDR: deps.Node.SubnetCIDRText(), Cluster: cfg.Cluster},
+		subnet.Deps{EC2: deps.EC2, ENIConfigs: custom, Books: n.books, Clock: deps.Clock, Log: log})
 	n.eni = eni.NewManager(eni.Config{
 		InstanceID: deps.Node.InstanceID, Cluster: cfg.Cluster, SubnetID: deps.Node.SubnetID,
 		SubnetCIDR: deps.Node.SubnetCIDRText(), SecurityGroups: deps.Node.SecurityGroups, MaxENIs: deps.Node.Limits.MaxENIs,
-		GCGrace: cfg.GCGrace, SubnetCIDROf: subnets.cidrOf,
+		GCGrace: cfg.GCGrace, SubnetCIDROf: n.place.CIDROf,
 	}, deps.EC2, deps.IMDS, n.books, deps.Clock, log)
 	targets, limits := poolTargets(cfg, deps.Node), pool.LimitsOf(deps.Node.Limits)
 	log.Info("pool limits", "maxPods", targets.MaxPods, "prefixDelegation", targets.Prefixes,
@@ -113,12 +117,13 @@ func New(cfg Config, deps Deps) (*Node, error) {
 			"type", deps.Node.InstanceType)
 	}
 	n.ipam = &ipam{books: n.books, dp: deps.Datapath, cooldown: cfg.Cooldown, targets: targets, limits: limits,
-		podMTU: cfg.PodMTU, clock: deps.Clock, log: log, metrics: m, ready: n.Ready, wake: n.Wake, avail: n.servable}
+		podMTU: cfg.PodMTU, clock: deps.Clock, log: log, metrics: m, ready: n.Ready, wake: n.Wake, avail: n.servable,
+		poolStatus: n.status.get}
 	if r, ok := deps.Datapath.(interface{ RemovesHostVeth() bool }); ok {
 		n.ipam.removesVeth = r.RemovesHostVeth()
 	}
 	n.repair = &podRepair{ipam: n.ipam, clock: deps.Clock, log: log, due: map[api.Attachment]*repairTry{}}
-	n.enis = &eniSync{books: n.books, dp: deps.Datapath, log: log, up: map[string]dptypes.ENI{}, failing: map[string]bool{},
+	n.enis = &eniSync{books: n.books, dp: deps.Datapath, log: log, up: map[string]dptypes.ENI{}, failing: map[string]error{},
 		cameUp: n.repair.eniUp}
 	n.pool = &poolManager{books: n.books, eni: n.eni, targets: targets, limits: limits, releaseDelay: cfg.ReleaseDelay,
 		poolInterval: cfg.PoolInterval, subnetID: deps.Node.SubnetID, urgent: deps.Urgent, clock: deps.Clock, log: log,
@@ -154,8 +159,8 @@ func (n *Node) Ready() (bool, string) {
 }
 
 // servable reports whether the node can hand out ip of eniID now: the ENI's datapath is up and pods may
-// still take its addresses (placement.go).
-func (n *Node) servable(eniID, _ string) bool { return n.enis.isUp(eniID) && !n.place.isRetired(eniID) }
+// still take its addresses (package subnet).
+func (n *Node) servable(eniID, _ string) bool { return n.enis.isUp(eniID) && !n.place.IsRetired(eniID) }
 
 // Healthy returns the journal failure that stopped the node (it wraps journal.ErrBroken when the store broke),
 // or nil. Run returns the same error.
@@ -198,7 +203,7 @@ func (n *Node) GC(ctx context.Context, req api.GCRequest) (*api.GCResponse, erro
 // Run sets the datapath up from the books, then runs the pool manager until ctx ends, or until the journal
 // fails: then it returns that failure (see Healthy) and makes no further EC2 call.
 func (n *Node) Run(ctx context.Context) error {
-	n.place.observe(ctx, n.books)
+	n.place.Observe(ctx)
 	n.enis.sync(ctx)
 	n.repair.all()
 	n.repair.run(ctx)
@@ -236,7 +241,7 @@ func (n *Node) tick(ctx context.Context) {
 	}
 	// Right after the reconcile, which may have put the primary ENI in the books: with custom networking no
 	// pod may get one of its addresses.
-	n.place.observe(ctx, n.books)
+	n.place.Observe(ctx)
 	// Nothing moves before EC2 has been read once: the pool's arithmetic counts the primary ENI and whatever a
 	// previous run attached, which only a reconcile puts in the books. (Letting a failed first reconcile fall
 	// through to the pool made nodes plan one ENI too many, create it and delete it unattached: 642 wasted
@@ -246,7 +251,7 @@ func (n *Node) tick(ctx context.Context) {
 		return
 	}
 	n.vpc.refresh(ctx, now)
-	n.place.learnSubnets(ctx, n.books)
+	n.place.LearnSubnets(ctx)
 	n.house.sweepOrphans(ctx, now)
 	n.gone.check(ctx, now)
 	n.pool.expireCooldowns(ctx)

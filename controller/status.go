@@ -15,13 +15,18 @@ import (
 func (n *Node) Status() *api.Status {
 	ready, why := n.Ready()
 	ps := n.status.get()
-	out := &api.Status{Ready: ready, Reason: why, InstanceID: n.info.InstanceID, InstanceType: n.info.InstanceType,
+	journalHealth, datapathHealth := api.Healthy, api.Healthy
+	if err := n.books.Broken(); err != nil {
+		journalHealth = err.Error()
+	}
+	if broken := n.enis.broken(); broken != "" {
+		datapathHealth = broken
+	}
+	out := &api.Status{Ready: ready, Reason: why, Journal: journalHealth, Datapath: datapathHealth, InstanceID: n.info.InstanceID, InstanceType: n.info.InstanceType,
 		MaxENIs: n.eni.MaxENIs(), IPsPerENI: n.pool.limits.IPsPerENI, PoolStatus: ps, ENIs: []api.ENIStatus{}, Pending: []api.PendingOp{},
 		MaxPods: n.pool.targets.MaxPods, PrefixDelegation: n.pool.targets.Prefixes, PrefixFallback: n.pool.fallback.status(n.clock.Now()),
 		VPCCIDRs: n.vpc.list()}
-	if !n.place.customNetworking() {
-		out.Subnets = n.place.subnets.status()
-	}
+	out.Subnets = n.place.Candidates()
 	n.books.View(func(st *journal.State) {
 		v := pool.NewView(st, n.clock.Now())
 		for _, e := range st.ENIs {
@@ -62,7 +67,7 @@ func (n *Node) Status() *api.Status {
 				out.Pending = append(out.Pending, api.PendingOp{OpID: e.OpID, ENI: e.ID, State: state, Since: e.Since, Error: e.LastError})
 			}
 		}
-		out.CustomNetworking = n.place.status(st, func(id string) int {
+		out.CustomNetworking = n.place.CustomNetworkingStatus(st, func(id string) int {
 			k := 0
 			for _, a := range st.Assignments {
 				if a.ENI == id {

@@ -22,6 +22,7 @@ import (
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/metadata"
 	"github.com/eniwire/eniwire/controller/pool"
+	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/datapath/hostroute"
 	"github.com/eniwire/eniwire/datapath/nodenet"
@@ -104,7 +105,7 @@ func run() error {
 		PodMTU: nodenet.PodMTU(meta.PrimaryMAC, s.eniMTU, log),
 	}
 
-	var eniConfigs controller.ENIConfigSource
+	var eniConfigs subnet.ENIConfigSource
 	if s.customNetwork {
 		if eniConfigs, err = s.startENIConfigs(ctx, log); err != nil {
 			return err

@@ -109,6 +109,9 @@ func printStatus(out io.Writer, s *api.Status, pods []api.Assignment) error {
 	if s.PrefixFallback != "" {
 		fmt.Fprintf(out, "prefix fallback: %s\n", s.PrefixFallback)
 	}
+	if s.Datapath != "" && s.Datapath != api.Healthy {
+		fmt.Fprintf(out, "datapath: %s (no pod can be wired)\n", s.Datapath)
+	}
 	if s.PoolStatus != "" {
 		fmt.Fprintf(out, "pool: %s\n", s.PoolStatus)
 	}

@@ -111,3 +111,19 @@ func TestStatusShowsPrefixModeAndItsFallback(t *testing.T) {
 		}
 	}
 }
+
+func TestStatusShowsADatapathThatCanWireNoPod(t *testing.T) {
+	for _, tc := range []struct {
+		datapath string
+		shown    bool
+	}{{api.Healthy, false}, {"", false}, {"no ENI is up; bringing eni-1 up: no such device", true}} {
+		s := &api.Status{Ready: true, InstanceID: "i-1", InstanceType: "m5.large", Journal: api.Healthy, Datapath: tc.datapath}
+		var out bytes.Buffer
+		if err := printStatus(&out, s, nil); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(out.String(), "datapath: "); got != tc.shown {
+			t.Errorf("datapath %q: a datapath line shown %v, want %v:\n%s", tc.datapath, got, tc.shown, out.String())
+		}
+	}
+}

@@ -162,8 +162,14 @@ type PendingOp struct {
 
 // Status is the agent's view of the node: readiness, ENIs, IP counts and pending work.
 type Status struct {
-	Ready        bool   `json:"ready"`
-	Reason       string `json:"reason,omitempty"`
+	Ready  bool   `json:"ready"`
+	Reason string `json:"reason,omitempty"`
+	// Journal is Healthy while the journal takes writes, else the failure that stopped the node (Ready is false
+	// too). Datapath is Healthy while the datapath can wire pods, else why it cannot (it brought none of the
+	// node's ENIs up). An agent that predates them leaves both empty. Either one not Healthy, or Ready false,
+	// means no ADD can work on the node; no free IP does not (a full node is healthy).
+	Journal      string `json:"journal,omitempty"`
+	Datapath     string `json:"datapath,omitempty"`
 	InstanceID   string `json:"instanceID"`
 	InstanceType string `json:"instanceType"`
 	MaxENIs      int    `json:"maxENIs"`
@@ -190,6 +196,9 @@ type Status struct {
 	// VPCCIDRs are the VPC's IPv4 blocks as the datapath and SNAT treat them (inside the VPC).
 	VPCCIDRs []string `json:"vpcCIDRs,omitempty"`
 }
+
+// Healthy is Status.Journal and Status.Datapath when they work.
+const Healthy = "ok"
 
 // SubnetStatus is a candidate subnet for new ENIs.
 type SubnetStatus struct {

@@ -34,6 +34,11 @@ type AgentOptions struct {
 	WarmIPs int
 	// Env adds or overrides agent settings ("NAME=value").
 	Env []string
+	// BeforeStart, when set, runs before the agent starts, with the simulator and the agent's state dir (not
+	// created yet): to set EC2 faults, or to put the journal on a file system of a given size.
+	BeforeStart func(sim *ec2sim.Sim, stateDir string)
+	// Unready: StartAgent returns once the agent answers on its socket, ready or not (WarmIPs is not waited for).
+	Unready bool
 }
 
 // Agent is the real eniwire-agent running in the node's namespace against an in-process test/ec2sim whose
@@ -136,12 +141,37 @@ func StartAgent(t testing.TB, node ns.NetNS, opts AgentOptions) *Agent {
 		}
 		_ = os.RemoveAll(dir)
 	})
+	if opts.BeforeStart != nil {
+		opts.BeforeStart(sim, proc.StateDir())
+	}
 	wctx, wcancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer wcancel()
-	if err := proc.Start(wctx, opts.WarmIPs); err != nil {
+	start := func(ctx context.Context) error { return proc.Start(ctx, opts.WarmIPs) }
+	if opts.Unready {
+		start = proc.StartAnswering
+	}
+	if err := start(wctx); err != nil {
 		t.Fatalf("%v", err)
 	}
 	return a
+}
+
+// WaitReady waits until the agent is ready; the test fails if it is not within a minute.
+func (a *Agent) WaitReady(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := a.proc.WaitReady(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Stop stops the agent as its DaemonSet pod is stopped (SIGTERM); the test fails if it does not exit cleanly.
+func (a *Agent) Stop(t testing.TB) {
+	t.Helper()
+	if err := a.proc.Stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Assignments is the agent's list of assignments; the test fails if it cannot be read.

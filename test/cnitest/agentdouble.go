@@ -35,8 +35,8 @@ import (
 // hostroute.Reaper removes the veth in the background.
 //
 // Tests use it only for what the real agent cannot do on cue: a pool that is exactly empty (STATUS, GC), an
-// agent that is not ready or answers an unusable IP once (cni's in-process tests), and the benchmark's
-// measure of the plugin alone. Everything else runs against StartAgent.
+// agent that is not ready, has a broken journal or datapath, or answers an unusable IP once (cni's in-process
+// tests), and the benchmark's measure of the plugin alone. Everything else runs against StartAgent.
 type AgentDouble struct {
 	Socket string
 
@@ -45,6 +45,8 @@ type AgentDouble struct {
 	assigned map[api.Attachment]*api.Assignment
 	ready    bool
 	reason   string
+	journal  string // Status.Journal; "" as from an agent that predates it
+	datapath string // Status.Datapath; likewise
 	badIP    bool
 	mtu      int
 	calls    map[string]int
@@ -142,6 +144,14 @@ func (d *AgentDouble) SetReady(ready bool, reason string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.ready, d.reason = ready, reason
+}
+
+// SetHealth makes Status answer journal and datapath as Status.Journal and Status.Datapath (api.Healthy, a
+// failure, or "" as an agent that predates them).
+func (d *AgentDouble) SetHealth(journal, datapath string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.journal, d.datapath = journal, datapath
 }
 
 // DefaultMTU is the MTU the double's answers carry until SetMTU: the agent's default (AWS_VPC_ENI_MTU).
@@ -281,8 +291,8 @@ func (d *AgentDouble) gc(req api.GCRequest) (any, error) {
 }
 
 func (d *AgentDouble) status() *api.Status {
-	return &api.Status{Ready: d.ready, Reason: d.reason, Assigned: len(d.assigned), Warm: len(d.free),
-		PoolStatus: fmt.Sprintf("%d free", len(d.free))}
+	return &api.Status{Ready: d.ready, Reason: d.reason, Journal: d.journal, Datapath: d.datapath,
+		Assigned: len(d.assigned), Warm: len(d.free), PoolStatus: fmt.Sprintf("%d free", len(d.free))}
 }
 
 // handle decodes the request body into In, runs f under the double's lock and writes its answer or error.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -156,7 +155,8 @@ func TestLibcniWiresPodsChainedWithPortmap(t *testing.T) {
 }
 
 // TestLibcniStatusAndGCAtSpec110 uses the agent double: "the pool is empty" has to be exact here, and the real
-// agent refills its pool from EC2 on its own schedule.
+// agent refills its pool from EC2 on its own schedule. An empty pool is no reason for STATUS to fail
+// (status_test.go runs the real agent full).
 func TestLibcniStatusAndGCAtSpec110(t *testing.T) {
 	testenv.RequireRoot(t)
 	node := NewNode(t, "10.216.255.1")
@@ -175,9 +175,8 @@ func TestLibcniStatusAndGCAtSpec110(t *testing.T) {
 			t.Fatalf("ADD %s: %v", id, err)
 		}
 	}
-	err := inNode(t, node, func() error { return cninet.GetStatusNetworkList(ctx, list) })
-	if err == nil || !strings.Contains(err.Error(), "no free IP") {
-		t.Fatalf("STATUS with the pool empty = %v, want the plugin not available", err)
+	if err := inNode(t, node, func() error { return cninet.GetStatusNetworkList(ctx, list) }); err != nil {
+		t.Fatalf("STATUS with the pool empty = %v, want success", err)
 	}
 	gc := &libcni.GCArgs{ValidAttachments: []types.GCAttachment{{ContainerID: "kept", IfName: "eth0"}}}
 	if err := inNode(t, node, func() error { return cninet.GCNetworkList(ctx, list, gc) }); err != nil {

@@ -118,6 +118,22 @@ func (a *Agent) PID() int {
 // Start runs the agent and waits until it is ready: its status says so, it holds at least warm free IPs,
 // and (with a ConfDir) the conflist is installed. ctx bounds the wait, not the agent's life.
 func (a *Agent) Start(ctx context.Context, warm int) error {
+	if err := a.launch(); err != nil {
+		return err
+	}
+	return a.WaitReady(ctx, warm)
+}
+
+// StartAnswering runs the agent and waits only until it answers on its socket, ready or not.
+func (a *Agent) StartAnswering(ctx context.Context) error {
+	if err := a.launch(); err != nil {
+		return err
+	}
+	return a.waitStatus(ctx, "to answer", func(*api.Status) string { return "" })
+}
+
+// launch starts the agent's process.
+func (a *Agent) launch() error {
 	a.mu.Lock()
 	if a.cmd != nil {
 		a.mu.Unlock()
@@ -142,11 +158,24 @@ func (a *Agent) Start(ctx context.Context, warm int) error {
 	a.mu.Unlock()
 	_ = os.WriteFile(a.PIDFile(), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
 	a.cfg.Logger.Info("agent started", "pid", cmd.Process.Pid)
-	return a.WaitReady(ctx, warm)
+	return nil
 }
 
 // WaitReady waits until the running agent is ready with at least warm free IPs (and its conflist installed).
 func (a *Agent) WaitReady(ctx context.Context, warm int) error {
+	return a.waitStatus(ctx, "to be ready", func(st *api.Status) string {
+		switch {
+		case !st.Ready || st.Warm < warm:
+			return fmt.Sprintf("ready %v (%s), %d warm, pool %q", st.Ready, st.Reason, st.Warm, st.PoolStatus)
+		case a.cfg.ConfDir != "" && !exists(filepath.Join(a.cfg.ConfDir, "10-eniwire.conflist")):
+			return "ready, conflist not installed yet"
+		}
+		return ""
+	})
+}
+
+// waitStatus waits until the running agent answers with a status for which missing says nothing is missing.
+func (a *Agent) waitStatus(ctx context.Context, what string, missing func(*api.Status) string) error {
 	var last string
 	for {
 		a.mu.Lock()
@@ -161,20 +190,14 @@ func (a *Agent) WaitReady(ctx context.Context, warm int) error {
 			return fmt.Errorf("waiting for the agent: %w (%v)\n%s", ErrAgentExited, err, a.LogTail(20))
 		default:
 		}
-		st, err := a.status(ctx)
-		switch {
-		case err != nil:
+		if st, err := a.status(ctx); err != nil {
 			last = err.Error()
-		case !st.Ready || st.Warm < warm:
-			last = fmt.Sprintf("ready %v (%s), %d warm, pool %q", st.Ready, st.Reason, st.Warm, st.PoolStatus)
-		case a.cfg.ConfDir != "" && !exists(filepath.Join(a.cfg.ConfDir, "10-eniwire.conflist")):
-			last = "ready, conflist not installed yet"
-		default:
+		} else if last = missing(st); last == "" {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for the agent to be ready (last: %s): %w\n%s", last, ctx.Err(), a.LogTail(20))
+			return fmt.Errorf("waiting for the agent %s (last: %s): %w\n%s", what, last, ctx.Err(), a.LogTail(20))
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -128,6 +128,7 @@ func TestKubernetesNode(t *testing.T) {
 		t.FailNow()
 	}
 	results.run(t, "2. Deployment of 30 pods: VPC addresses, books = EC2 = BPF map", s.deployment)
+	results.run(t, fillNodeCase, s.fillNode)
 	for _, mode := range []string{"iptables", "nftables"} {
 		if mode != c.ProxyMode {
 			if err := s.switchProxy(ctx, mode); err != nil {
@@ -144,6 +145,7 @@ func TestKubernetesNode(t *testing.T) {
 	results.run(t, "4d. traceroute from a pod shows the node", s.traceroute)
 	results.run(t, "4e. a pod whose network namespace vanished without a DEL is released; the others are kept", s.vanishedNetns)
 	results.run(t, imdsHopLimitCase, s.imdsHopLimit)
+	results.run(t, fullNodeReadyCase, s.fullNodeStayedReady)
 	results.run(t, "5a. DaemonSet rolling update to a second tag while a flow runs", s.rollingUpdate)
 	results.run(t, "5b. agent pod deleted during a scale-up; scale to 0 and back", s.agentKilledDuringScaleUp)
 	results.run(t, "6. uninstall: the node holds nothing of eniwire", s.uninstall)
@@ -168,4 +170,6 @@ type suite struct {
 	client1, client2 string
 	// svcs are made by the first Service case and kept for the next kube-proxy mode.
 	svcs *svcs
+	// full is node 2 filled to its max pods, from fillNode until fullNodeStayedReady.
+	full *fullNode
 }

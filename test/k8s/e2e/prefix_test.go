@@ -45,15 +45,9 @@ func (s *suite) prefixDelegation(t *testing.T) string {
 		t.Fatal(err)
 	}
 
-	others, err := s.c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
+	held, err := s.podsOn(ctx, n)
 	if err != nil {
 		t.Fatal(err)
-	}
-	held := 0
-	for _, p := range others.Items {
-		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-			held++
-		}
 	}
 	replicas := maxPods - held
 	start := time.Now()
