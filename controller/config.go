@@ -10,6 +10,7 @@ import (
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/controller/metadata"
 	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/internal/clock"
@@ -82,37 +83,16 @@ type Config struct {
 	VPCRefreshInterval time.Duration
 }
 
-// NodeInfo are the facts about the instance, from IMDS and DescribeInstanceTypes.
-type NodeInfo struct {
-	InstanceID     string
-	InstanceType   string
-	AZ             string
-	VPCID          string
-	PrimaryMAC     string
-	PrimaryIP      string
-	VPCCIDRs       []string
-	SubnetID       string
-	SubnetCIDR     string
-	SecurityGroups []string
-	// MaxENIs per instance (primary included) and IPv4PerENI (primary address included).
-	MaxENIs    int
-	IPv4PerENI int
-	// Hypervisor is "nitro" or "xen"; only Nitro types take /28 prefixes ("" counts as Nitro).
-	Hypervisor string
-	// VCPUs of the instance type; they set kubelet's pod ceiling (110 up to 30 vCPUs, 250 above).
-	VCPUs int
-}
-
 // prefixMode says whether the node grows in /28 prefixes: asked for, on a type that takes them.
-func prefixMode(cfg Config, info NodeInfo) bool {
-	return cfg.EnablePrefixDelegation && info.Hypervisor != "xen"
+func prefixMode(cfg Config, node metadata.Node) bool {
+	return cfg.EnablePrefixDelegation && node.Limits.Hypervisor != "xen"
 }
 
 // Deps are what a node controller is built from. Only EC2 and Node are required.
 type Deps struct {
 	EC2  ec2client.EC2API
 	IMDS eni.IMDS
-	Node NodeInfo
+	Node metadata.Node
 	// Clock defaults to the wall clock.
 	Clock clock.Clock
 	// Registerer receives the metrics (default: a private registry).

@@ -16,6 +16,8 @@ import (
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/controller/metadata"
+	"github.com/eniwire/eniwire/controller/pool"
 	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/internal/clock"
@@ -24,7 +26,7 @@ import (
 // Node is one node's controller: it serves the agent API and runs the pool manager. It is a shell over parts
 // that each own their state and say who may touch it.
 type Node struct {
-	info    NodeInfo
+	info    metadata.Node
 	cfg     Config
 	clock   clock.Clock
 	store   *journal.Store
@@ -100,14 +102,14 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		custom = deps.ENIConfigs
 	}
 	n.place = subnet.NewPlacer(subnet.Config{Discovery: !cfg.DisableSubnetDiscovery, VPCID: deps.Node.VPCID,
-		AZ: deps.Node.AZ, SubnetID: deps.Node.SubnetID, SubnetCIDR: deps.Node.SubnetCIDR, Cluster: cfg.Cluster},
+		AZ: deps.Node.AZ, SubnetID: deps.Node.SubnetID, SubnetCIDR: deps.Node.SubnetCIDRText(), Cluster: cfg.Cluster},
 		subnet.Deps{EC2: deps.EC2, ENIConfigs: custom, Books: n.books, Clock: deps.Clock, Log: log})
 	n.eni = eni.NewManager(eni.Config{
 		InstanceID: deps.Node.InstanceID, Cluster: cfg.Cluster, SubnetID: deps.Node.SubnetID,
-		SubnetCIDR: deps.Node.SubnetCIDR, SecurityGroups: deps.Node.SecurityGroups, MaxENIs: deps.Node.MaxENIs,
+		SubnetCIDR: deps.Node.SubnetCIDRText(), SecurityGroups: deps.Node.SecurityGroups, MaxENIs: deps.Node.Limits.MaxENIs,
 		GCGrace: cfg.GCGrace, SubnetCIDROf: n.place.CIDROf,
 	}, deps.EC2, deps.IMDS, n.books, deps.Clock, log)
-	targets, limits := poolTargets(cfg, deps.Node), poolLimits(deps.Node)
+	targets, limits := poolTargets(cfg, deps.Node), pool.LimitsOf(deps.Node.Limits)
 	log.Info("pool limits", "maxPods", targets.MaxPods, "prefixDelegation", targets.Prefixes,
 		"subnetDiscovery", !cfg.DisableSubnetDiscovery, "customNetworking", cfg.CustomNetworking)
 	if cfg.EnablePrefixDelegation && !targets.Prefixes {

@@ -96,7 +96,7 @@ func (d *netdevs) stale(node *controller.Node) error {
 // podsOnASecondary fills the primary ENI with pods and puts two more on a secondary one, which it returns.
 func (w *world) podsOnASecondary(t *testing.T, node *controller.Node) journal.ENI {
 	t.Helper()
-	perENI := w.nodeInfo().IPv4PerENI - 1
+	perENI := w.nodeInfo().Limits.IPv4PerENI - 1
 	for i := range perENI + 2 {
 		assignRetrying(t, node, fmt.Sprintf("pod-%d", i))
 	}

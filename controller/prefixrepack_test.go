@@ -23,7 +23,7 @@ func TestPrefixesComeBackAfterTheFallbackFilledEverySlot(t *testing.T) {
 	legacy := w.fragmentSubnet(120)
 	r := w.start(prefixConfig(w.dir), nil, nil)
 	waitReady(t, r.node)
-	slots := w.nodeInfo().MaxENIs * (w.nodeInfo().IPv4PerENI - 1)
+	slots := w.nodeInfo().Limits.MaxENIs * (w.nodeInfo().Limits.IPv4PerENI - 1)
 	answered := map[string]string{}
 	assignPods(t, r.node, answered, 0, slots)
 	if prefixes, singles := slotsOf(r.node.Snapshot()); len(prefixes) != 0 || len(singles) != slots {

@@ -14,6 +14,7 @@ import (
 	"github.com/eniwire/eniwire/controller"
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/controller/metadata"
 	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/test/ec2sim"
@@ -64,7 +65,7 @@ func newPodWorldOf(t *testing.T, itype string) *world {
 }
 
 // podNode is the world's node as the agent learns it from IMDS: with its VPC id, which discovery needs.
-func (w *world) podNode() controller.NodeInfo {
+func (w *world) podNode() metadata.Node {
 	info := w.nodeInfo()
 	info.VPCID = w.inst.VPCID
 	return info

@@ -46,7 +46,7 @@ type Config struct {
 	// privileged /proc/sys is read-only, so the DaemonSet mounts the host's /proc/sys/net elsewhere; network
 	// sysctls always show the writer's network namespace, the node's for a hostNetwork pod.
 	SysctlRoot string
-	// MaxPods is the most pods the node runs (controller.MaxPods): it sizes the per-pod traffic map
+	// MaxPods is the most pods the node runs (pool.MaxPods): it sizes the per-pod traffic map
 	// (datapath.DefaultMaxPods when 0).
 	MaxPods int
 	IMDS    IMDS
