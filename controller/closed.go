@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/pool"
 )
@@ -19,11 +20,11 @@ import (
 // closeIfRefused closes the primary ENI eniID to new IPs if err is IAM refusing them, and reports whether it
 // did.
 func (m *poolManager) closeIfRefused(eniID string, err error) bool {
-	if !errors.Is(err, eni.ErrUnauthorized) {
+	if !errors.Is(err, ec2client.ErrUnauthorized) {
 		return false
 	}
 	why := fmt.Sprintf("the primary ENI %s refuses AssignPrivateIpAddresses (%s: tag it %s=<cluster>, see deploy/README.md); "+
-		"pods get IPs of secondary ENIs", eniID, eni.ErrorCode(err), eni.TagCluster)
+		"pods get IPs of secondary ENIs", eniID, ec2client.ErrorCode(err), eni.TagCluster)
 	m.mu.Lock()
 	_, known := m.closed[eniID]
 	m.closed[eniID] = closure{why: why, at: m.clock.Now()}
@@ -47,11 +48,11 @@ type closure struct {
 // closeIfFull closes eniID to new IPs if err is its subnet refusing them for want of addresses while subnet
 // discovery has another candidate, and reports whether it did: the deficit then goes to a new ENI there.
 func (m *poolManager) closeIfFull(ctx context.Context, eniID, subnetID string, err error) bool {
-	if !errors.Is(err, eni.ErrSubnetFull) || !m.place.subnetFull(ctx, subnetID) {
+	if !errors.Is(err, ec2client.ErrSubnetFull) || !m.place.SubnetFull(ctx, subnetID) {
 		return false
 	}
 	why := fmt.Sprintf("subnet %s of ENI %s has no free addresses (%s); new IPs come from an ENI in another subnet",
-		subnetID, eniID, eni.ErrorCode(err))
+		subnetID, eniID, ec2client.ErrorCode(err))
 	m.mu.Lock()
 	m.closed[eniID] = closure{why: why, at: m.clock.Now()}
 	m.mu.Unlock()
@@ -60,12 +61,12 @@ func (m *poolManager) closeIfFull(ctx context.Context, eniID, subnetID string, e
 }
 
 // counts is the view's counts with the closed ENIs marked; closures older than reopenClosedAfter end. A
-// retired ENI (placement.go) is closed and its free addresses do not count: the pool grows elsewhere, and
+// retired ENI (package subnet) is closed and its free addresses do not count: the pool grows elsewhere, and
 // the ENI goes by the surplus path once its pods have.
 func (m *poolManager) counts(v *pool.View) pool.Counts {
 	c := v.Counts()
 	now := m.clock.Now()
-	retired := m.place.retiredSet()
+	retired := m.place.Retired()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for id, cl := range m.closed {

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eniwire/eniwire/controller"
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/journal"
 )
@@ -143,5 +142,4 @@ func TestReleasedPodsLetTheSurplusENIGo(t *testing.T) {
 		}
 		return w.checkBooks(r.node.Snapshot(), nil)
 	})
-	_ = controller.Gateway
 }

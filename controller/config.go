@@ -10,6 +10,8 @@ import (
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/controller/metadata"
+	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/internal/clock"
 )
@@ -71,47 +73,26 @@ type Config struct {
 	PodMTU int
 	// DisableSubnetDiscovery is ENABLE_SUBNET_DISCOVERY=false: new ENIs go to the node's own subnet only.
 	// With discovery (the default) they go to the subnet of the node's VPC and zone with the most free
-	// addresses among the node's own and those tagged kubernetes.io/role/cni=1 (subnets.go).
+	// addresses among the node's own and those tagged kubernetes.io/role/cni=1 (package subnet).
 	DisableSubnetDiscovery bool
 	// CustomNetworking (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG): new ENIs go to the subnet of the node's ENIConfig
-	// (Deps.ENIConfigs) with its security groups, and the primary ENI carries no pods (placement.go).
+	// (Deps.ENIConfigs) with its security groups, and the primary ENI carries no pods (package subnet).
 	CustomNetworking bool
 	// VPCRefreshInterval: the VPC's CIDR blocks are read (DescribeVpcs) at start and then at most this often,
 	// with the reconcile (default 5 min).
 	VPCRefreshInterval time.Duration
 }
 
-// NodeInfo are the facts about the instance, from IMDS and DescribeInstanceTypes.
-type NodeInfo struct {
-	InstanceID     string
-	InstanceType   string
-	AZ             string
-	VPCID          string
-	PrimaryMAC     string
-	PrimaryIP      string
-	VPCCIDRs       []string
-	SubnetID       string
-	SubnetCIDR     string
-	SecurityGroups []string
-	// MaxENIs per instance (primary included) and IPv4PerENI (primary address included).
-	MaxENIs    int
-	IPv4PerENI int
-	// Hypervisor is "nitro" or "xen"; only Nitro types take /28 prefixes ("" counts as Nitro).
-	Hypervisor string
-	// VCPUs of the instance type; they set kubelet's pod ceiling (110 up to 30 vCPUs, 250 above).
-	VCPUs int
-}
-
 // prefixMode says whether the node grows in /28 prefixes: asked for, on a type that takes them.
-func prefixMode(cfg Config, info NodeInfo) bool {
-	return cfg.EnablePrefixDelegation && info.Hypervisor != "xen"
+func prefixMode(cfg Config, node metadata.Node) bool {
+	return cfg.EnablePrefixDelegation && node.Limits.Hypervisor != "xen"
 }
 
 // Deps are what a node controller is built from. Only EC2 and Node are required.
 type Deps struct {
 	EC2  ec2client.EC2API
 	IMDS eni.IMDS
-	Node NodeInfo
+	Node metadata.Node
 	// Clock defaults to the wall clock.
 	Clock clock.Clock
 	// Registerer receives the metrics (default: a private registry).
@@ -123,7 +104,7 @@ type Deps struct {
 	// Urgent marks a context for calls that unblock pods (ec2client.WithPriority with Urgent); may be nil.
 	Urgent func(context.Context) context.Context
 	// ENIConfigs says which ENIConfig applies to the node; required with Config.CustomNetworking.
-	ENIConfigs ENIConfigSource
+	ENIConfigs subnet.ENIConfigSource
 	// WrapJournal, if set, wraps the opened journal (tests inject crashes with it).
 	WrapJournal func(Journal) Journal
 }

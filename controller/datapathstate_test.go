@@ -14,12 +14,12 @@ func TestDatapathStateIsTheBooksPodsAndUsableENIs(t *testing.T) {
 	waitReady(t, node)
 	a := assignRetrying(t, node, "pod-0")
 	enis, pods := node.DatapathState()
-	if len(pods) != 1 || pods[0].IP != a.IP || pods[0].ENI.ID != a.ENI || pods[0].ENI.MAC != a.ENIMAC || pods[0].ENI.Gateway != a.Gateway {
+	if len(pods) != 1 || pods[0].IP.String() != a.IP || pods[0].ENI.ID != a.ENI || pods[0].ENI.MAC.String() != a.ENIMAC || pods[0].ENI.Gateway.String() != a.Gateway {
 		t.Errorf("pods = %+v, want the one assigned (%s on %s)", pods, a.IP, a.ENI)
 	}
 	found := false
 	for _, e := range enis {
-		found = found || (e.ID == a.ENI && e.MAC == a.ENIMAC)
+		found = found || (e.ID == a.ENI && e.MAC.String() == a.ENIMAC)
 	}
 	if !found {
 		t.Errorf("ENIs = %+v, want the pod's ENI %s among them", enis, a.ENI)

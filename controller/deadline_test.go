@@ -19,7 +19,7 @@ func TestABlackHoledCallDoesNotStopPodsGettingIPs(t *testing.T) {
 	w.sim.Faults().SetLatency("ModifyNetworkInterfaceAttribute", 1000*time.Hour)
 	node := w.startWith(fastConfig(w.dir), controller.Deps{EC2: w.ec2With(nil, &http.Client{})}).node
 	waitReady(t, node)
-	perENI := w.nodeInfo().IPv4PerENI - 1
+	perENI := w.nodeInfo().Limits.IPv4PerENI - 1
 	for i := range perENI {
 		assignRetrying(t, node, fmt.Sprintf("pod-%d", i))
 	}
@@ -53,7 +53,7 @@ func TestASlowReleaseDoesNotHoldBackGrowth(t *testing.T) {
 	cfg.WarmIPTarget = 2
 	node := w.start(cfg, nil, nil).node
 	waitReady(t, node)
-	perENI := w.nodeInfo().IPv4PerENI - 1
+	perENI := w.nodeInfo().Limits.IPv4PerENI - 1
 	for i := range perENI + 3 {
 		assignRetrying(t, node, fmt.Sprintf("pod-%d", i))
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/controller/subnet"
 )
 
 // backoff is when one ENI operation may be tried again, and the delay that got it there.
@@ -85,7 +86,7 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 			m.clearBackoff(opID)
 			return moved
 		}
-		if rec.State == journal.Planned && rec.Attempts == 0 && m.place.passedOver(rec.SubnetID) {
+		if rec.State == journal.Planned && rec.Attempts == 0 && m.place.PassedOver(rec.SubnetID) {
 			// Planned with its round-mates before the subnet refused one of them, never sent: the create
 			// would be refused too, and spend a token of the account's bucket. The pool plans again, elsewhere.
 			if err := m.eni.DropPlan(ctx, opID); err != nil {
@@ -121,10 +122,10 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 			m.clearBackoff(opID)
 			return true
 		}
-		if rec.State == journal.Planned && errors.Is(err, eni.ErrSubnetFull) && m.place.subnetFull(ctx, rec.SubnetID) {
+		if rec.State == journal.Planned && errors.Is(err, ec2client.ErrSubnetFull) && m.place.SubnetFull(ctx, rec.SubnetID) {
 			// The create dropped its plan; the pool plans again at once, in the next candidate subnet. The
 			// candidates log the refusal once; the status lists the subnet as refused.
-			m.metrics.stepErrors.WithLabelValues(string(rec.State), eni.ErrorCode(err)).Inc()
+			m.metrics.stepErrors.WithLabelValues(string(rec.State), ec2client.ErrorCode(err)).Inc()
 			m.clearBackoff(opID)
 			return true
 		}
@@ -139,12 +140,12 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 		}
 		if rec.State == journal.Planned && m.noteRefusal(actionCreate, err) {
 			// The plan is dropped; the pool plans again once the refusal's pause is over.
-			m.metrics.stepErrors.WithLabelValues(string(rec.State), eni.ErrorCode(err)).Inc()
+			m.metrics.stepErrors.WithLabelValues(string(rec.State), ec2client.ErrorCode(err)).Inc()
 			m.clearBackoff(opID)
 			m.wakeAt(ctx, m.refusalEnd(actionCreate))
 			return moved
 		}
-		m.metrics.stepErrors.WithLabelValues(string(rec.State), eni.ErrorCode(err)).Inc()
+		m.metrics.stepErrors.WithLabelValues(string(rec.State), ec2client.ErrorCode(err)).Inc()
 		m.mu.Lock()
 		b = m.backoffs[opID]
 		var wait time.Duration
@@ -161,7 +162,7 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 		// Look again when the wait is over rather than at the next pool interval, which may be seconds later.
 		m.wakeAt(ctx, b.until)
 		m.poolBackoffIn(err, rec.SubnetID)
-		if errors.Is(err, eni.ErrBooksWrong) {
+		if errors.Is(err, ec2client.ErrBooksWrong) {
 			m.eni.RequestReconcile()
 		}
 		return moved
@@ -188,10 +189,10 @@ func (m *poolManager) clearBackoff(opID string) {
 // nextDelay grows a retry delay: exponential from 1 s to 5 min; IAM and capacity refusals start higher.
 func nextDelay(prev time.Duration, err error) time.Duration {
 	floor, ceiling := time.Second, 5*time.Minute
-	if errors.Is(err, eni.ErrUnauthorized) || errors.Is(err, eni.ErrSubnetFull) {
+	if errors.Is(err, ec2client.ErrUnauthorized) || errors.Is(err, ec2client.ErrSubnetFull) {
 		floor = time.Minute
 	}
-	if errors.Is(err, ErrNoPlacement) {
+	if errors.Is(err, subnet.ErrNoPlacement) {
 		// Mostly a local check (an ENIConfig still missing or in another zone): a fix should not wait long.
 		ceiling = 30 * time.Second
 	}
@@ -224,11 +225,11 @@ func (m *poolManager) poolBackoffIn(err error, subnetID string) {
 	}
 	var why string
 	switch {
-	case errors.Is(err, ErrNoPlacement):
+	case errors.Is(err, subnet.ErrNoPlacement):
 		why = err.Error()
-	case errors.Is(err, eni.ErrSubnetFull):
-		why = "subnet " + subnetID + " has no free addresses (" + eni.ErrorCode(err) + ")"
-	case errors.Is(err, eni.ErrUnauthorized):
+	case errors.Is(err, ec2client.ErrSubnetFull):
+		why = "subnet " + subnetID + " has no free addresses (" + ec2client.ErrorCode(err) + ")"
+	case errors.Is(err, ec2client.ErrUnauthorized):
 		why = "EC2 denies the calls (UnauthorizedOperation): check the node's IAM policy"
 	default:
 		return

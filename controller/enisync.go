@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"net/netip"
 	"slices"
 	"sync"
 
@@ -42,20 +41,20 @@ func (s *eniSync) isUp(id string) bool {
 
 // sync brings ENIs that became usable up and the ones that stopped being usable down.
 func (s *eniSync) sync(ctx context.Context) {
-	var usable map[string]dptypes.ENI
-	s.books.View(func(st *journal.State) { usable = usableENIs(st) })
+	var (
+		usable     map[string]dptypes.ENI
+		unreadable map[string]error
+	)
+	s.books.View(func(st *journal.State) { usable, unreadable = usableENIs(st) })
+	for id, err := range unreadable {
+		s.fail(id, err)
+	}
 	for id, e := range usable {
 		if s.isUp(id) {
 			continue
 		}
 		if err := s.dp.ENIUp(ctx, e); err != nil {
-			s.mu.Lock()
-			_, logged := s.failing[id]
-			s.failing[id] = err
-			s.mu.Unlock()
-			if !logged {
-				s.log.Warn("bringing ENI datapath up; its IPs wait", "eni", id, "error", err)
-			}
+			s.fail(id, err)
 			continue
 		}
 		s.mu.Lock()
@@ -83,11 +82,22 @@ func (s *eniSync) sync(ctx context.Context) {
 	}
 	s.mu.Lock()
 	for id := range s.failing {
-		if _, ok := usable[id]; !ok {
+		if _, ok := usable[id]; !ok && unreadable[id] == nil {
 			delete(s.failing, id)
 		}
 	}
 	s.mu.Unlock()
+}
+
+// fail notes that the ENI could not be brought up, with why, logging it the first time only.
+func (s *eniSync) fail(id string, err error) {
+	s.mu.Lock()
+	_, logged := s.failing[id]
+	s.failing[id] = err
+	s.mu.Unlock()
+	if !logged {
+		s.log.Warn("bringing ENI datapath up; its IPs wait", "eni", id, "error", err)
+	}
 }
 
 // broken returns why the datapath can wire no pod, or "": it has none of the node's ENIs up, and bringing one
@@ -100,13 +110,4 @@ func (s *eniSync) broken() string {
 	}
 	ids := slices.Sorted(maps.Keys(s.failing))
 	return fmt.Sprintf("no ENI is up; bringing %s up: %v", ids[0], s.failing[ids[0]])
-}
-
-// Gateway returns the first host address of cidr (the VPC router of that subnet), or "" if cidr is invalid.
-func Gateway(cidr string) string {
-	p, err := netip.ParsePrefix(cidr)
-	if err != nil {
-		return ""
-	}
-	return p.Masked().Addr().Next().String()
 }

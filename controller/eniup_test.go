@@ -52,7 +52,7 @@ func TestIPsOfAnENIWhoseInterfaceIsNotUpAreNotHandedOut(t *testing.T) {
 	dp := &lateInterfaces{up: map[string]bool{}}
 	node := w.startWith(fastConfig(w.dir), controller.Deps{Datapath: dp}).node
 	waitReady(t, node)
-	perENI := w.nodeInfo().IPv4PerENI - 1
+	perENI := w.nodeInfo().Limits.IPv4PerENI - 1
 	// Fill the primary: WARM_ENI_TARGET=1 attaches a secondary ENI, whose interface is not there yet.
 	for i := range perENI {
 		assignRetrying(t, node, fmt.Sprintf("pod-%d", i))

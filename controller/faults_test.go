@@ -13,6 +13,7 @@ import (
 
 	"github.com/eniwire/eniwire/controller"
 	"github.com/eniwire/eniwire/controller/api"
+	"github.com/eniwire/eniwire/controller/metadata"
 )
 
 func TestFaultsEndWithCleanBooks(t *testing.T) {
@@ -43,7 +44,7 @@ func TestFaultsEndWithCleanBooks(t *testing.T) {
 			tc.inject(w)
 			cfg := churnConfig(w.dir)
 			md := imds.New(imds.Options{Endpoint: w.imds.URL, HTTPClient: &http.Client{Timeout: 5 * time.Second}})
-			node := w.startWith(cfg, controller.Deps{IMDS: controller.MetadataIMDS{API: md}}).node
+			node := w.startWith(cfg, controller.Deps{IMDS: metadata.IMDS{API: md}}).node
 			waitReady(t, node)
 			answered := map[string]string{}
 			for i := range churnPods {

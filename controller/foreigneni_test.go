@@ -51,7 +51,7 @@ func TestAForeignENIOnTheInstanceCountsAgainstTheENILimit(t *testing.T) {
 			waitReady(t, r.node)
 			if !c.before {
 				foreign = attachForeign()
-				perENI := w.nodeInfo().IPv4PerENI - 1
+				perENI := w.nodeInfo().Limits.IPv4PerENI - 1
 				for i := range 2 * perENI {
 					assignRetrying(t, r.node, fmt.Sprintf("pod-%d", i))
 				}

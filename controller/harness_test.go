@@ -24,8 +24,10 @@ import (
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/controller/metadata"
 	"github.com/eniwire/eniwire/internal/clock"
 	"github.com/eniwire/eniwire/test/ec2sim"
+	"github.com/eniwire/eniwire/test/simworld"
 )
 
 // world is one simulated VPC with one instance, reached through the real SDK over HTTP.
@@ -95,15 +97,12 @@ func (w *world) ec2With(reg prometheus.Registerer, hc *http.Client) ec2client.EC
 	return c
 }
 
-func (w *world) nodeInfo() controller.NodeInfo {
+func (w *world) nodeInfo() metadata.Node {
 	it, ok := ec2sim.LookupInstanceType(w.inst.Type)
 	if !ok {
 		w.t.Fatalf("unknown type %s", w.inst.Type)
 	}
-	return controller.NodeInfo{InstanceID: w.inst.ID, InstanceType: w.inst.Type, AZ: w.inst.AZ, PrimaryMAC: w.inst.PrimaryMAC,
-		PrimaryIP: w.inst.PrimaryIP, VPCCIDRs: []string{w.inst.VPCCIDR}, SubnetID: w.inst.SubnetID, SubnetCIDR: w.inst.SubnetCIDR,
-		SecurityGroups: w.inst.SecurityGroups, MaxENIs: it.MaxENIs, IPv4PerENI: it.IPv4PerENI, Hypervisor: it.Hypervisor,
-		VCPUs: it.VCPUs}
+	return simworld.NodeOf(w.inst, simworld.LimitsOf(it))
 }
 
 // fastConfig runs every loop quickly in virtual time.

@@ -42,7 +42,7 @@ func TestStatusSaysWhetherTheJournalAndTheDatapathWork(t *testing.T) {
 		dp := &lateInterfaces{up: map[string]bool{}}
 		node := w.startWith(fastConfig(w.dir), controller.Deps{Datapath: dp}).node
 		waitReady(t, node)
-		for i := range w.nodeInfo().IPv4PerENI - 1 {
+		for i := range w.nodeInfo().Limits.IPv4PerENI - 1 {
 			assignRetrying(t, node, fmt.Sprintf("pod-%d", i))
 		}
 		eventually(t, 20*time.Second, "a usable secondary ENI in the books", func() error {

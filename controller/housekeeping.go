@@ -68,7 +68,7 @@ func (h *housekeeping) reconcile(ctx context.Context) {
 	now := h.clock.Now()
 	if err != nil {
 		h.log.Warn("reconcile failed", "error", err)
-		if errors.Is(err, eni.ErrUnauthorized) {
+		if errors.Is(err, ec2client.ErrUnauthorized) {
 			h.status.set("EC2 denies the calls (UnauthorizedOperation): check the node's IAM policy")
 		}
 	}

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"time"
 
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/controller/pool"
+	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/internal/clock"
 )
@@ -119,7 +121,7 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		p.books.mu.Unlock()
 		if assigned >= p.targets.MaxPods {
 			p.metrics.assigns.WithLabelValues("max_pods").Inc()
-			return nil, fmt.Errorf("%w: %s", ErrMaxPods, maxPodsNote(assigned, p.targets.MaxPods))
+			return nil, maxPodsReached(assigned, p.targets.MaxPods)
 		}
 		p.wake()
 		p.metrics.assigns.WithLabelValues("no_ip").Inc()
@@ -231,7 +233,7 @@ func (p *ipam) release(ctx context.Context, att api.Attachment, cooldown bool) (
 		p.metrics.releases.WithLabelValues("error").Inc()
 		return nil, fmt.Errorf("journaling release of %s: %w", rel.IP, err)
 	}
-	if err := p.dp.PodDown(ctx, podOf(*out)); err != nil {
+	if err := p.podDown(ctx, *out); err != nil {
 		p.log.Warn("tearing down pod datapath", "ip", rel.IP, "error", err)
 	}
 	p.metrics.releases.WithLabelValues("ok").Inc()
@@ -309,20 +311,42 @@ func (p *ipam) toAPI(a journal.Assignment) *api.Assignment {
 	}
 	if e := p.books.st.ENIByID(a.ENI); e != nil {
 		out.ENIMAC, out.DeviceIndex, out.SubnetCIDR = e.MAC, e.DeviceIndex, e.SubnetCIDR
-		out.Gateway = Gateway(e.SubnetCIDR)
+		out.Gateway = subnet.Gateway(e.SubnetCIDR)
 	}
 	return out
 }
 
-// podOf is an assignment as the datapath sees it.
-func podOf(a api.Assignment) dptypes.Pod {
-	return dptypes.Pod{ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, IP: a.IP, HostVeth: a.HostVeth,
-		HostIfindex: a.HostIfindex, ENI: dptypes.ENI{ID: a.ENI, MAC: a.ENIMAC, DeviceIndex: a.DeviceIndex,
-			SubnetCIDR: a.SubnetCIDR, Gateway: a.Gateway}}
+// podOf is an assignment as the datapath sees it, its address parsed. The ENI is left with its id alone when
+// the books no longer know it (the assignment names no MAC).
+func podOf(a api.Assignment) (dptypes.Pod, error) {
+	ip, err := netip.ParseAddr(a.IP)
+	if err != nil {
+		return dptypes.Pod{}, fmt.Errorf("reading the address of pod %s: %w", a.ContainerID, err)
+	}
+	eni := dptypes.ENI{ID: a.ENI}
+	if a.ENIMAC != "" {
+		if eni, err = datapathENI(a.ENI, a.ENIMAC, a.DeviceIndex, false, a.SubnetCIDR); err != nil {
+			return dptypes.Pod{}, err
+		}
+	}
+	return dptypes.Pod{ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, IP: ip, HostVeth: a.HostVeth,
+		HostIfindex: a.HostIfindex, ENI: eni}, nil
 }
 
 func (p *ipam) podUp(ctx context.Context, a api.Assignment) error {
-	return p.dp.PodUp(ctx, podOf(a))
+	pod, err := podOf(a)
+	if err != nil {
+		return err
+	}
+	return p.dp.PodUp(ctx, pod)
+}
+
+func (p *ipam) podDown(ctx context.Context, a api.Assignment) error {
+	pod, err := podOf(a)
+	if err != nil {
+		return err
+	}
+	return p.dp.PodDown(ctx, pod)
 }
 
 // podUpAgain sets the datapath of att's pod up again (podRepair), in the attachment's turn: a DEL that

@@ -13,7 +13,7 @@ func TestAnENILimitLearnedFromARefusalIsRaisedAgain(t *testing.T) {
 	w := newWorld(t, "m5.large", 500)
 	w.sim.Faults().Script("AttachNetworkInterface", "AttachmentLimitExceeded", 1)
 	cfg := fastConfig(w.dir)
-	want := w.nodeInfo().MaxENIs - 1
+	want := w.nodeInfo().Limits.MaxENIs - 1
 	cfg.WarmENITarget = want + 1
 	r := w.start(cfg, nil, nil)
 	waitReady(t, r.node)
@@ -23,7 +23,7 @@ func TestAnENILimitLearnedFromARefusalIsRaisedAgain(t *testing.T) {
 		}
 		return nil
 	})
-	if got := r.node.Status().MaxENIs; got != w.nodeInfo().MaxENIs {
-		t.Errorf("ENI limit %d, want the type's %d again", got, w.nodeInfo().MaxENIs)
+	if got := r.node.Status().MaxENIs; got != w.nodeInfo().Limits.MaxENIs {
+		t.Errorf("ENI limit %d, want the type's %d again", got, w.nodeInfo().Limits.MaxENIs)
 	}
 }

@@ -16,6 +16,9 @@ import (
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/controller/metadata"
+	"github.com/eniwire/eniwire/controller/pool"
+	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/internal/clock"
 )
@@ -23,7 +26,7 @@ import (
 // Node is one node's controller: it serves the agent API and runs the pool manager. It is a shell over parts
 // that each own their state and say who may touch it.
 type Node struct {
-	info    NodeInfo
+	info    metadata.Node
 	cfg     Config
 	clock   clock.Clock
 	store   *journal.Store
@@ -38,9 +41,11 @@ type Node struct {
 	pool   *poolManager  // moves the pool toward its targets; Run loop only (backoffs: their own lock)
 	house  *housekeeping // reconcile and orphan-sweep pacing; Run loop only (answered: atomic)
 	status *poolStatus   // the pool's status line; its own lock
-	place  *placer       // where new ENIs go, which ENIs pods may use; its own lock
 	vpc    *vpcCIDRs     // the VPC's CIDR blocks, told to the datapath; Run loop only
 	gone   *vanishedPods // releases assignments of pods that went without a DEL; Run loop only
+
+	// place says where new ENIs go and which ENIs pods may use; its own lock.
+	place *subnet.Placer
 }
 
 // New opens the journal in cfg.StateDir, replays it into the books and returns the controller; Run starts it.
@@ -92,18 +97,19 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		return nil, err
 	}
 	n.metrics = m
-	subnets := newSubnetCandidates(deps.EC2, !cfg.DisableSubnetDiscovery, deps.Node, cfg.Cluster, deps.Clock, log)
-	var custom ENIConfigSource
+	var custom subnet.ENIConfigSource
 	if cfg.CustomNetworking {
 		custom = deps.ENIConfigs
 	}
-	n.place = newPlacer(subnets, custom, deps.EC2, deps.Node.AZ, deps.Clock, log)
+	n.place = subnet.NewPlacer(subnet.Config{Discovery: !cfg.DisableSubnetDiscovery, VPCID: deps.Node.VPCID,
+		AZ: deps.Node.AZ, SubnetID: deps.Node.SubnetID, SubnetCIDR: deps.Node.SubnetCIDRText(), Cluster: cfg.Cluster},
+		subnet.Deps{EC2: deps.EC2, ENIConfigs: custom, Books: n.books, Clock: deps.Clock, Log: log})
 	n.eni = eni.NewManager(eni.Config{
 		InstanceID: deps.Node.InstanceID, Cluster: cfg.Cluster, SubnetID: deps.Node.SubnetID,
-		SubnetCIDR: deps.Node.SubnetCIDR, SecurityGroups: deps.Node.SecurityGroups, MaxENIs: deps.Node.MaxENIs,
-		GCGrace: cfg.GCGrace, SubnetCIDROf: subnets.cidrOf,
+		SubnetCIDR: deps.Node.SubnetCIDRText(), SecurityGroups: deps.Node.SecurityGroups, MaxENIs: deps.Node.Limits.MaxENIs,
+		GCGrace: cfg.GCGrace, SubnetCIDROf: n.place.CIDROf,
 	}, deps.EC2, deps.IMDS, n.books, deps.Clock, log)
-	targets, limits := poolTargets(cfg, deps.Node), poolLimits(deps.Node)
+	targets, limits := poolTargets(cfg, deps.Node), pool.LimitsOf(deps.Node.Limits)
 	log.Info("pool limits", "maxPods", targets.MaxPods, "prefixDelegation", targets.Prefixes,
 		"subnetDiscovery", !cfg.DisableSubnetDiscovery, "customNetworking", cfg.CustomNetworking)
 	if cfg.EnablePrefixDelegation && !targets.Prefixes {
@@ -153,8 +159,8 @@ func (n *Node) Ready() (bool, string) {
 }
 
 // servable reports whether the node can hand out ip of eniID now: the ENI's datapath is up and pods may
-// still take its addresses (placement.go).
-func (n *Node) servable(eniID, _ string) bool { return n.enis.isUp(eniID) && !n.place.isRetired(eniID) }
+// still take its addresses (package subnet).
+func (n *Node) servable(eniID, _ string) bool { return n.enis.isUp(eniID) && !n.place.IsRetired(eniID) }
 
 // Healthy returns the journal failure that stopped the node (it wraps journal.ErrBroken when the store broke),
 // or nil. Run returns the same error.
@@ -197,7 +203,7 @@ func (n *Node) GC(ctx context.Context, req api.GCRequest) (*api.GCResponse, erro
 // Run sets the datapath up from the books, then runs the pool manager until ctx ends, or until the journal
 // fails: then it returns that failure (see Healthy) and makes no further EC2 call.
 func (n *Node) Run(ctx context.Context) error {
-	n.place.observe(ctx, n.books)
+	n.place.Observe(ctx)
 	n.enis.sync(ctx)
 	n.repair.all()
 	n.repair.run(ctx)
@@ -235,7 +241,7 @@ func (n *Node) tick(ctx context.Context) {
 	}
 	// Right after the reconcile, which may have put the primary ENI in the books: with custom networking no
 	// pod may get one of its addresses.
-	n.place.observe(ctx, n.books)
+	n.place.Observe(ctx)
 	// Nothing moves before EC2 has been read once: the pool's arithmetic counts the primary ENI and whatever a
 	// previous run attached, which only a reconcile puts in the books. (Letting a failed first reconcile fall
 	// through to the pool made nodes plan one ENI too many, create it and delete it unattached: 642 wasted
@@ -245,7 +251,7 @@ func (n *Node) tick(ctx context.Context) {
 		return
 	}
 	n.vpc.refresh(ctx, now)
-	n.place.learnSubnets(ctx, n.books)
+	n.place.LearnSubnets(ctx)
 	n.house.sweepOrphans(ctx, now)
 	n.gone.check(ctx, now)
 	n.pool.expireCooldowns(ctx)

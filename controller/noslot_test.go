@@ -22,7 +22,7 @@ func TestAnENIHoldingPodsIsNeverDeletedForWantOfASlot(t *testing.T) {
 	w := newWorld(t, "m5.large", 200)
 	r := w.start(fastConfig(w.dir), nil, nil)
 	waitReady(t, r.node)
-	perENI := w.nodeInfo().IPv4PerENI - 1
+	perENI := w.nodeInfo().Limits.IPv4PerENI - 1
 	var onSecondary string
 	for i := range perENI + 2 {
 		a := assignRetrying(t, r.node, fmt.Sprintf("pod-%d", i))
@@ -66,7 +66,7 @@ func TestAnENIHoldingPodsIsNeverDeletedForWantOfASlot(t *testing.T) {
 			}
 		}
 		raced := false
-		for idx := 1; idx < w.nodeInfo().MaxENIs && !raced; idx++ {
+		for idx := 1; idx < w.nodeInfo().Limits.MaxENIs && !raced; idx++ {
 			if used[idx] {
 				continue
 			}

@@ -58,14 +58,14 @@ func (d *netdevs) PodUp(_ context.Context, p dptypes.Pod) error {
 	if !ok {
 		return fmt.Errorf("setting up pod %s: ENI %s has no interface", p.IP, p.ENI.ID)
 	}
-	d.pods[p.IP] = idx
+	d.pods[p.IP.String()] = idx
 	return nil
 }
 
 func (d *netdevs) PodDown(_ context.Context, p dptypes.Pod) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	delete(d.pods, p.IP)
+	delete(d.pods, p.IP.String())
 	return nil
 }
 
@@ -96,7 +96,7 @@ func (d *netdevs) stale(node *controller.Node) error {
 // podsOnASecondary fills the primary ENI with pods and puts two more on a secondary one, which it returns.
 func (w *world) podsOnASecondary(t *testing.T, node *controller.Node) journal.ENI {
 	t.Helper()
-	perENI := w.nodeInfo().IPv4PerENI - 1
+	perENI := w.nodeInfo().Limits.IPv4PerENI - 1
 	for i := range perENI + 2 {
 		assignRetrying(t, node, fmt.Sprintf("pod-%d", i))
 	}

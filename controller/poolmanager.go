@@ -9,9 +9,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/controller/pool"
+	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/internal/clock"
 )
 
@@ -36,7 +38,7 @@ type poolManager struct {
 	// wake asks the Run loop for another round.
 	wake func()
 	// place says where new ENIs go and which ENIs pods may no longer use.
-	place *placer
+	place *subnet.Placer
 
 	surplusSince time.Time
 
@@ -92,7 +94,7 @@ func (m *poolManager) step(ctx context.Context) bool {
 		m.surplusSince = time.Time{}
 		switch {
 		case c.Free() == 0 && c.Assigned() >= targets.MaxPods:
-			m.status.set(maxPodsNote(c.Assigned(), targets.MaxPods))
+			m.status.set(maxPodsReached(c.Assigned(), targets.MaxPods).Error())
 		case d.AtLimit:
 			m.status.set(m.atLimitNote(targets, c))
 		default:
@@ -286,7 +288,7 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 	}
 	for _, want := range plans {
 		wg.Go(func() {
-			at, err := m.place.place(ctx, want*grain)
+			at, err := m.place.Place(ctx, want*grain)
 			if err != nil {
 				done(false, func() bool { return m.result(err, "placing ENI") })
 				return
@@ -314,7 +316,7 @@ func slotsFor(n, grain int) int { return (n + grain - 1) / grain }
 // refusal of a prefix, and reports whether it was one. It pauses no growth, so eniwire_ec2_refusals_total
 // does not count it; eniwire_prefix_fallback says it.
 func (m *poolManager) prefixRefused(subnetID string, err error) bool {
-	if !errors.Is(err, eni.ErrNoPrefix) {
+	if !errors.Is(err, ec2client.ErrNoPrefix) {
 		return false
 	}
 	m.fallback.refused(subnetID, m.clock.Now(), err)

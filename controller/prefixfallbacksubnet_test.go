@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/test/ec2sim"
 )
 
@@ -22,7 +23,7 @@ func TestThePrefixFallbackNamesTheSubnetThatRefused(t *testing.T) {
 	}
 	w.fragment(fragmented, 120)
 	src := &fakeENIConfigs{}
-	src.set(controller.ENIConfig{Name: "us-west-2a", Subnet: fragmented}, true, "", nil)
+	src.set(subnet.ENIConfig{Name: "us-west-2a", Subnet: fragmented}, true, "", nil)
 	cfg := prefixConfig(w.dir)
 	cfg.CustomNetworking = true
 	r := w.startWith(cfg, controller.Deps{Node: w.podNode(), ENIConfigs: src})

@@ -23,7 +23,7 @@ func TestPrefixesComeBackAfterTheFallbackFilledEverySlot(t *testing.T) {
 	legacy := w.fragmentSubnet(120)
 	r := w.start(prefixConfig(w.dir), nil, nil)
 	waitReady(t, r.node)
-	slots := w.nodeInfo().MaxENIs * (w.nodeInfo().IPv4PerENI - 1)
+	slots := w.nodeInfo().Limits.MaxENIs * (w.nodeInfo().Limits.IPv4PerENI - 1)
 	answered := map[string]string{}
 	assignPods(t, r.node, answered, 0, slots)
 	if prefixes, singles := slotsOf(r.node.Snapshot()); len(prefixes) != 0 || len(singles) != slots {
@@ -55,7 +55,7 @@ func TestPrefixesComeBackAfterTheFallbackFilledEverySlot(t *testing.T) {
 	for i := slots; i < slots+25; i++ {
 		cid := fmt.Sprintf("pod-%d", i)
 		var err error
-		eventually(t, 10*time.Second, "assigning "+cid, func() error {
+		eventually(t, 30*time.Second, "assigning "+cid, func() error {
 			_, err = r.node.Assign(context.Background(), assignReq(cid))
 			if err != nil {
 				s := r.node.Status()

@@ -25,7 +25,7 @@ func TestPoolWaitsForTheFirstReconcile(t *testing.T) {
 				w.sim.Faults().Script("DescribeNetworkInterfaces", "UnauthorizedOperation", tc.failures)
 			}
 			cfg := fastConfig(w.dir)
-			want := w.nodeInfo().MaxENIs - 1
+			want := w.nodeInfo().Limits.MaxENIs - 1
 			cfg.WarmENITarget = want + 1
 			r := w.start(cfg, nil, nil)
 			waitReady(t, r.node)

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/eniwire/eniwire/controller/ec2client"
-	"github.com/eniwire/eniwire/controller/eni"
 )
 
 // Actions whose definite refusals pause the pool's growth.
@@ -38,8 +37,9 @@ type refusal struct {
 
 // definiteRefusal reports whether err is EC2 refusing the call for a reason a retry will not fix by itself.
 func definiteRefusal(err error) bool {
-	return eni.ErrorCode(err) != "" && !errors.Is(err, eni.ErrTransient) && !ec2client.IsThrottle(err) &&
-		!errors.Is(err, eni.ErrSubnetFull) && !errors.Is(err, eni.ErrUnauthorized) && !errors.Is(err, eni.ErrNoPrefix)
+	return ec2client.ErrorCode(err) != "" && !errors.Is(err, ec2client.ErrTransient) && !ec2client.IsThrottle(err) &&
+		!errors.Is(err, ec2client.ErrSubnetFull) && !errors.Is(err, ec2client.ErrUnauthorized) &&
+		!errors.Is(err, ec2client.ErrNoPrefix)
 }
 
 // noteRefusal pauses action after err if err is a definite refusal, and reports whether it was one. The
@@ -48,7 +48,7 @@ func (m *poolManager) noteRefusal(action string, err error) bool {
 	if !definiteRefusal(err) {
 		return false
 	}
-	code := eni.ErrorCode(err)
+	code := ec2client.ErrorCode(err)
 	m.refuse(action, code, fmt.Sprintf("EC2 refuses %s (%s): %v", action, code, err))
 	return true
 }
@@ -56,12 +56,12 @@ func (m *poolManager) noteRefusal(action string, err error) bool {
 // unassignRefused pauses the release of surplus IPs if err is EC2 refusing an unassign (IAM included: only
 // the release waits, growth does not), and reports whether it was one.
 func (m *poolManager) unassignRefused(err error) bool {
-	code := eni.ErrorCode(err)
-	if code == "" || errors.Is(err, eni.ErrTransient) || ec2client.IsThrottle(err) {
+	code := ec2client.ErrorCode(err)
+	if code == "" || errors.Is(err, ec2client.ErrTransient) || ec2client.IsThrottle(err) {
 		return false
 	}
 	why := fmt.Sprintf("EC2 refuses %s (%s): %v; the surplus IPs stay in the pool", actionUnassign, code, err)
-	if errors.Is(err, eni.ErrUnauthorized) {
+	if errors.Is(err, ec2client.ErrUnauthorized) {
 		why += "; check the node's IAM policy"
 	}
 	m.refuse(actionUnassign, code, why)

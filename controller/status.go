@@ -26,9 +26,7 @@ func (n *Node) Status() *api.Status {
 		MaxENIs: n.eni.MaxENIs(), IPsPerENI: n.pool.limits.IPsPerENI, PoolStatus: ps, ENIs: []api.ENIStatus{}, Pending: []api.PendingOp{},
 		MaxPods: n.pool.targets.MaxPods, PrefixDelegation: n.pool.targets.Prefixes, PrefixFallback: n.pool.fallback.status(n.clock.Now()),
 		VPCCIDRs: n.vpc.list()}
-	if !n.place.customNetworking() {
-		out.Subnets = n.place.subnets.status()
-	}
+	out.Subnets = n.place.Candidates()
 	n.books.View(func(st *journal.State) {
 		v := pool.NewView(st, n.clock.Now())
 		for _, e := range st.ENIs {
@@ -69,7 +67,7 @@ func (n *Node) Status() *api.Status {
 				out.Pending = append(out.Pending, api.PendingOp{OpID: e.OpID, ENI: e.ID, State: state, Since: e.Since, Error: e.LastError})
 			}
 		}
-		out.CustomNetworking = n.place.status(st, func(id string) int {
+		out.CustomNetworking = n.place.CustomNetworkingStatus(st, func(id string) int {
 			k := 0
 			for _, a := range st.Assignments {
 				if a.ENI == id {

@@ -14,6 +14,8 @@ import (
 	"github.com/eniwire/eniwire/controller"
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/controller/metadata"
+	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/test/ec2sim"
 )
@@ -41,7 +43,7 @@ func newPodWorldOf(t *testing.T, itype string) *world {
 		t.Fatal(err)
 	}
 	role := func(v string, more ...string) map[string]string {
-		tags := map[string]string{controller.TagCNIRole: v}
+		tags := map[string]string{subnet.TagCNIRole: v}
 		for i := 0; i+1 < len(more); i += 2 {
 			tags[more[i]] = more[i+1]
 		}
@@ -63,7 +65,7 @@ func newPodWorldOf(t *testing.T, itype string) *world {
 }
 
 // podNode is the world's node as the agent learns it from IMDS: with its VPC id, which discovery needs.
-func (w *world) podNode() controller.NodeInfo {
+func (w *world) podNode() metadata.Node {
 	info := w.nodeInfo()
 	info.VPCID = w.inst.VPCID
 	return info
@@ -132,8 +134,8 @@ func (w *world) checkENISubnets(st *journal.State, dp *recordingDriver) error {
 			continue
 		}
 		up, ok := dp.eni(e.ID)
-		want := controller.Gateway(cidrs[sim.SubnetID])
-		if !ok || up.Gateway != want || up.SubnetCIDR != e.SubnetCIDR {
+		want := subnet.Gateway(cidrs[sim.SubnetID])
+		if !ok || up.Gateway.String() != want || up.Subnet.String() != e.SubnetCIDR {
 			return fmt.Errorf("datapath ENI %s: %+v (up %v), want gateway %s of %s", e.ID, up, ok, want, cidrs[sim.SubnetID])
 		}
 	}
@@ -174,7 +176,7 @@ func TestSubnetDiscoveryTakesTheZonesTaggedSubnetsMostFreeFirst(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			w := newPodWorld(t)
 			if c.nodeTag != "" {
-				if err := w.sim.SetTags("subnet-1", map[string]string{controller.TagCNIRole: c.nodeTag}); err != nil {
+				if err := w.sim.SetTags("subnet-1", map[string]string{subnet.TagCNIRole: c.nodeTag}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -304,13 +306,13 @@ var errAPIDown = errors.New("dial tcp 10.96.0.1:443: connect: connection refused
 // fakeENIConfigs is an ENIConfigSource the test sets.
 type fakeENIConfigs struct {
 	mu  sync.Mutex
-	c   controller.ENIConfig
+	c   subnet.ENIConfig
 	ok  bool
 	why string
 	err error
 }
 
-func (f *fakeENIConfigs) Current() (controller.ENIConfig, bool, string) {
+func (f *fakeENIConfigs) Current() (subnet.ENIConfig, bool, string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.c, f.ok, f.why
@@ -322,7 +324,7 @@ func (f *fakeENIConfigs) Err() error {
 	return f.err
 }
 
-func (f *fakeENIConfigs) set(c controller.ENIConfig, ok bool, why string, err error) {
+func (f *fakeENIConfigs) set(c subnet.ENIConfig, ok bool, why string, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.c, f.ok, f.why, f.err = c, ok, why, err
@@ -358,7 +360,7 @@ func TestCustomNetworkingPutsPodsOnENIsOfTheENIConfigsSubnet(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := &fakeENIConfigs{}
-	src.set(controller.ENIConfig{Name: "us-west-2a", Subnet: podA2, SecurityGroups: []string{group}}, true, "", nil)
+	src.set(subnet.ENIConfig{Name: "us-west-2a", Subnet: podA2, SecurityGroups: []string{group}}, true, "", nil)
 	dp := newRecordingDriver()
 	r := w.startCustom(src, dp)
 	waitReady(t, r.node)
@@ -400,7 +402,7 @@ func TestCustomNetworkingPutsPodsOnENIsOfTheENIConfigsSubnet(t *testing.T) {
 func TestCustomNetworkingMakesNoENIInAnotherZonesSubnet(t *testing.T) {
 	w := newPodWorld(t)
 	src := &fakeENIConfigs{}
-	src.set(controller.ENIConfig{Name: "wrong", Subnet: podB}, true, "", nil)
+	src.set(subnet.ENIConfig{Name: "wrong", Subnet: podB}, true, "", nil)
 	r := w.startCustom(src, newRecordingDriver())
 	waitReady(t, r.node)
 	statusHas(t, r, "the zone error in the status", customLine, "ENIConfig wrong names subnet "+podB, "us-west-2b", "not the node's zone us-west-2a")
@@ -412,14 +414,14 @@ func TestCustomNetworkingMakesNoENIInAnotherZonesSubnet(t *testing.T) {
 		t.Errorf("%d DescribeSubnets in 2 virtual minutes: the ENIConfig's subnet should be read once", n)
 	}
 	// No ENIConfig at all: no ENI either, and the status says why.
-	src.set(controller.ENIConfig{}, false, "the node's label names ENIConfig us-west-2a, which does not exist", nil)
+	src.set(subnet.ENIConfig{}, false, "the node's label names ENIConfig us-west-2a, which does not exist", nil)
 	statusHas(t, r, "the missing ENIConfig in the status", customLine, "no ENIConfig applies", "does not exist")
 	w.passVirtual(time.Minute, nil)
 	if n := w.sim.Counters()["CreateNetworkInterface"].Calls; n != 0 {
 		t.Fatalf("%d creates without an ENIConfig, want none", n)
 	}
 	// Fixed: the pool grows in the right subnet after its backoff.
-	src.set(controller.ENIConfig{Name: "us-west-2a", Subnet: podA1}, true, "", nil)
+	src.set(subnet.ENIConfig{Name: "us-west-2a", Subnet: podA1}, true, "", nil)
 	eventually(t, 30*time.Second, "an ENI in the fixed ENIConfig's subnet", func() error {
 		for _, e := range secondaries(r.node.Snapshot()) {
 			if e.SubnetID == podA1 && e.State == journal.Ready {
@@ -433,14 +435,14 @@ func TestCustomNetworkingMakesNoENIInAnotherZonesSubnet(t *testing.T) {
 func TestAChangedENIConfigDrainsTheOldSubnetsENIs(t *testing.T) {
 	w := newPodWorld(t)
 	src := &fakeENIConfigs{}
-	src.set(controller.ENIConfig{Name: "one", Subnet: podA1}, true, "", nil)
+	src.set(subnet.ENIConfig{Name: "one", Subnet: podA1}, true, "", nil)
 	dp := newRecordingDriver()
 	r := w.startCustom(src, dp)
 	waitReady(t, r.node)
 	answered := map[string]string{}
 	assignPods(t, r.node, answered, 0, 3)
 	old := r.node.Snapshot().Assignment("pod-0", "eth0").ENI
-	src.set(controller.ENIConfig{Name: "two", Subnet: podA2}, true, "", nil)
+	src.set(subnet.ENIConfig{Name: "two", Subnet: podA2}, true, "", nil)
 	statusHas(t, r, "the old subnet's ENI draining", customLine,
 		"ENIConfig two subnet "+podA2, "1 ENI in "+podA1+" drains (3 pods)")
 	// New pods get addresses of a new ENI in podA2 only; the old ENI keeps its pods.
@@ -456,7 +458,7 @@ func TestAChangedENIConfigDrainsTheOldSubnetsENIs(t *testing.T) {
 		t.Fatalf("the old ENI %s went while it held pods", old)
 	}
 	// The API server goes away: the pool keeps serving, and the status says so.
-	src.set(controller.ENIConfig{Name: "two", Subnet: podA2}, true, "", errAPIDown)
+	src.set(subnet.ENIConfig{Name: "two", Subnet: podA2}, true, "", errAPIDown)
 	statusHas(t, r, "the API server error in the status", customLine, "API server is unreachable", "connection refused")
 	assignPods(t, r.node, answered, 6, 8)
 	// The old ENI's pods go: the surplus path releases it.
@@ -487,7 +489,7 @@ func TestAChangedENIConfigDrainsTheOldSubnetsENIs(t *testing.T) {
 func TestAnUnknownSecurityGroupBacksOffAndTheStatusNamesIt(t *testing.T) {
 	w := newPodWorld(t)
 	src := &fakeENIConfigs{}
-	src.set(controller.ENIConfig{Name: "typo", Subnet: podA1, SecurityGroups: []string{"sg-0000000000000dead"}}, true, "", nil)
+	src.set(subnet.ENIConfig{Name: "typo", Subnet: podA1, SecurityGroups: []string{"sg-0000000000000dead"}}, true, "", nil)
 	r := w.startCustom(src, newRecordingDriver())
 	waitReady(t, r.node)
 	statusHas(t, r, "the refusal in the status", poolLine, "InvalidGroup.NotFound", "sg-0000000000000dead", "backing off")
@@ -525,7 +527,7 @@ func TestAFullSubnetWithNoOtherCandidateBacksThePoolOff(t *testing.T) {
 func TestAnENIAdoptedInAnUnreadSubnetLearnsItsSubnet(t *testing.T) {
 	w := newPodWorld(t)
 	src := &fakeENIConfigs{}
-	src.set(controller.ENIConfig{Name: "us-west-2a", Subnet: podA2}, true, "", nil)
+	src.set(subnet.ENIConfig{Name: "us-west-2a", Subnet: podA2}, true, "", nil)
 	first := w.startCustom(src, newRecordingDriver())
 	waitReady(t, first.node)
 	answered := map[string]string{}

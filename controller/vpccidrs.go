@@ -21,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/eniwire/eniwire/controller/ec2client"
+	"github.com/eniwire/eniwire/controller/metadata"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 )
 
@@ -42,12 +43,10 @@ type vpcCIDRs struct {
 	cur []netip.Prefix // sorted
 }
 
-func newVPCCIDRs(api ec2client.EC2API, dp dptypes.Driver, info NodeInfo, every time.Duration, log *slog.Logger) *vpcCIDRs {
+func newVPCCIDRs(api ec2client.EC2API, dp dptypes.Driver, info metadata.Node, every time.Duration, log *slog.Logger) *vpcCIDRs {
 	v := &vpcCIDRs{ec2: api, dp: dp, vpcID: info.VPCID, every: every, log: log}
-	for _, s := range info.VPCCIDRs {
-		if p, err := netip.ParsePrefix(s); err == nil {
-			v.cur = append(v.cur, p.Masked())
-		}
+	for _, p := range info.VPCCIDRs {
+		v.cur = append(v.cur, p.Masked())
 	}
 	slices.SortFunc(v.cur, comparePrefixes)
 	// The datapath was opened with IMDS's list: it holds cur already.

@@ -6,6 +6,8 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netlink"
+
+	"github.com/eniwire/eniwire/internal/netlinkdump"
 	"golang.org/x/sys/unix"
 )
 
@@ -53,7 +55,7 @@ func attachCls(h hook, ifindex int, prog *ebpf.Program) error {
 // adoptFilters moves cls_bpf filters left by an earlier agent to the programs just loaded; it returns how
 // many it moved.
 func (d *Datapath) adoptFilters() (int, error) {
-	links, err := netlink.LinkList()
+	links, err := netlinkdump.Links(nil)
 	if err != nil {
 		return 0, fmt.Errorf("listing interfaces: %w", err)
 	}
@@ -77,7 +79,7 @@ func ourFilters(ifindex int, h hook) ([]netlink.Filter, error) {
 	if err != nil {
 		return nil, err
 	}
-	all, err := netlink.FilterList(lk, h.tcParent())
+	all, err := netlinkdump.Filters(nil, lk, h.tcParent())
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +124,7 @@ func deleteEmptyClsact(ifindex int) error {
 		return nil
 	}
 	for _, parent := range []uint32{netlink.HANDLE_MIN_INGRESS, netlink.HANDLE_MIN_EGRESS} {
-		if fs, err := netlink.FilterList(lk, parent); err != nil || len(fs) > 0 {
+		if fs, err := netlinkdump.Filters(nil, lk, parent); err != nil || len(fs) > 0 {
 			return nil // someone else's filters, or unknown: leave the qdisc
 		}
 	}

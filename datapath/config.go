@@ -59,7 +59,7 @@ type Config struct {
 	// HostCIDRs are further destinations always handed to the host stack, such as the Service CIDR when it
 	// lies inside the VPC or when SNAT is off (so kube-proxy can DNAT them).
 	HostCIDRs []netip.Prefix
-	// MaxPods is the most pods this node runs (the agent passes controller.MaxPods: MAX_PODS, else what its
+	// MaxPods is the most pods this node runs (the agent passes pool.MaxPods: MAX_PODS, else what its
 	// ENIs hold); it sizes the per-pod traffic map. DefaultMaxPods when zero. A change (a new MAX_PODS, an
 	// instance resized) replaces the map at the next Open: its counters start from zero.
 	MaxPods int

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/eniwire/eniwire/internal/netlinkdump"
 )
 
 // forgetFlows removes the conntrack entries of a pod's address, in either direction and translated or
@@ -19,9 +21,16 @@ func forgetFlows(ip netip.Addr) (uint, error) {
 		}
 		filters = append(filters, f)
 	}
-	n, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, netlink.FAMILY_V4, filters...)
+	// The table is dumped, then the matching entries deleted; a dump interrupted by the host's flows coming
+	// and going deletes what it found and is taken again for the rest.
+	var deleted uint
+	_, err := netlinkdump.Retry(func() (uint, error) {
+		n, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, netlink.FAMILY_V4, filters...)
+		deleted += n
+		return n, err
+	})
 	if err != nil {
-		return n, fmt.Errorf("deleting conntrack entries of %s: %w", ip, err)
+		return deleted, fmt.Errorf("deleting conntrack entries of %s: %w", ip, err)
 	}
-	return n, nil
+	return deleted, nil
 }

@@ -3,6 +3,29 @@
 // the maps. One Datapath owns every loaded object; a restarted agent reopens the same pins, so packets keep
 // flowing while it starts.
 //
+// # Layers
+//
+// The datapath is a stack of packages. The contract is a leaf that any of them may import; otherwise each
+// imports only those below it, and none imports the controller, which reaches the datapath through the
+// contract alone:
+//
+//	datapath/dptypes    the contract: the Driver interface the controller calls (ENIUp, PodUp, ...) and the
+//	                    ENI and Pod it passes, addresses typed (netip.Addr, netip.Prefix, net.HardwareAddr)
+//	                    and parsed once by the controller. A leaf: it imports nothing of eniwire.
+//	datapath/nodenet    the node: the agent's bpf Driver. It prepares the node (ip_forward, each ENI's link,
+//	                    MTU, /32 address and rp_filter, the node's addresses followed into the routes map) and
+//	                    drives the layers below for the controller.
+//	datapath/hostroute  a pod's /32 host route and the reaper of released host veths; alone, the agent's
+//	                    hostroute Driver.
+//	datapath/snat       the one masquerade rule (nftables or iptables).
+//	datapath            this package, the loader: the tc programs, their maps and links pinned under the
+//	                    bpffs, attach (tcx, clsact fallback), and the typed map API (Pod, ENI, Route, counters).
+//	bpf                 the C programs and the objects bpf2go generates from them.
+//
+// Beside them, internal/netlinkdump takes every netlink dump of the datapath and of the CNI plugin again
+// when a concurrent change interrupted it, and datapath/internal/linktest is what the namespace tests do to
+// links of their own.
+//
 // # One flow, one path
 //
 // A flow (5-tuple, both directions) is either wholly on the BPF fast path or wholly through the host

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"net"
 	"net/netip"
+
+	"github.com/eniwire/eniwire/internal/inetsum"
 )
 
 // Frames the programs are tested on: Ethernet + IPv4 (with a valid header checksum, so a test can check
@@ -66,26 +68,11 @@ func ipv4Frame(src, dst netip.Addr, proto uint8, l4 []byte) []byte {
 // ipHeaderLen is the IPv4 header length of a frame, options included.
 func ipHeaderLen(pkt []byte) int { return int(pkt[ethLen]&0x0f) * 4 }
 
-func setIPChecksum(pkt []byte) {
-	ip := pkt[ethLen : ethLen+ipHeaderLen(pkt)]
-	ip[10], ip[11] = 0, 0
-	binary.BigEndian.PutUint16(ip[10:], ^onesSum(ip))
-}
+func setIPChecksum(pkt []byte) { inetsum.SetIPv4Header(pkt[ethLen : ethLen+ipHeaderLen(pkt)]) }
 
 // ipChecksumValid reports whether a frame's IPv4 header checksum verifies.
 func ipChecksumValid(pkt []byte) bool {
-	return onesSum(pkt[ethLen:ethLen+ipHeaderLen(pkt)]) == 0xffff
-}
-
-func onesSum(b []byte) uint16 {
-	var sum uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		sum += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	for sum > 0xffff {
-		sum = sum&0xffff + sum>>16
-	}
-	return uint16(sum)
+	return inetsum.IPv4HeaderValid(pkt[ethLen : ethLen+ipHeaderLen(pkt)])
 }
 
 // withTTL sets a frame's TTL.
@@ -257,7 +244,7 @@ func routerAdvertisement(src net.HardwareAddr) []byte {
 	binary.BigEndian.PutUint16(icmp[6:], 30*60) // router lifetime: a default router
 	// The checksum covers a pseudo-header: source, destination, length, next header.
 	pseudo := append(append(append([]byte(nil), from[:]...), to[:]...), 0, 0, 0, byte(len(icmp)), 0, 0, 0, nextICMPv6)
-	binary.BigEndian.PutUint16(icmp[2:], ^onesSum(append(pseudo, icmp...)))
+	binary.BigEndian.PutUint16(icmp[2:], ^inetsum.Sum(append(pseudo, icmp...)))
 
 	pkt := make([]byte, ethLen+40, ethLen+40+len(icmp))
 	copy(pkt[0:6], []byte{0x33, 0x33, 0, 0, 0, 1})

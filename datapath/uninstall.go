@@ -7,9 +7,9 @@ import (
 	"path/filepath"
 
 	"github.com/cilium/ebpf/link"
-	"github.com/vishvananda/netlink"
 
 	"github.com/eniwire/eniwire/bpf"
+	"github.com/eniwire/eniwire/internal/netlinkdump"
 )
 
 // Uninstall detaches every program of ours (pinned tcx links under pinRoot, and eniwire_ cls_bpf filters
@@ -38,7 +38,7 @@ func Uninstall(pinRoot string) error {
 		errs = append(errs, l.Unpin(), l.Close())
 	}
 
-	ifaces, err := netlink.LinkList()
+	ifaces, err := netlinkdump.Links(nil)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("listing interfaces: %w", err))
 	}

@@ -6,13 +6,13 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/eniwire/eniwire/controller"
 	"github.com/eniwire/eniwire/controller/eniconfig"
+	"github.com/eniwire/eniwire/controller/subnet"
 )
 
 // startENIConfigs starts the watches of the node and the ENIConfigs that custom networking reads; client-go's
 // own log lines go to the agent's logger.
-func (s *settings) startENIConfigs(ctx context.Context, log *slog.Logger) (controller.ENIConfigSource, error) {
+func (s *settings) startENIConfigs(ctx context.Context, log *slog.Logger) (subnet.ENIConfigSource, error) {
 	klog.SetSlogLogger(log.With("component", "client-go"))
 	src, err := eniconfig.New(eniconfig.Config{
 		NodeName: s.nodeName, Label: s.eniConfigLabel, Annotation: s.eniConfigAnnotation,

@@ -21,6 +21,8 @@ import (
 	"github.com/eniwire/eniwire/controller/cniinstall"
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/metadata"
+	"github.com/eniwire/eniwire/controller/pool"
+	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/datapath/hostroute"
 	"github.com/eniwire/eniwire/datapath/nodenet"
@@ -83,14 +85,13 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("building EC2 client: %w", err)
 	}
-	imds := controller.MetadataIMDS{API: md}
+	imds := metadata.IMDS{API: md}
 	meta, err := metadata.Load(ctx, md, api, s.stateDir)
 	if err != nil {
 		return fmt.Errorf("reading the instance's facts: %w", err)
 	}
-	info := controller.NodeInfoFrom(meta)
-	log.Info("instance", "id", info.InstanceID, "type", info.InstanceType, "subnet", info.SubnetID,
-		"maxENIs", info.MaxENIs, "ipv4PerENI", info.IPv4PerENI)
+	log.Info("instance", "id", meta.InstanceID, "type", meta.InstanceType, "subnet", meta.SubnetID,
+		"maxENIs", meta.Limits.MaxENIs, "ipv4PerENI", meta.Limits.IPv4PerENI)
 
 	ccfg := controller.Config{
 		StateDir: s.stateDir, Cluster: s.cluster, WarmENITarget: s.warmENI, WarmIPTarget: s.warmIP,
@@ -104,7 +105,7 @@ func run() error {
 		PodMTU: nodenet.PodMTU(meta.PrimaryMAC, s.eniMTU, log),
 	}
 
-	var eniConfigs controller.ENIConfigSource
+	var eniConfigs subnet.ENIConfigSource
 	if s.customNetwork {
 		if eniConfigs, err = s.startENIConfigs(ctx, log); err != nil {
 			return err
@@ -128,7 +129,7 @@ func run() error {
 			PinRoot: s.pinRoot, PrimaryMAC: meta.PrimaryMAC, PrimaryIP: meta.PrimaryIP, VPCCIDRs: meta.VPCCIDRs,
 			ServiceCIDRs: services, SNATEnv: s.snatEnv, MTU: s.eniMTU, SysctlRoot: s.sysctlRoot, IMDS: imds, Registerer: reg, Logger: log,
 			// The per-pod traffic map holds as many pods as the pool may ever hand out IPs to.
-			MaxPods: controller.MaxPods(ccfg, info),
+			MaxPods: pool.MaxPods(ccfg.PodSettings(), meta.Limits),
 		})
 		if err != nil {
 			return err
@@ -145,7 +146,7 @@ func run() error {
 		return fmt.Errorf("unknown datapath %q (bpf, hostroute or none)", s.datapath)
 	}
 	node, err := controller.New(ccfg, controller.Deps{
-		EC2: api, IMDS: imds, Node: info, Clock: clk, Registerer: reg, Logger: log,
+		EC2: api, IMDS: imds, Node: *meta, Clock: clk, Registerer: reg, Logger: log,
 		Datapath: dp, ENIConfigs: eniConfigs,
 		Urgent: func(ctx context.Context) context.Context { return ec2client.WithPriority(ctx, ec2client.Urgent) },
 	})

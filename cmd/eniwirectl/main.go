@@ -23,7 +23,7 @@ commands:
   enis      the ENIs in the agent's books with their state and IPs (agent socket)
   journal   the journal on disk: ENI operations, assignments, cooldowns (works while the agent is down)
   maps      the pinned BPF maps decoded: pods, ENIs, routes, counters (works while the agent is down)
-  max-pods  what kubelet's --max-pods should be for an instance type (cached facts, else DescribeInstanceTypes)
+  max-pods  what kubelet's --max-pods should be for an instance type (offline for the types it ships facts of)
   version   print the version
 
 flags:
@@ -38,6 +38,8 @@ max-pods flags:
   --custom-networking   the primary ENI carries no pods (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG)
   --max-eni N           count at most N ENIs (MAX_ENI)
   --show-max-allowed    print what the ENIs can address, without the 110/250 ceiling
+  --from-ec2            read the type's facts from EC2 (DescribeInstanceTypes), not the shipped ones
+  --all                 every shipped type in every mode (secondary IPs, prefixes, custom networking)
 `
 
 // options are the flags every command takes.
@@ -46,6 +48,7 @@ type options struct {
 	// max-pods
 	instanceType                               string
 	prefixes, showMaxAllowed, customNetworking bool
+	fromEC2, all                               bool
 	maxENI                                     int
 }
 
@@ -96,6 +99,8 @@ func run(args []string, out io.Writer) error {
 	fs.IntVar(&o.maxENI, "max-eni", 0, "MAX_ENI (max-pods)")
 	fs.BoolVar(&o.customNetworking, "custom-networking", false, "the primary ENI carries no pods (max-pods)")
 	fs.BoolVar(&o.showMaxAllowed, "show-max-allowed", false, "no 110/250 ceiling (max-pods)")
+	fs.BoolVar(&o.fromEC2, "from-ec2", false, "the type's facts from DescribeInstanceTypes (max-pods)")
+	fs.BoolVar(&o.all, "all", false, "every shipped type in every mode (max-pods)")
 	fs.Usage = func() { fmt.Fprint(os.Stderr, usage) }
 	if err := fs.Parse(args[1:]); err != nil {
 		return err

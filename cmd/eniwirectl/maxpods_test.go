@@ -67,7 +67,7 @@ func TestMaxPodsMatchesAWSPublishedValues(t *testing.T) {
 				{nil, c.capped},
 				{[]string{"--prefix-delegation"}, c.prefixes},
 			} {
-				if got := maxPods(t, append([]string{"--instance-type", c.typ}, v.args...)...); got != strconv.Itoa(v.want) {
+				if got := maxPods(t, append([]string{"--instance-type", c.typ, "--from-ec2"}, v.args...)...); got != strconv.Itoa(v.want) {
 					t.Errorf("max-pods %v = %s, want %d", v.args, got, v.want)
 				}
 			}

@@ -7,6 +7,8 @@ import (
 	"syscall"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/eniwire/eniwire/internal/netlinkdump"
 )
 
 // GatewayIP is the pod's next hop: an address no one holds. The pod reaches it through a permanent neighbour
@@ -63,7 +65,7 @@ func (p *Pod) SetAddress(v *Veth, ip net.IP) error {
 // Verify checks that the pod's namespace holds exactly what Configure puts there. Errors wrap ErrMismatch and
 // say what differs.
 func (p *Pod) Verify(cfg PodConfig) error {
-	link, err := linkByName(p.nl, cfg.IfName)
+	link, err := netlinkdump.LinkByName(p.nl, cfg.IfName)
 	if err != nil {
 		return fmt.Errorf("%w: interface %s: %w", ErrMismatch, cfg.IfName, err)
 	}
@@ -74,7 +76,7 @@ func (p *Pod) Verify(cfg PodConfig) error {
 	if cfg.MTU != 0 && link.Attrs().MTU != cfg.MTU {
 		return fmt.Errorf("%w: %s has MTU %d, want %d", ErrMismatch, cfg.IfName, link.Attrs().MTU, cfg.MTU)
 	}
-	addrs, err := addrList(p.nl, link)
+	addrs, err := netlinkdump.Addrs(p.nl, link, netlink.FAMILY_V4)
 	if err != nil {
 		return fmt.Errorf("listing addresses of %s: %w", cfg.IfName, err)
 	}
@@ -90,7 +92,7 @@ func (p *Pod) Verify(cfg PodConfig) error {
 	if !found {
 		return fmt.Errorf("%w: %s lacks address %s", ErrMismatch, cfg.IfName, want)
 	}
-	routes, err := routeList(p.nl, link)
+	routes, err := netlinkdump.Routes(p.nl, link, netlink.FAMILY_V4)
 	if err != nil {
 		return fmt.Errorf("listing routes of %s: %w", cfg.IfName, err)
 	}
@@ -100,7 +102,7 @@ func (p *Pod) Verify(cfg PodConfig) error {
 	if !hasRoute(routes, defaultRoute(idx)) {
 		return fmt.Errorf("%w: no default route via %s on %s", ErrMismatch, GatewayIP, cfg.IfName)
 	}
-	neighs, err := neighList(p.nl, idx)
+	neighs, err := netlinkdump.Neighs(p.nl, idx, netlink.FAMILY_V4)
 	if err != nil {
 		return fmt.Errorf("listing neighbours of %s: %w", cfg.IfName, err)
 	}
@@ -118,7 +120,7 @@ func (p *Pod) Verify(cfg PodConfig) error {
 
 // removeOtherAddrs deletes every IPv4 address of link but keep.
 func (p *Pod) removeOtherAddrs(link netlink.Link, keep *netlink.Addr) error {
-	addrs, err := addrList(p.nl, link)
+	addrs, err := netlinkdump.Addrs(p.nl, link, netlink.FAMILY_V4)
 	if err != nil {
 		return fmt.Errorf("listing addresses of %s: %w", link.Attrs().Name, err)
 	}

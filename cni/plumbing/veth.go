@@ -18,6 +18,8 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
+
+	"github.com/eniwire/eniwire/internal/netlinkdump"
 )
 
 // KernelDefaultMTU is a veth's MTU when its creation names none.
@@ -78,7 +80,7 @@ func (p *Pod) SetupVeth(hostName, ifName string, mtu int) (*Veth, error) {
 		if v, perr := p.existingPair(hostName, ifName); perr != nil || v != nil {
 			return v, perr
 		}
-		if old, lerr := linkByName(p.host, hostName); lerr == nil {
+		if old, lerr := netlinkdump.LinkByName(p.host, hostName); lerr == nil {
 			if derr := p.host.LinkDel(old); derr != nil && !isNotFound(derr) {
 				return nil, fmt.Errorf("removing stale host veth %s: %w", hostName, derr)
 			}
@@ -101,13 +103,13 @@ func (p *Pod) SetupVeth(hostName, ifName string, mtu int) (*Veth, error) {
 // and LinkAdd left its index in created.
 func (p *Pod) podEndUp(created *netlink.Veth, ifName string) (*Veth, error) {
 	if created.Index == 0 {
-		host, err := linkByName(p.host, created.Name)
+		host, err := netlinkdump.LinkByName(p.host, created.Name)
 		if err != nil {
 			return nil, fmt.Errorf("looking up host veth %s: %w", created.Name, err)
 		}
 		created.Index = host.Attrs().Index
 	}
-	pod, err := linkByName(p.nl, ifName)
+	pod, err := netlinkdump.LinkByName(p.nl, ifName)
 	if err != nil {
 		return nil, fmt.Errorf("looking up %s in the pod: %w", ifName, err)
 	}
@@ -155,18 +157,18 @@ func randomMAC() net.HardwareAddr {
 // existingPair returns the pair when ifName in the pod is already the peer of hostName, nil when ifName does not
 // exist, and ErrIfaceTaken when ifName exists but belongs to something else.
 func (p *Pod) existingPair(hostName, ifName string) (*Veth, error) {
-	pod, err := linkByName(p.nl, ifName)
+	pod, err := netlinkdump.LinkByName(p.nl, ifName)
 	if err != nil {
 		if isNotFound(err) {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("looking up %s in the pod: %w", ifName, err)
 	}
-	host, err := linkByName(p.host, hostName)
+	host, err := netlinkdump.LinkByName(p.host, hostName)
 	if err != nil && isNotFound(err) && pod.Type() == "veth" {
 		// The agent may be deleting the pair of a released sandbox of this namespace: the kernel takes both
 		// ends away together, so a pod end still seen a moment ago is gone too once the host end is.
-		if _, lerr := linkByName(p.nl, ifName); isNotFound(lerr) {
+		if _, lerr := netlinkdump.LinkByName(p.nl, ifName); isNotFound(lerr) {
 			return nil, nil
 		}
 	}
@@ -183,7 +185,7 @@ func (p *Pod) existingPair(hostName, ifName string) (*Veth, error) {
 
 // bringUp sets both ends of an existing pair up and reads their indexes and MACs.
 func (p *Pod) bringUp(hostName, ifName string) (*Veth, error) {
-	host, err := linkByName(p.host, hostName)
+	host, err := netlinkdump.LinkByName(p.host, hostName)
 	if err != nil {
 		return nil, fmt.Errorf("looking up host veth %s: %w", hostName, err)
 	}
@@ -194,7 +196,7 @@ func (p *Pod) bringUp(hostName, ifName string) (*Veth, error) {
 	if err := learnNoRoutesOn(hostName); err != nil {
 		return nil, err
 	}
-	pod, err := linkByName(p.nl, ifName)
+	pod, err := netlinkdump.LinkByName(p.nl, ifName)
 	if err != nil {
 		return nil, fmt.Errorf("looking up %s in the pod: %w", ifName, err)
 	}
@@ -244,7 +246,7 @@ func (p *Pod) SetMTU(v *Veth, mtu int) error {
 // RemoveLink deletes ifName in the pod, which takes its host peer with it. A missing link is not an error;
 // removed says whether something was deleted.
 func (p *Pod) RemoveLink(ifName string) (removed bool, err error) {
-	l, err := linkByName(p.nl, ifName)
+	l, err := netlinkdump.LinkByName(p.nl, ifName)
 	if err != nil {
 		if isNotFound(err) {
 			return false, nil
@@ -286,7 +288,7 @@ func RemoveHostVeth(name string, index int, mac net.HardwareAddr) (removed bool,
 		return false, nil
 	}
 	h := currentNS
-	l, err := linkByName(h, name)
+	l, err := netlinkdump.LinkByName(h, name)
 	if err != nil {
 		if isNotFound(err) {
 			return false, nil
@@ -327,7 +329,7 @@ func isNotFound(err error) bool {
 
 // HostLink returns the host-side link name, an error saying so when it is missing.
 func HostLink(name string) (netlink.Link, error) {
-	l, err := linkByName(currentNS, name)
+	l, err := netlinkdump.LinkByName(currentNS, name)
 	if err != nil {
 		return nil, fmt.Errorf("looking up host veth %q: %w", name, err)
 	}

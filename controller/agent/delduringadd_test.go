@@ -44,7 +44,7 @@ func (d *vethRecorder) PodUp(ctx context.Context, p dptypes.Pod) error {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.routed[p.IP] = true
+	d.routed[p.IP.String()] = true
 	d.veths[p.HostVeth] = "kept"
 	return nil
 }
@@ -52,7 +52,7 @@ func (d *vethRecorder) PodUp(ctx context.Context, p dptypes.Pod) error {
 func (d *vethRecorder) PodDown(_ context.Context, p dptypes.Pod) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	delete(d.routed, p.IP)
+	delete(d.routed, p.IP.String())
 	d.veths[p.HostVeth] = "removal queued"
 	return nil
 }

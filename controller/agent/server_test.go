@@ -18,6 +18,7 @@ import (
 	"github.com/eniwire/eniwire/controller"
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/controller/metadata"
 	"github.com/eniwire/eniwire/test/simworld"
 )
 
@@ -165,7 +166,7 @@ func TestACorruptJournalStopsTheStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := controller.New(controller.Config{StateDir: dir}, controller.Deps{EC2: ec2.New(ec2.Options{Region: "us-west-2"}),
-		Node: controller.NodeInfo{InstanceID: "i-1", MaxENIs: 3, IPv4PerENI: 10}})
+		Node: metadata.Node{InstanceID: "i-1", Limits: metadata.Limits{MaxENIs: 3, IPv4PerENI: 10}}})
 	if !errors.Is(err, journal.ErrUnknownVersion) || !strings.Contains(err.Error(), "unknown format version") {
 		t.Fatalf("New with a v7 journal = %v", err)
 	}

@@ -1,5 +1,6 @@
 // Package ec2client is eniwire's one door to EC2: the interface listing exactly the aws-sdk-go-v2 methods the
-// controller calls, and the wrapper over it that owns client-side rate limiting, priorities, backoff and metrics.
+// controller calls, the wrapper over it that owns client-side rate limiting, priorities, backoff and metrics,
+// and the one vocabulary of EC2's errors (errors.go): their codes and kinds, IsThrottle and MayHaveApplied.
 package ec2client
 
 import (
@@ -11,7 +12,8 @@ import (
 // EC2API is the subset of *ec2.Client that eniwire uses, with the SDK's own signatures, so *ec2.Client and the
 // SDK paginators plug straight in. The Client wrapper implements it too, so callers never see the difference.
 //
-// Errors are the SDK's: EC2 error codes arrive as smithy.APIError (use ErrorCode to read them).
+// Errors are the SDK's: EC2 error codes arrive as smithy.APIError (use ErrorCode to read them, KindOf and
+// Classify to tell what they mean).
 type EC2API interface {
 	CreateNetworkInterface(ctx context.Context, in *ec2.CreateNetworkInterfaceInput, optFns ...func(*ec2.Options)) (*ec2.CreateNetworkInterfaceOutput, error)
 	AttachNetworkInterface(ctx context.Context, in *ec2.AttachNetworkInterfaceInput, optFns ...func(*ec2.Options)) (*ec2.AttachNetworkInterfaceOutput, error)

@@ -68,7 +68,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 
 // observe counts and times one attempt.
 func (m *metrics) observe(action string, err error, took time.Duration) {
-	outcome, code := classify(err)
+	outcome, code := outcomeOf(err)
 	m.calls.WithLabelValues(action, outcome, code).Inc()
 	m.duration.WithLabelValues(action).Observe(took.Seconds())
 	if outcome == OutcomeThrottled {
@@ -76,7 +76,8 @@ func (m *metrics) observe(action string, err error, took time.Duration) {
 	}
 }
 
-func classify(err error) (outcome, code string) {
+// outcomeOf is the outcome and code labels of an attempt that ended with err.
+func outcomeOf(err error) (outcome, code string) {
 	switch {
 	case err == nil:
 		return OutcomeSuccess, codeNone

@@ -63,7 +63,7 @@ func (m *Manager) plan(ctx context.Context, want journal.ENI, at Placement) (str
 	return opID, nil
 }
 
-// DropPlan forgets a planned ENI whose create EC2 refused for good (ErrNoPrefix); a record in any other state
+// DropPlan forgets a planned ENI whose create EC2 refused for good (ec2client.ErrNoPrefix); a record in any other state
 // is left alone.
 func (m *Manager) DropPlan(ctx context.Context, opID string) error {
 	return m.books.Update(ctx, func(st *journal.State) error {
@@ -145,8 +145,8 @@ func (m *Manager) create(ctx context.Context, rec journal.ENI) error {
 	in := m.createRequest(rec)
 	out, err := m.ec2.CreateNetworkInterface(ctx, in)
 	if err != nil {
-		err = classify("creating ENI for op "+rec.OpID, err)
-		if !errors.Is(err, ErrTransient) && !errors.Is(err, context.Canceled) && !errors.Is(err, ErrNoPrefix) {
+		err = ec2client.Classify("creating ENI for op "+rec.OpID, err)
+		if !errors.Is(err, ec2client.ErrTransient) && !errors.Is(err, context.Canceled) && !errors.Is(err, ec2client.ErrNoPrefix) {
 			// A definite refusal created nothing (a replay of the same token would have returned the ENI).
 			// Should a lost earlier answer have created one after all, the GC finds it by its tags. A refused
 			// prefix keeps its plan for the caller to drop (DropPlan) once it grows with single IPs, so that no
@@ -160,7 +160,7 @@ func (m *Manager) create(ctx context.Context, rec journal.ENI) error {
 	}
 	ni := out.NetworkInterface
 	if ni == nil || ni.NetworkInterfaceId == nil {
-		return fmt.Errorf("creating ENI for op %s: %w: answer without an ENI", rec.OpID, ErrTransient)
+		return fmt.Errorf("creating ENI for op %s: %w: answer without an ENI", rec.OpID, ec2client.ErrTransient)
 	}
 	reserved := false
 	err = m.books.Update(ctx, func(st *journal.State) error {
@@ -264,7 +264,7 @@ func (m *Manager) freeDeviceIndex(st *journal.State, self string) int {
 
 func (m *Manager) attach(ctx context.Context, rec journal.ENI) error {
 	if m.NeedsReconcile() {
-		return fmt.Errorf("attaching ENI %s: %w: waiting for a reconcile", rec.ID, ErrBooksWrong)
+		return fmt.Errorf("attaching ENI %s: %w: waiting for a reconcile", rec.ID, ec2client.ErrBooksWrong)
 	}
 	m.mu.Lock()
 	fresh := m.fresh[rec.OpID]
@@ -281,13 +281,13 @@ func (m *Manager) attach(ctx context.Context, rec journal.ENI) error {
 			return err
 		}
 		if ni == nil {
-			return fmt.Errorf("attaching ENI %s: %w: not visible yet", rec.ID, ErrTransient)
+			return fmt.Errorf("attaching ENI %s: %w: not visible yet", rec.ID, ec2client.ErrTransient)
 		}
 		if a := ni.Attachment; a != nil && aws.ToString(a.InstanceId) == m.cfg.InstanceID {
 			return m.markAttached(ctx, rec.OpID, ni)
 		}
 		if ni.Status != types.NetworkInterfaceStatusAvailable {
-			return fmt.Errorf("attaching ENI %s: %w: status %s", rec.ID, ErrTransient, ni.Status)
+			return fmt.Errorf("attaching ENI %s: %w: status %s", rec.ID, ec2client.ErrTransient, ni.Status)
 		}
 	}
 	// The index is chosen and reserved (AttachTried with its DeviceIndex) in one change of the books, so
@@ -346,17 +346,18 @@ func (m *Manager) attachAt(ctx context.Context, rec journal.ENI, idx int) error 
 			m.fresh[rec.OpID] = true
 			m.mu.Unlock()
 		}
-		err = classify(fmt.Sprintf("attaching ENI %s at device index %d", rec.ID, idx), err)
-		if code := ErrorCode(err); code == codeAttachLimit || code == codeInvalidParam || code == codeInUse {
+		err = ec2client.Classify(fmt.Sprintf("attaching ENI %s at device index %d", rec.ID, idx), err)
+		if code := ec2client.ErrorCode(err); code == ec2client.CodeAttachmentLimitExceeded ||
+			code == ec2client.CodeInvalidParameterValue || code == ec2client.CodeENIInUse {
 			// Our count is wrong: something is attached that the books do not know. Reconcile; never loop.
 			m.mu.Lock()
 			m.needReconcile = true
-			if code == codeAttachLimit {
+			if code == ec2client.CodeAttachmentLimitExceeded {
 				// The limit EC2 enforces is what is attached now; only the reconcile can count that.
 				m.capAtReconcile = true
 			}
 			m.mu.Unlock()
-			return fmt.Errorf("%w: %w", ErrBooksWrong, err)
+			return fmt.Errorf("%w: %w", ec2client.ErrBooksWrong, err)
 		}
 		return err
 	}
@@ -401,8 +402,8 @@ func (m *Manager) modify(ctx context.Context, rec journal.ENI) error {
 		},
 	})
 	if err != nil {
-		err = classify("setting DeleteOnTermination on ENI "+rec.ID, err)
-		if errors.Is(err, ErrBooksWrong) {
+		err = ec2client.Classify("setting DeleteOnTermination on ENI "+rec.ID, err)
+		if errors.Is(err, ec2client.ErrBooksWrong) {
 			m.RequestReconcile()
 		}
 		return err

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
+	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/internal/clock"
@@ -216,11 +217,11 @@ func TestAttachmentLimitExceededWaitsForAReconcileInsteadOfLooping(t *testing.T)
 	}
 	attaches := r.calls("AttachNetworkInterface")
 	err = r.m.Advance(ctx, op)
-	if !errors.Is(err, eni.ErrBooksWrong) || !r.m.NeedsReconcile() {
+	if !errors.Is(err, ec2client.ErrBooksWrong) || !r.m.NeedsReconcile() {
 		t.Fatalf("attach error %v, needs reconcile %v: want ErrBooksWrong and a reconcile asked for", err, r.m.NeedsReconcile())
 	}
 	for range 3 {
-		if err := r.m.Advance(ctx, op); !errors.Is(err, eni.ErrBooksWrong) {
+		if err := r.m.Advance(ctx, op); !errors.Is(err, ec2client.ErrBooksWrong) {
 			t.Fatalf("attach before the reconcile = %v, want ErrBooksWrong", err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 
+	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/journal"
 )
 
@@ -19,7 +20,7 @@ func (m *Manager) AssignIPs(ctx context.Context, eniID string, n int) error {
 }
 
 // AssignPrefixes adds n /28 prefixes to the usable ENI eniID, journaled and resolved as AssignIPs is. A
-// fragmented subnet refuses with ErrNoPrefix.
+// fragmented subnet refuses with ec2client.ErrNoPrefix.
 func (m *Manager) AssignPrefixes(ctx context.Context, eniID string, n int) error {
 	return m.assign(ctx, eniID, n, true)
 }
@@ -41,12 +42,12 @@ func (m *Manager) assign(ctx context.Context, eniID string, n int, prefixes bool
 	// blindly (the SDK would retry 5xx and transport errors); ResumeIPOps reads the ENI from EC2 instead.
 	out, err := m.ec2.AssignPrivateIpAddresses(ctx, in, func(o *ec2.Options) { o.RetryMaxAttempts = 1 })
 	if err != nil {
-		if mayHaveApplied(err) || errors.Is(err, context.Canceled) {
+		if ec2client.MayHaveApplied(err) || errors.Is(err, context.Canceled) {
 			// Unknown, not refused: the op stays journaled, and ResumeIPOps reads EC2 before the ENI gets more.
-			return classify(fmt.Sprintf("assigning %s to ENI %s (outcome unknown)", what, eniID), err)
+			return ec2client.Classify(fmt.Sprintf("assigning %s to ENI %s (outcome unknown)", what, eniID), err)
 		}
-		err = classify(fmt.Sprintf("assigning %s to ENI %s", what, eniID), err)
-		if errors.Is(err, ErrBooksWrong) {
+		err = ec2client.Classify(fmt.Sprintf("assigning %s to ENI %s", what, eniID), err)
+		if errors.Is(err, ec2client.ErrBooksWrong) {
 			m.RequestReconcile()
 		}
 		// A definite refusal assigned nothing.
@@ -104,9 +105,9 @@ func (m *Manager) unassign(ctx context.Context, op journal.IPOp) error {
 	_, err := m.ec2.UnassignPrivateIpAddresses(ctx, &ec2.UnassignPrivateIpAddressesInput{
 		NetworkInterfaceId: aws.String(op.ENI), PrivateIpAddresses: ips, Ipv4Prefixes: prefixes,
 	})
-	if err != nil && ErrorCode(err) != codeENINotFound {
-		err = classify(fmt.Sprintf("unassigning %d IPs from ENI %s", len(op.IPs), op.ENI), err)
-		if errors.Is(err, ErrTransient) || errors.Is(err, context.Canceled) {
+	if err != nil && ec2client.ErrorCode(err) != ec2client.CodeENINotFound {
+		err = ec2client.Classify(fmt.Sprintf("unassigning %d IPs from ENI %s", len(op.IPs), op.ENI), err)
+		if errors.Is(err, ec2client.ErrTransient) || errors.Is(err, context.Canceled) {
 			return err
 		}
 		// Refused, e.g. because a lost earlier answer already took some addresses away: keep in the op only

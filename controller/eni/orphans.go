@@ -8,6 +8,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
+	"github.com/eniwire/eniwire/controller/ec2client"
 )
 
 // maxFilterValues is how many values EC2 accepts in one filter.
@@ -64,16 +66,16 @@ func (m *Manager) SweepOrphans(ctx context.Context) ([]string, error) {
 				}
 			}
 			_, err := m.ec2.DeleteNetworkInterface(ctx, &ec2.DeleteNetworkInterfaceInput{NetworkInterfaceId: aws.String(id)})
-			switch code := ErrorCode(err); {
+			switch code := ec2client.ErrorCode(err); {
 			case err == nil:
 				collected = append(collected, id)
 				m.log.Info("orphaned ENI collected", "eni", id, "owner", owner, "ownerState", string(state))
-			case code == codeENINotFound:
+			case code == ec2client.CodeENINotFound:
 				// Another node of the cluster collected it first.
-			case code == codeInUse || code == codeInvalidParam:
+			case code == ec2client.CodeENIInUse || code == ec2client.CodeInvalidParameterValue:
 				// Attached since the listing: not an orphan.
 			default:
-				errs = append(errs, classify("collecting orphaned ENI "+id+" of "+owner, err))
+				errs = append(errs, ec2client.Classify("collecting orphaned ENI "+id+" of "+owner, err))
 			}
 		}
 	}
@@ -91,7 +93,7 @@ func (m *Manager) instanceStates(ctx context.Context, ids []string) (map[string]
 		for p.HasMorePages() {
 			page, err := p.NextPage(ctx)
 			if err != nil {
-				return nil, classify("describing the owners of orphaned ENIs", err)
+				return nil, ec2client.Classify("describing the owners of orphaned ENIs", err)
 			}
 			for _, r := range page.Reservations {
 				for _, inst := range r.Instances {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/test/ec2sim"
 	"github.com/eniwire/eniwire/test/simworld"
@@ -73,7 +74,7 @@ func TestAFullSubnetsRefusalIsErrSubnetFullInBothModes(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = r.m.Advance(context.Background(), op)
-			if !errors.Is(err, eni.ErrSubnetFull) || eni.ErrorCode(err) != c.code {
+			if !errors.Is(err, ec2client.ErrSubnetFull) || ec2client.ErrorCode(err) != c.code {
 				t.Fatalf("create in a full subnet: %v, want ErrSubnetFull with %s", err, c.code)
 			}
 			if _, ok := r.m.Record(op); ok {

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/journal"
 )
 
@@ -136,8 +137,8 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 	errs = append(errs, m.confirmGoneIPs(ctx, suspects, &rep))
 	for _, id := range gc {
 		_, err := m.ec2.DeleteNetworkInterface(ctx, &ec2.DeleteNetworkInterfaceInput{NetworkInterfaceId: aws.String(id)})
-		if err != nil && ErrorCode(err) != codeENINotFound {
-			errs = append(errs, classify("collecting leaked ENI "+id, err))
+		if err != nil && ec2client.ErrorCode(err) != ec2client.CodeENINotFound {
+			errs = append(errs, ec2client.Classify("collecting leaked ENI "+id, err))
 			continue
 		}
 		rep.Collected = append(rep.Collected, id)

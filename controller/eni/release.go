@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/journal"
 )
 
@@ -106,8 +107,8 @@ func (m *Manager) release(ctx context.Context, rec journal.ENI) error {
 	switch rec.ReleaseStep {
 	case journal.StepDetach:
 		_, err := m.ec2.DetachNetworkInterface(ctx, &ec2.DetachNetworkInterfaceInput{AttachmentId: aws.String(rec.AttachmentID)})
-		if err != nil && ErrorCode(err) != codeAttachNotFound {
-			return classify("detaching ENI "+rec.ID, err)
+		if err != nil && ec2client.ErrorCode(err) != ec2client.CodeAttachmentNotFound {
+			return ec2client.Classify("detaching ENI "+rec.ID, err)
 		}
 		if err := m.setStep(ctx, rec.OpID, journal.StepWait); err != nil {
 			return err
@@ -121,27 +122,27 @@ func (m *Manager) release(ctx context.Context, rec journal.ENI) error {
 		return m.waitAvailable(ctx, rec)
 	case journal.StepDelete:
 		_, err := m.ec2.DeleteNetworkInterface(ctx, &ec2.DeleteNetworkInterfaceInput{NetworkInterfaceId: aws.String(rec.ID)})
-		switch code := ErrorCode(err); {
-		case err == nil || code == codeENINotFound:
+		switch code := ec2client.ErrorCode(err); {
+		case err == nil || code == ec2client.CodeENINotFound:
 			return m.forget(ctx, rec, "deleted")
-		case code == codeInvalidParam || code == codeInUse:
+		case code == ec2client.CodeInvalidParameterValue || code == ec2client.CodeENIInUse:
 			// "is currently in use" means attached: read it again and take it back, never count it as gone.
 			return m.readopt(ctx, rec)
 		default:
-			return classify("deleting ENI "+rec.ID, err)
+			return ec2client.Classify("deleting ENI "+rec.ID, err)
 		}
 	}
 	return fmt.Errorf("releasing ENI %s: unknown step %q", rec.ID, rec.ReleaseStep)
 }
 
 // waitAvailable polls Describe with exponential backoff (on the clock) until the ENI is available, then
-// journals the delete step. It gives up after WaitTimeout with ErrTransient; the next Advance resumes.
+// journals the delete step. It gives up after WaitTimeout with ec2client.ErrTransient; the next Advance resumes.
 func (m *Manager) waitAvailable(ctx context.Context, rec journal.ENI) error {
 	deadline := m.clock.Now().Add(m.cfg.WaitTimeout)
 	delay := time.Second
 	for {
 		ni, err := m.describeOne(ctx, rec.ID)
-		if err != nil && !errors.Is(err, ErrTransient) {
+		if err != nil && !errors.Is(err, ec2client.ErrTransient) {
 			return err
 		}
 		switch {
@@ -160,7 +161,7 @@ func (m *Manager) waitAvailable(ctx context.Context, rec journal.ENI) error {
 			return m.setStep(ctx, rec.OpID, journal.StepDetach)
 		}
 		if m.clock.Now().Add(delay).After(deadline) {
-			return fmt.Errorf("waiting for ENI %s to detach: %w: still %s", rec.ID, ErrTransient, statusOf(ni))
+			return fmt.Errorf("waiting for ENI %s to detach: %w: still %s", rec.ID, ec2client.ErrTransient, statusOf(ni))
 		}
 		if err := m.clock.Sleep(ctx, delay); err != nil {
 			return err
@@ -199,11 +200,11 @@ func (m *Manager) readopt(ctx context.Context, rec journal.ENI) error {
 // describeOne returns EC2's view of one ENI, nil when EC2 says it does not exist.
 func (m *Manager) describeOne(ctx context.Context, id string) (*types.NetworkInterface, error) {
 	out, err := m.ec2.DescribeNetworkInterfaces(ctx, &ec2.DescribeNetworkInterfacesInput{NetworkInterfaceIds: []string{id}})
-	if ErrorCode(err) == codeENINotFound {
+	if ec2client.ErrorCode(err) == ec2client.CodeENINotFound {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, classify("describing ENI "+id, err)
+		return nil, ec2client.Classify("describing ENI "+id, err)
 	}
 	for i := range out.NetworkInterfaces {
 		if aws.ToString(out.NetworkInterfaces[i].NetworkInterfaceId) == id {
@@ -220,7 +221,7 @@ func (m *Manager) describeFiltered(ctx context.Context, filters ...types.Filter)
 	for p.HasMorePages() {
 		out, err := p.NextPage(ctx)
 		if err != nil {
-			return nil, classify("listing ENIs", err)
+			return nil, ec2client.Classify("listing ENIs", err)
 		}
 		all = append(all, out.NetworkInterfaces...)
 	}

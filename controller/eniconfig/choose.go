@@ -6,7 +6,7 @@ package eniconfig
 import (
 	"fmt"
 
-	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/controller/subnet"
 )
 
 // The node's label and annotation that name its ENIConfig unless ENI_CONFIG_LABEL_DEF or
@@ -52,12 +52,12 @@ func (k keys) noAnnotation() string {
 
 // parsed is one ENIConfig object as decoded, or why it is unusable.
 type parsed struct {
-	config controller.ENIConfig
+	config subnet.ENIConfig
 	err    error
 }
 
 // choose picks the node's ENIConfig among configs (by name); when none applies, why says which is missing.
-func (k keys) choose(labels, annotations map[string]string, configs map[string]parsed) (c controller.ENIConfig, ok bool, why string) {
+func (k keys) choose(labels, annotations map[string]string, configs map[string]parsed) (c subnet.ENIConfig, ok bool, why string) {
 	name, how := k.nameFor(labels, annotations)
 	p, found := configs[name]
 	switch {

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/controller/subnet"
 )
 
 // The two resources the source watches: this node alone, and every ENIConfig (they are cluster-scoped).
@@ -38,7 +38,7 @@ type Config struct {
 	Logger     *slog.Logger
 }
 
-// Source is a controller.ENIConfigSource fed by watches of the node and the ENIConfigs. What it saw last stays
+// Source is a subnet.ENIConfigSource fed by watches of the node and the ENIConfigs. What it saw last stays
 // in the informers' stores while the API server is unreachable, so Current keeps answering.
 type Source struct {
 	node, configs cache.SharedIndexInformer
@@ -52,7 +52,7 @@ type Source struct {
 	lastErr    string                                // the last connection state logged
 }
 
-var _ controller.ENIConfigSource = (*Source)(nil)
+var _ subnet.ENIConfigSource = (*Source)(nil)
 
 // New builds the source; Start runs it.
 func New(cfg Config) (*Source, error) {
@@ -119,14 +119,14 @@ func (s *Source) WaitForSync(ctx context.Context) bool {
 	return cache.WaitForCacheSync(ctx.Done(), s.node.HasSynced, s.configs.HasSynced)
 }
 
-// Current implements controller.ENIConfigSource from the informers' stores: the last state seen.
-func (s *Source) Current() (controller.ENIConfig, bool, string) {
+// Current implements subnet.ENIConfigSource from the informers' stores: the last state seen.
+func (s *Source) Current() (subnet.ENIConfig, bool, string) {
 	obj, found, _ := s.node.GetStore().GetByKey(s.nodeName)
 	switch {
 	case !found:
-		return controller.ENIConfig{}, false, s.notYet(fmt.Sprintf("node %s not seen in the Kubernetes API yet", s.nodeName))
+		return subnet.ENIConfig{}, false, s.notYet(fmt.Sprintf("node %s not seen in the Kubernetes API yet", s.nodeName))
 	case !s.configs.HasSynced():
-		return controller.ENIConfig{}, false, s.notYet("ENIConfigs not listed yet")
+		return subnet.ENIConfig{}, false, s.notYet("ENIConfigs not listed yet")
 	}
 	node := obj.(*unstructured.Unstructured)
 	configs := map[string]parsed{}
@@ -145,7 +145,7 @@ func (s *Source) notYet(why string) string {
 	return why
 }
 
-// Err implements controller.ENIConfigSource: the last list or watch error of either resource.
+// Err implements subnet.ENIConfigSource: the last list or watch error of either resource.
 func (s *Source) Err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/controller/subnet"
 )
 
 const nodeName = "ip-10-0-0-10.ec2.internal"
@@ -36,7 +36,7 @@ func startSource(t *testing.T, a *apiServer, k keys) *Source {
 var defaultKeys = keys{label: DefaultLabel, annotation: DefaultAnnotation}
 
 // eventually waits until the source's answer satisfies cond, failing after a deadline with the last answer.
-func eventually(t *testing.T, s *Source, what string, cond func(c controller.ENIConfig, ok bool, why string) bool) {
+func eventually(t *testing.T, s *Source, what string, cond func(c subnet.ENIConfig, ok bool, why string) bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -51,9 +51,9 @@ func eventually(t *testing.T, s *Source, what string, cond func(c controller.ENI
 	}
 }
 
-func uses(name, subnet string) func(controller.ENIConfig, bool, string) bool {
-	return func(c controller.ENIConfig, ok bool, _ string) bool {
-		return ok && c.Name == name && c.Subnet == subnet
+func uses(name, subnetID string) func(subnet.ENIConfig, bool, string) bool {
+	return func(c subnet.ENIConfig, ok bool, _ string) bool {
+		return ok && c.Name == name && c.Subnet == subnetID
 	}
 }
 
@@ -78,7 +78,7 @@ func TestTheNodesLabelChoosesItsENIConfigAndChangesAreSeen(t *testing.T) {
 	})
 	t.Run("a deleted ENIConfig no longer applies", func(t *testing.T) {
 		a.remove("eniconfigs", "us-east-1b")
-		eventually(t, s, "after the delete", func(_ controller.ENIConfig, ok bool, why string) bool {
+		eventually(t, s, "after the delete", func(_ subnet.ENIConfig, ok bool, why string) bool {
 			return !ok && strings.Contains(why, "ENIConfig us-east-1b not found")
 		})
 	})
@@ -115,12 +115,12 @@ func TestWhenNoENIConfigAppliesCurrentSaysWhy(t *testing.T) {
 	a := newAPIServer(t)
 	a.put("nodes", nodeName, node(map[string]any{DefaultLabel: "us-east-1a"}, nil))
 	s := startSource(t, a, defaultKeys)
-	eventually(t, s, "a missing ENIConfig", func(_ controller.ENIConfig, ok bool, why string) bool {
+	eventually(t, s, "a missing ENIConfig", func(_ subnet.ENIConfig, ok bool, why string) bool {
 		return !ok && strings.Contains(why, "ENIConfig us-east-1a not found")
 	})
 
 	a.put("eniconfigs", "us-east-1a", map[string]any{"spec": map[string]any{"securityGroups": []any{"sg-1"}}})
-	eventually(t, s, "an ENIConfig without a subnet", func(_ controller.ENIConfig, ok bool, why string) bool {
+	eventually(t, s, "an ENIConfig without a subnet", func(_ subnet.ENIConfig, ok bool, why string) bool {
 		return !ok && strings.Contains(why, "ENIConfig us-east-1a: spec.subnet")
 	})
 
@@ -128,7 +128,7 @@ func TestWhenNoENIConfigAppliesCurrentSaysWhy(t *testing.T) {
 	eventually(t, s, "once it is valid", uses("us-east-1a", "subnet-a"))
 
 	a.put("nodes", nodeName, node(nil, nil))
-	eventually(t, s, "a node without the label", func(_ controller.ENIConfig, ok bool, why string) bool {
+	eventually(t, s, "a node without the label", func(_ subnet.ENIConfig, ok bool, why string) bool {
 		return !ok && strings.Contains(why, "node has no label "+DefaultLabel)
 	})
 	a.put("eniconfigs", "default", eniConfig("subnet-d"))

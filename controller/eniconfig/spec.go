@@ -6,13 +6,13 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/controller/subnet"
 )
 
 // parse reads an ENIConfig object and checks its spec: a subnet id is required, security group ids are
 // optional (the node's primary ENI's groups then apply).
 func parse(u *unstructured.Unstructured) parsed {
-	c := controller.ENIConfig{Name: u.GetName()}
+	c := subnet.ENIConfig{Name: u.GetName()}
 	invalid := func(format string, args ...any) parsed {
 		return parsed{config: c, err: fmt.Errorf("ENIConfig %s: "+format, append([]any{c.Name}, args...)...)}
 	}

@@ -28,6 +28,14 @@ type Node struct {
 	Limits         Limits
 }
 
+// SubnetCIDRText is SubnetCIDR in CIDR notation, "" when it is not known.
+func (n Node) SubnetCIDRText() string {
+	if !n.SubnetCIDR.IsValid() {
+		return ""
+	}
+	return n.SubnetCIDR.String()
+}
+
 // Load reads the node's identity and network from IMDS, then its instance type's limits from the cache file in
 // cacheDir or, when absent or for another type, from EC2's DescribeInstanceTypes (and caches them). cacheDir ""
 // disables the cache. A required key missing from IMDS is an error matching ErrNotFound.

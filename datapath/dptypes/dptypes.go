@@ -1,5 +1,6 @@
-// Package dptypes is what the controller and the datapath share: the Driver interface through which the
-// controller moves packets for pods and ENIs, and the ENI and Pod it describes them with. It is a leaf: it
+// Package dptypes is the datapath's contract (the top layer in package datapath's map of layers), what the
+// controller and the datapath share: the Driver interface through which the controller moves packets for pods
+// and ENIs, and the ENI and Pod it describes them with. It is a leaf: it
 // imports nothing of eniwire, so the controller can drive a datapath without importing one, and a datapath
 // can be built and tested without the controller. The agent wires an implementation (datapath/nodenet's BPF,
 // datapath/hostroute's Routes) into the controller.
@@ -7,18 +8,20 @@ package dptypes
 
 import (
 	"context"
+	"net"
 	"net/netip"
 )
 
-// ENI is what the datapath needs to know about a usable ENI.
+// ENI is what the datapath needs to know about a usable ENI. Its addresses are parsed: the controller turns
+// the strings of its books and of EC2 into these once, and a datapath never parses.
 type ENI struct {
 	ID          string
-	MAC         string
+	MAC         net.HardwareAddr
 	DeviceIndex int
 	Primary     bool
-	SubnetCIDR  string
+	Subnet      netip.Prefix
 	// Gateway is the subnet's router: its first host address.
-	Gateway string
+	Gateway netip.Addr
 }
 
 // Pod is what the datapath needs to know about one assignment.
@@ -26,10 +29,11 @@ type Pod struct {
 	ContainerID string
 	IfName      string
 	Netns       string
-	IP          string
+	IP          netip.Addr
 	HostVeth    string
 	HostIfindex int
-	ENI         ENI
+	// ENI is the ENI whose address the pod holds; its MAC is nil when the books no longer know the ENI.
+	ENI ENI
 }
 
 // Driver is how the controller moves packets for pods and ENIs; the agent wires an implementation. Every
@@ -38,6 +42,9 @@ type Pod struct {
 // A Driver that removes the pods' host veths itself (off the CNI DEL's critical path) says so with a method
 // RemovesHostVeth() bool; the controller asks once, when it is built, and tells the plugin's DEL that the
 // agent removes the veth.
+//
+// PodUp and PodDown refuse a Pod whose IP is not valid (the zero Addr, the only invalid one the type lets
+// through) with an error, as ENIUp refuses an ENI without a MAC, subnet or gateway.
 type Driver interface {
 	ENIUp(ctx context.Context, eni ENI) error
 	ENIDown(ctx context.Context, eni ENI) error

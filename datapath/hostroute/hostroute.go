@@ -13,6 +13,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/eniwire/eniwire/internal/netlinkdump"
+
 	"github.com/eniwire/eniwire/datapath/dptypes"
 )
 
@@ -34,14 +36,22 @@ func (r *Routes) h() *netlink.Handle {
 	return &netlink.Handle{}
 }
 
+// podDst is the pod's /32, or an error when its address is not IPv4.
+func podDst(pod dptypes.Pod) (*net.IPNet, error) {
+	if !pod.IP.Is4() {
+		return nil, fmt.Errorf("pod address %s: not IPv4", pod.IP)
+	}
+	return &net.IPNet{IP: pod.IP.AsSlice(), Mask: net.CIDRMask(32, 32)}, nil
+}
+
 func (r *Routes) route(pod dptypes.Pod) (*netlink.Route, error) {
-	ip := net.ParseIP(pod.IP).To4()
-	if ip == nil {
-		return nil, fmt.Errorf("routing pod %s: not an IPv4 address", pod.IP)
+	dst, err := podDst(pod)
+	if err != nil {
+		return nil, fmt.Errorf("routing pod: %w", err)
 	}
 	idx := pod.HostIfindex
 	if pod.HostVeth != "" {
-		link, err := r.h().LinkByName(pod.HostVeth)
+		link, err := netlinkdump.LinkByName(r.Handle, pod.HostVeth)
 		if err != nil {
 			return nil, fmt.Errorf("finding host veth %s: %w", pod.HostVeth, err)
 		}
@@ -50,7 +60,7 @@ func (r *Routes) route(pod dptypes.Pod) (*netlink.Route, error) {
 	if idx == 0 {
 		return nil, fmt.Errorf("routing pod %s: no host veth", pod.IP)
 	}
-	return &netlink.Route{LinkIndex: idx, Dst: &net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK}, nil
+	return &netlink.Route{LinkIndex: idx, Dst: dst, Scope: netlink.SCOPE_LINK}, nil
 }
 
 // RemovesHostVeth reports whether PodDown removes the pod's host veth (Veths is set).
@@ -75,17 +85,17 @@ func (r *Routes) PodUp(_ context.Context, pod dptypes.Pod) error {
 }
 
 // PodDown removes the pod's /32 route and, when Veths is set, queues the veth the assignment recorded for
-// removal; a missing route or veth is not an error.
+// removal; a missing route or veth is not an error, a pod without an IPv4 address is.
 func (r *Routes) PodDown(_ context.Context, pod dptypes.Pod) error {
 	if r.Veths != nil {
 		// After the route: the route goes now, so the IP can serve another pod whenever the veth goes.
 		defer r.Veths.Release(Veth{Name: pod.HostVeth, Index: pod.HostIfindex})
 	}
-	ip := net.ParseIP(pod.IP).To4()
-	if ip == nil {
-		return nil
+	dst, err := podDst(pod)
+	if err != nil {
+		return fmt.Errorf("removing the route of pod %s: %w", pod.ContainerID, err)
 	}
-	rt := &netlink.Route{Dst: &net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)}, Scope: netlink.SCOPE_LINK}
+	rt := &netlink.Route{Dst: dst, Scope: netlink.SCOPE_LINK}
 	if full, err := r.route(pod); err == nil {
 		rt = full
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"runtime"
 	"testing"
@@ -55,7 +56,7 @@ func TestPodRoutesComeAndGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Routes{Handle: h}
-	pod := dptypes.Pod{IP: "10.9.0.7", HostVeth: name}
+	pod := dptypes.Pod{IP: netip.MustParseAddr("10.9.0.7"), HostVeth: name}
 	routes := func() []netlink.Route {
 		rs, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: &net.IPNet{IP: net.ParseIP("10.9.0.7").To4(), Mask: net.CIDRMask(32, 32)}}, netlink.RT_FILTER_DST)
 		if err != nil {
@@ -87,7 +88,16 @@ func TestPodRoutesComeAndGo(t *testing.T) {
 			}
 		})
 	}
-	if err := r.PodUp(context.Background(), dptypes.Pod{IP: "10.9.0.8", HostVeth: "missing0"}); err == nil {
+	if err := r.PodUp(context.Background(), dptypes.Pod{IP: netip.MustParseAddr("10.9.0.8"), HostVeth: "missing0"}); err == nil {
 		t.Fatal("PodUp on a missing veth succeeded")
+	}
+}
+
+// A pod without an address cannot be torn down: PodDown says so instead of answering success while the
+// route stays. (The zero Addr is the only invalid address a caller can hand it: the controller parses.)
+func TestPodDownOfAPodWithoutAnAddressFails(t *testing.T) {
+	r := &Routes{Handle: newNamespace(t)}
+	if err := r.PodDown(context.Background(), dptypes.Pod{HostVeth: "gone0"}); err == nil {
+		t.Fatal("PodDown of a pod without a valid address answered success")
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/eniwire/eniwire/internal/netlinkdump"
 )
 
 // The agent removes a released pod's host veth itself, off the CNI DEL's critical path: deleting a veth makes
@@ -149,7 +151,7 @@ func (r *Reaper) find(v Veth) (netlink.Link, error) {
 	if v.Index != 0 {
 		l, err = r.cfg.Handle.LinkByIndex(v.Index)
 	} else {
-		l, err = r.cfg.Handle.LinkByName(v.Name)
+		l, err = netlinkdump.LinkByName(r.cfg.Handle, v.Name)
 	}
 	if isLinkNotFound(err) {
 		return nil, nil
@@ -232,11 +234,7 @@ func (r *Reaper) remove(v Veth) (removed bool, err error) {
 // Sweep removes every veth with the prefix that no live pod has claimed for at least Grace, and returns how
 // many it removed. The first sweep that finds a veth unclaimed starts its grace.
 func (r *Reaper) Sweep(ctx context.Context) (int, error) {
-	links, err := r.cfg.Handle.LinkList()
-	// A concurrent ADD or removal interrupts the dump often; a few tries get a consistent one.
-	for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 5; try++ {
-		links, err = r.cfg.Handle.LinkList()
-	}
+	links, err := netlinkdump.Links(r.cfg.Handle)
 	if err != nil {
 		return 0, fmt.Errorf("listing links: %w", err)
 	}

@@ -3,6 +3,7 @@ package hostroute
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"slices"
 	"sync"
 	"testing"
@@ -87,7 +88,7 @@ func TestReleasedVethIsRemovedInTheBackground(t *testing.T) {
 
 	t.Run("PodDown removes the route at once and the veth soon after", func(t *testing.T) {
 		v := addVeth(t, h, "eniwtest0")
-		pod := dptypes.Pod{IP: "10.9.1.7", HostVeth: v.Name, HostIfindex: v.Index}
+		pod := dptypes.Pod{IP: netip.MustParseAddr("10.9.1.7"), HostVeth: v.Name, HostIfindex: v.Index}
 		if err := routes.PodUp(context.Background(), pod); err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +100,7 @@ func TestReleasedVethIsRemovedInTheBackground(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, rt := range rs {
-			if rt.Dst != nil && rt.Dst.IP.String() == pod.IP {
+			if rt.Dst != nil && rt.Dst.IP.String() == pod.IP.String() {
 				t.Fatalf("route %v still there after PodDown returned", rt)
 			}
 		}

@@ -1,13 +1,13 @@
 package nodenet
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
-	"strings"
 	"sync"
 
 	"github.com/eniwire/eniwire/datapath"
@@ -139,7 +139,7 @@ func (b *BPF) ENIDown(_ context.Context, e dptypes.ENI) error {
 			return fmt.Errorf("taking ENI %s down: %w", e.ID, err)
 		}
 		for _, m := range entries {
-			if strings.EqualFold(m.MAC.String(), e.MAC) {
+			if bytes.Equal(m.MAC, e.MAC) {
 				idx = m.Ifindex
 			}
 		}
@@ -193,19 +193,18 @@ func (b *BPF) podVethGone(ifindex int) {
 // RemovesHostVeth reports whether PodDown removes the pod's host veth.
 func (b *BPF) RemovesHostVeth() bool { return b.routes.RemovesHostVeth() }
 
-// PodDown reverses PodUp; a veth, entry or route already gone is not an error. The entry and route go now
-// (the IP may serve another pod as soon as its cooldown ends) and from_pod stays on the veth until the veth
-// itself goes, which detaches it: with no entry for the veth, from_pod drops whatever the pod still sends,
-// where a veth without it would pass everything on to the host unchecked. When the agent owns the host
-// veth, the Reaper removes it in the background and unpins its link; otherwise whoever deletes the veth
-// (the plugin's DEL) takes the program with it, and the link's pin goes at the next start or when the
-// index comes back (datapath's attach).
+// PodDown reverses PodUp; a veth, entry or route already gone is not an error, a pod without an address is
+// (nothing is torn down). The entry and route go now (the IP may serve another pod as soon as its cooldown
+// ends) and from_pod stays on the veth until the veth itself goes, which detaches it: with no entry for the
+// veth, from_pod drops whatever the pod still sends, where a veth without it would pass everything on to the
+// host unchecked. When the agent owns the host veth, the Reaper removes it in the background and unpins its
+// link; otherwise whoever deletes the veth (the plugin's DEL) takes the program with it, and the link's pin
+// goes at the next start or when the index comes back (datapath's attach).
 func (b *BPF) PodDown(ctx context.Context, pod dptypes.Pod) error {
-	ip, err := netip.ParseAddr(pod.IP)
-	if err != nil {
-		return nil
+	if !pod.IP.IsValid() {
+		return fmt.Errorf("tearing down pod %s: %w", pod.ContainerID, errNoPodIP)
 	}
-	if err := errors.Join(b.dp.DeletePod(ip), b.routes.PodDown(ctx, pod)); err != nil {
+	if err := errors.Join(b.dp.DeletePod(pod.IP), b.routes.PodDown(ctx, pod)); err != nil {
 		return fmt.Errorf("tearing down pod %s: %w", pod.IP, err)
 	}
 	return nil

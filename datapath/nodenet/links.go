@@ -1,6 +1,7 @@
 package nodenet
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/eniwire/eniwire/datapath/dptypes"
+	"github.com/eniwire/eniwire/internal/netlinkdump"
 )
 
 // errNoLink means the ENI's interface has not appeared on the node (yet): the controller retries ENIUp on
@@ -22,37 +24,39 @@ var errNoLink = errors.New("no interface with this MAC")
 // errNotInIMDS means IMDS does not list the ENI yet (it lags after attach); the controller retries.
 var errNotInIMDS = errors.New("ENI not listed by IMDS yet")
 
+// errNoMAC means the ENI names no MAC, by which its interface would be found.
+var errNoMAC = errors.New("no MAC")
+
 // linkByMAC finds the interface carrying an ENI's MAC.
-func linkByMAC(mac string) (netlink.Link, error) {
-	hw, err := net.ParseMAC(mac)
-	if err != nil {
-		return nil, fmt.Errorf("parsing MAC %q: %w", mac, err)
+func linkByMAC(hw net.HardwareAddr) (netlink.Link, error) {
+	if len(hw) == 0 {
+		return nil, fmt.Errorf("finding an ENI's interface: %w", errNoMAC)
 	}
-	links, err := netlink.LinkList()
+	links, err := netlinkdump.Links(nil)
 	if err != nil {
 		return nil, fmt.Errorf("listing interfaces: %w", err)
 	}
 	for _, l := range links {
 		// A bridge, VLAN or macvlan may copy the ENI's MAC but is not the ENI: only a NIC (or, in the
 		// simulated VPC, the veth standing for one) that is no bridge port counts.
-		if l.Attrs().MasterIndex == 0 && strings.EqualFold(l.Attrs().HardwareAddr.String(), hw.String()) &&
+		if l.Attrs().MasterIndex == 0 && bytes.Equal(l.Attrs().HardwareAddr, hw) &&
 			(l.Type() == "device" || l.Type() == "veth") {
 			return l, nil
 		}
 	}
-	return nil, fmt.Errorf("finding ENI %s: %w", mac, errNoLink)
+	return nil, fmt.Errorf("finding ENI %s: %w", hw, errNoLink)
 }
 
 // addPrimaryIP puts the ENI's primary IP (from IMDS, which lists it first) on its link as a /32.
 func addPrimaryIP(ctx context.Context, md IMDS, e dptypes.ENI, l netlink.Link, log *slog.Logger) error {
-	ip, err := md.PrimaryIP(ctx, e.MAC)
+	ip, err := md.PrimaryIP(ctx, e.MAC.String())
 	if err != nil {
 		return err
 	}
 	if !ip.Is4() {
 		return fmt.Errorf("reading the primary IP of ENI %s: %w", e.ID, errNotInIMDS)
 	}
-	addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+	addrs, err := netlinkdump.Addrs(nil, l, netlink.FAMILY_V4)
 	if err != nil {
 		return fmt.Errorf("listing addresses of %s: %w", l.Attrs().Name, err)
 	}
@@ -75,7 +79,7 @@ func hostIfindex(pod dptypes.Pod) (int, bool, error) {
 	if pod.HostVeth == "" {
 		return pod.HostIfindex, pod.HostIfindex != 0, nil
 	}
-	l, err := netlink.LinkByName(pod.HostVeth)
+	l, err := netlinkdump.LinkByName(nil, pod.HostVeth)
 	var nf netlink.LinkNotFoundError
 	if errors.As(err, &nf) {
 		return 0, false, nil

@@ -2,6 +2,9 @@ package nodenet
 
 import (
 	"log/slog"
+	"net"
+
+	"github.com/vishvananda/netlink"
 )
 
 // PodMTU is the MTU of the pods' veths, which the agent hands the plugin in every assignment: eniMTU (the
@@ -11,7 +14,11 @@ import (
 // takes would depend on fragmentation or path MTU discovery for every such flow. When the primary ENI's
 // interface cannot be found (a simulation without links), eniMTU stands.
 func PodMTU(primaryMAC string, eniMTU int, log *slog.Logger) int {
-	l, err := linkByMAC(primaryMAC)
+	hw, err := net.ParseMAC(primaryMAC)
+	var l netlink.Link
+	if err == nil {
+		l, err = linkByMAC(hw)
+	}
 	if err != nil {
 		log.Info("pod MTU from the setting alone: the primary ENI's interface is not found", "mtu", eniMTU, "error", err)
 		return eniMTU

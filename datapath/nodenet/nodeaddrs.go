@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/eniwire/eniwire/datapath"
+	"github.com/eniwire/eniwire/internal/netlinkdump"
 )
 
 // nodeAddrs keeps the node's own addresses in the routes map equal to its local IPv4 addresses, so that a
@@ -91,7 +92,7 @@ func (a *nodeAddrs) run(updates <-chan netlink.AddrUpdate) {
 
 // read returns the node's IPv4 addresses, sorted.
 func (a *nodeAddrs) read() ([]netip.Addr, error) {
-	list, err := a.h.AddrList(nil, netlink.FAMILY_V4)
+	list, err := netlinkdump.Addrs(a.h, nil, netlink.FAMILY_V4)
 	if err != nil {
 		return nil, fmt.Errorf("listing the node's addresses: %w", err)
 	}

@@ -80,8 +80,8 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
 	primaryMAC, _ := net.ParseMAC("02:00:00:00:10:01")
 	eniMAC, _ := net.ParseMAC("02:00:00:00:10:02")
-	eni := dptypes.ENI{ID: "eni-2", MAC: eniMAC.String(), DeviceIndex: 1, SubnetCIDR: "10.0.1.0/24", Gateway: "10.0.1.1"}
-	pod := dptypes.Pod{ContainerID: "c1", IfName: "eth0", IP: "10.0.1.20", HostVeth: "eniwpod0", ENI: eni}
+	eni := dptypes.ENI{ID: "eni-2", MAC: eniMAC, DeviceIndex: 1, Subnet: netip.MustParsePrefix("10.0.1.0/24"), Gateway: netip.MustParseAddr("10.0.1.1")}
+	pod := dptypes.Pod{ContainerID: "c1", IfName: "eth0", IP: netip.MustParseAddr("10.0.1.20"), HostVeth: "eniwpod0", ENI: eni}
 
 	// in runs f in the node's namespace: netlink, sysctls and the driver act on the namespace of the calling
 	// thread, and every subtest runs on a goroutine of its own.
@@ -118,7 +118,7 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 			return fmt.Errorf("Open: %w", err)
 		}
 		// What the journal holds: the pod and its ENI, and a pod whose veth has gone (left to the controller).
-		gone := dptypes.Pod{ContainerID: "c0", IfName: "eth0", IP: "10.0.1.19", HostVeth: "eniwgone", ENI: eni}
+		gone := dptypes.Pod{ContainerID: "c0", IfName: "eth0", IP: netip.MustParseAddr("10.0.1.19"), HostVeth: "eniwgone", ENI: eni}
 		if err := b.Attach(ctx, []dptypes.ENI{eni}, []dptypes.Pod{pod, gone}); err != nil {
 			return fmt.Errorf("Attach: %w", err)
 		}
@@ -140,7 +140,7 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(pods) != 1 || pods[0].IP.String() != pod.IP || pods[0].HostIfindex != podLink.Attrs().Index || pods[0].ENIIfindex != eniLink.Attrs().Index {
+		if len(pods) != 1 || pods[0].IP != pod.IP || pods[0].HostIfindex != podLink.Attrs().Index || pods[0].ENIIfindex != eniLink.Attrs().Index {
 			t.Errorf("pods map after Attach = %+v, want %s on %d via %d", pods, pod.IP, podLink.Attrs().Index, eniLink.Attrs().Index)
 		}
 		enis, err := b.dp.ENIs()
@@ -190,13 +190,13 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(entries) != 1 || entries[0].Ifindex != l.Attrs().Index || entries[0].Gateway.String() != eni.Gateway {
+		if len(entries) != 1 || entries[0].Ifindex != l.Attrs().Index || entries[0].Gateway != eni.Gateway {
 			t.Errorf("ENI map %+v, want one entry for ifindex %d via %s", entries, l.Attrs().Index, eni.Gateway)
 		}
 	})
 
 	t.Run("PodUp routes the pod's /32 to its veth and writes its entry; PodDown undoes both", func(t *testing.T) {
-		dst := &net.IPNet{IP: net.ParseIP(pod.IP).To4(), Mask: net.CIDRMask(32, 32)}
+		dst := &net.IPNet{IP: pod.IP.AsSlice(), Mask: net.CIDRMask(32, 32)}
 		routes := func() (rs []netlink.Route) {
 			in(t, func() (err error) {
 				rs, err = netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: dst}, netlink.RT_FILTER_DST)
@@ -212,7 +212,7 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(pods) != 1 || pods[0].IP.String() != pod.IP || pods[0].HostIfindex != podLink.Attrs().Index ||
+		if len(pods) != 1 || pods[0].IP != pod.IP || pods[0].HostIfindex != podLink.Attrs().Index ||
 			pods[0].ENIIfindex != eniLink.Attrs().Index {
 			t.Errorf("pod map %+v, want %s on veth %d and ENI %d", pods, pod.IP, podLink.Attrs().Index, eniLink.Attrs().Index)
 		}
@@ -223,6 +223,21 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 		if pods, err := b.dp.Pods(); err != nil || len(pods) != 0 {
 			t.Errorf("pod map after PodDown: %+v, %v", pods, err)
 		}
+	})
+
+	t.Run("PodDown of a pod without a valid address fails, leaving its entry and route", func(t *testing.T) {
+		in(t, func() error { return b.PodUp(ctx, pod) })
+		bad := pod
+		bad.IP = netip.Addr{} // the only invalid address a caller can hand it: the controller parses
+		var err error
+		in(t, func() error { err = b.PodDown(ctx, bad); return nil })
+		if err == nil {
+			t.Error("PodDown of a pod without a valid address answered success")
+		}
+		if pods, perr := b.dp.Pods(); perr != nil || len(pods) != 1 {
+			t.Errorf("pod map after the failed PodDown: %+v, %v; want the pod's entry", pods, perr)
+		}
+		in(t, func() error { return b.PodDown(ctx, pod) })
 	})
 
 	t.Run("after PodDown the pod's veth stays filtered until it goes: what the pod sends is dropped", func(t *testing.T) {
@@ -236,7 +251,7 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 		binary.BigEndian.PutUint16(pkt[12:], 0x0800)
 		pkt[14], pkt[14+8], pkt[14+9] = 0x45, 64, 17
 		binary.BigEndian.PutUint16(pkt[14+2:], 20)
-		copy(pkt[14+12:], net.ParseIP(pod.IP).To4())
+		copy(pkt[14+12:], pod.IP.AsSlice())
 		copy(pkt[14+16:], net.ParseIP("10.0.9.9").To4())
 		in(t, func() error {
 			if _, err := linktest.Up(pod.HostVeth+"p", ""); err != nil {
@@ -268,8 +283,9 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 	t.Run("a pod whose setup fails keeps its veth from the sweep", func(t *testing.T) {
 		// The pod's ENI has no interface (detached, or not back yet): PodUp fails, and the controller tries
 		// again later. Meanwhile the sweep of unclaimed veths must not delete the live pod's veth.
-		missing := dptypes.ENI{ID: "eni-9", MAC: "02:00:00:00:10:09", DeviceIndex: 2, SubnetCIDR: "10.0.2.0/24", Gateway: "10.0.2.1"}
-		waiting := dptypes.Pod{ContainerID: "c2", IfName: "eth0", IP: "10.0.2.20", HostVeth: "eniwpod2", ENI: missing}
+		missing := dptypes.ENI{ID: "eni-9", MAC: net.HardwareAddr{2, 0, 0, 0, 0x10, 9}, DeviceIndex: 2, Subnet: netip.MustParsePrefix("10.0.2.0/24"),
+			Gateway: netip.MustParseAddr("10.0.2.1")}
+		waiting := dptypes.Pod{ContainerID: "c2", IfName: "eth0", IP: netip.MustParseAddr("10.0.2.20"), HostVeth: "eniwpod2", ENI: missing}
 		b.routes.Veths = hostroute.NewReaper(hostroute.ReaperConfig{Grace: time.Nanosecond})
 		t.Cleanup(func() { b.routes.Veths = nil })
 		var upErr, lookErr error

@@ -1,7 +1,8 @@
-// Package nodenet is the agent's production datapath: it prepares the node for the pod path (forwarding, the
-// SNAT rule, each ENI's link), loads the tc programs (package datapath) and drives them for the controller as a
-// dptypes.Driver, with a /32 host route per pod (package hostroute) beside the maps. It is a library, so
-// network-namespace tests run it in-process; the agent only wires it.
+// Package nodenet is the agent's production datapath, the node's layer in package datapath's map of layers:
+// it prepares the node for the pod path (forwarding, the SNAT rule, each ENI's link), loads the tc programs
+// (package datapath) and drives them for the controller as a dptypes.Driver, with a /32 host route per pod
+// (package hostroute) beside the maps. It is a library, so network-namespace tests run it in-process; the
+// agent only wires it.
 package nodenet
 
 import (
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 
@@ -44,7 +46,7 @@ type Config struct {
 	// privileged /proc/sys is read-only, so the DaemonSet mounts the host's /proc/sys/net elsewhere; network
 	// sysctls always show the writer's network namespace, the node's for a hostNetwork pod.
 	SysctlRoot string
-	// MaxPods is the most pods the node runs (controller.MaxPods): it sizes the per-pod traffic map
+	// MaxPods is the most pods the node runs (pool.MaxPods): it sizes the per-pod traffic map
 	// (datapath.DefaultMaxPods when 0).
 	MaxPods int
 	IMDS    IMDS
@@ -73,7 +75,11 @@ func Open(ctx context.Context, cfg Config) (*BPF, error) {
 	if err := setSysctl(log, cfg.SysctlRoot, "net/ipv4/ip_forward", "1"); err != nil {
 		return nil, err
 	}
-	primary, err := linkByMAC(cfg.PrimaryMAC)
+	primaryMAC, err := net.ParseMAC(cfg.PrimaryMAC)
+	if err != nil {
+		return nil, fmt.Errorf("reading the primary ENI's MAC: %w", err)
+	}
+	primary, err := linkByMAC(primaryMAC)
 	if err != nil {
 		return nil, fmt.Errorf("finding the primary ENI: %w", err)
 	}

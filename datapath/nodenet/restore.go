@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 
 	"github.com/vishvananda/netlink"
 
@@ -54,24 +53,25 @@ func (b *BPF) Attach(_ context.Context, enis []dptypes.ENI, pods []dptypes.Pod) 
 	return nil
 }
 
+var (
+	// errNoSubnet means an ENI came without its subnet or gateway: the programs could not route by it.
+	errNoSubnet = errors.New("no subnet or gateway")
+	// errNoPodIP means a pod came without an address.
+	errNoPodIP = errors.New("no valid pod address")
+)
+
 // eniEntry is an ENI's map entry, from its interface l on the node.
 func eniEntry(e dptypes.ENI, l netlink.Link) (datapath.ENI, error) {
-	gw, err := netip.ParseAddr(e.Gateway)
-	if err != nil {
-		return datapath.ENI{}, fmt.Errorf("gateway %q: %w", e.Gateway, err)
+	if !e.Gateway.IsValid() || !e.Subnet.IsValid() {
+		return datapath.ENI{}, fmt.Errorf("ENI %s: gateway %s, subnet %s: %w", e.ID, e.Gateway, e.Subnet, errNoSubnet)
 	}
-	subnet, err := netip.ParsePrefix(e.SubnetCIDR)
-	if err != nil {
-		return datapath.ENI{}, fmt.Errorf("subnet %q: %w", e.SubnetCIDR, err)
-	}
-	return datapath.ENI{Ifindex: l.Attrs().Index, Gateway: gw, MAC: l.Attrs().HardwareAddr, Subnet: subnet}, nil
+	return datapath.ENI{Ifindex: l.Attrs().Index, Gateway: e.Gateway, MAC: l.Attrs().HardwareAddr, Subnet: e.Subnet}, nil
 }
 
 // podEntry is a pod's map entry: its address, and its host veth's and its ENI's interfaces on the node.
 func podEntry(pod dptypes.Pod) (datapath.Pod, error) {
-	ip, err := netip.ParseAddr(pod.IP)
-	if err != nil {
-		return datapath.Pod{}, err
+	if !pod.IP.IsValid() {
+		return datapath.Pod{}, errNoPodIP
 	}
 	host, ok, err := hostIfindex(pod)
 	if err != nil {
@@ -84,5 +84,5 @@ func podEntry(pod dptypes.Pod) (datapath.Pod, error) {
 	if err != nil {
 		return datapath.Pod{}, fmt.Errorf("ENI %s: %w", pod.ENI.ID, err)
 	}
-	return datapath.Pod{IP: ip, HostIfindex: host, ENIIfindex: eni.Attrs().Index}, nil
+	return datapath.Pod{IP: pod.IP, HostIfindex: host, ENIIfindex: eni.Attrs().Index}, nil
 }

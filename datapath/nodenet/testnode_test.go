@@ -50,8 +50,8 @@ func newTestNode(t *testing.T, snatEnv func(string) string, vpcAddrs ...netip.Ad
 	log := slog.New(slog.NewTextHandler(t.Output(), nil))
 	primaryMAC, _ := net.ParseMAC("02:00:00:00:20:01")
 	eniMAC, _ := net.ParseMAC("02:00:00:00:20:02")
-	eni := dptypes.ENI{ID: "eni-2", MAC: eniMAC.String(), DeviceIndex: 1, SubnetCIDR: "10.0.1.0/24", Gateway: "10.0.1.1"}
-	p := dptypes.Pod{ContainerID: "c1", IfName: "eth0", IP: n.podIP.String(), HostVeth: "eniwpod0", ENI: eni}
+	eni := dptypes.ENI{ID: "eni-2", MAC: eniMAC, DeviceIndex: 1, Subnet: netip.MustParsePrefix("10.0.1.0/24"), Gateway: netip.MustParseAddr("10.0.1.1")}
+	p := dptypes.Pod{ContainerID: "c1", IfName: "eth0", IP: n.podIP, HostVeth: "eniwpod0", ENI: eni}
 
 	var hostMAC net.HardwareAddr
 	n.in(t, n.node, "building the node", func() error {

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+
+	"github.com/eniwire/eniwire/internal/inetsum"
 )
 
 // Batch is how many runs share one copy of the packet. A test run's repeats all see the same packet, and
@@ -21,7 +23,11 @@ func Run(prog *ebpf.Program, pkt []byte, repeat int) (uint32, time.Duration, err
 		return 0, 0, fmt.Errorf("packet of %d bytes has no IPv4 TTL", len(pkt))
 	}
 	fresh := append([]byte(nil), pkt...)
-	fresh[ttlOffset] = 255 // the header checksum is not checked on the way
+	fresh[ttlOffset] = 255
+	// The programs hand a header whose checksum does not verify to the host: keep it valid after the TTL.
+	if ihl := int(fresh[14]&0x0f) * 4; len(fresh) >= 14+ihl {
+		inetsum.SetIPv4Header(fresh[14 : 14+ihl])
+	}
 	var (
 		ret   uint32
 		total time.Duration

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"slices"
 	"sync"
@@ -265,9 +266,11 @@ func (d *AgentDouble) drop(a *api.Assignment) {
 	}
 }
 
-// podOf is the assignment as the datapath sees it.
+// podOf is the assignment as the datapath sees it; an address that does not parse stays the zero Addr, which
+// the datapath refuses.
 func podOf(a *api.Assignment) dptypes.Pod {
-	return dptypes.Pod{ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, IP: a.IP, HostVeth: a.HostVeth,
+	ip, _ := netip.ParseAddr(a.IP)
+	return dptypes.Pod{ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, IP: ip, HostVeth: a.HostVeth,
 		HostIfindex: a.HostIfindex}
 }
 

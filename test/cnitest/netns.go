@@ -1,7 +1,6 @@
 package cnitest
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +12,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
+
+	"github.com/eniwire/eniwire/internal/netlinkdump"
 )
 
 // NewNS makes a named network namespace with lo up, removed when the test ends. Names are random
@@ -70,11 +71,7 @@ func Links(t testing.TB, n ns.NetNS, prefix string) []string {
 	t.Helper()
 	var out []string
 	err := n.Do(func(ns.NetNS) error {
-		links, err := netlink.LinkList()
-		// Veths coming and going (the agent removes them in the background) interrupt dumps.
-		for try := 0; errors.Is(err, netlink.ErrDumpInterrupted) && try < 20; try++ {
-			links, err = netlink.LinkList()
-		}
+		links, err := netlinkdump.Links(nil)
 		if err != nil {
 			return err
 		}

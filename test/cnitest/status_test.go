@@ -106,13 +106,13 @@ func TestLibcniStatusSucceedsOnAFullNode(t *testing.T) {
 	for _, tc := range []struct {
 		name, nodeIP string
 		opts         AgentOptions
-		// cause is what the failing ADD names as the reason no IP is free.
-		cause string
+		// cause is what the failing ADD says: why no IP is free.
+		cause []string
 		// full checks the agent's status once no ADD succeeds any more.
 		full func(st *api.Status) error
 	}{
 		{"with no warm IP at max pods", "10.222.255.1",
-			AgentOptions{SubnetCIDR: "10.222.0.0/20", WarmIPs: 2, Env: []string{"MAX_PODS=3"}}, "max pods (3)",
+			AgentOptions{SubnetCIDR: "10.222.0.0/20", WarmIPs: 2, Env: []string{"MAX_PODS=3"}}, []string{"max pods reached", "(3/3 pods assigned)"},
 			func(st *api.Status) error {
 				if st.MaxPods != 3 || st.Assigned != 3 || st.Warm != 0 {
 					return fmt.Errorf("max pods %d, %d assigned, %d warm; want 3, 3, 0", st.MaxPods, st.Assigned, st.Warm)
@@ -121,7 +121,7 @@ func TestLibcniStatusSucceedsOnAFullNode(t *testing.T) {
 			}},
 		// A t3.micro holds 2 ENIs of one pod IP each; its max pods (4) counts 2 host-network pods beside them.
 		{"with every ENI full below max pods", "10.223.255.1",
-			AgentOptions{SubnetCIDR: "10.223.0.0/20", InstanceType: "t3.micro"}, "at the ENI limit",
+			AgentOptions{SubnetCIDR: "10.223.0.0/20", InstanceType: "t3.micro"}, []string{"no IP address is free", "at the ENI limit"},
 			func(st *api.Status) error {
 				if len(st.ENIs) != st.MaxENIs || st.Warm != 0 || st.Assigned >= st.MaxPods {
 					return fmt.Errorf("%d of %d ENIs, %d warm, %d assigned of max pods %d; want every ENI, none warm, below max pods",
@@ -142,8 +142,10 @@ func TestLibcniStatusSucceedsOnAFullNode(t *testing.T) {
 			if err := tc.full(st); err != nil {
 				t.Fatalf("after %d pods the agent's status: %v", pods, err)
 			}
-			if !strings.Contains(addErr.Error(), "no IP address is free") || !strings.Contains(addErr.Error(), tc.cause) {
-				t.Errorf("ADD on the full node = %v, want it to say no IP address is free, %s", addErr, tc.cause)
+			for _, want := range tc.cause {
+				if !strings.Contains(addErr.Error(), want) {
+					t.Errorf("ADD on the full node = %v, want it to say %q", addErr, want)
+				}
 			}
 			if err := n.status(t); err != nil {
 				t.Fatalf("STATUS of a full node (%d pods, %d warm, pool %q) = %v (code %d), want success: a full node is not a broken network",

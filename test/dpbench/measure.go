@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/eniwire/eniwire/internal/inetsum"
 )
 
 // Ports the VPC host serves on.
@@ -272,7 +274,8 @@ func dialFromPod(t *Topology, to Target) (*net.UDPConn, error) {
 	return conn, nil
 }
 
-// tcpFrame is an Ethernet + IPv4 + TCP header, what from_pod parses; it ignores checksums.
+// tcpFrame is an Ethernet + IPv4 + TCP header, what from_pod parses: the IPv4 header checksum is valid (a
+// header that does not verify goes to the host), the TCP checksum is not looked at.
 func tcpFrame(src, dst netip.Addr) []byte {
 	pkt := make([]byte, 14+20+20)
 	copy(pkt[0:6], []byte{0x02, 0, 0, 0, 0, 0x01})
@@ -290,5 +293,6 @@ func tcpFrame(src, dst netip.Addr) []byte {
 	binary.BigEndian.PutUint16(tcp[0:], 40000)
 	binary.BigEndian.PutUint16(tcp[2:], iperfPort)
 	tcp[12] = 5 << 4
+	inetsum.SetIPv4Header(ip[:20])
 	return pkt
 }

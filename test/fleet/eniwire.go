@@ -13,8 +13,10 @@ import (
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/controller/metadata"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/test/ec2sim"
+	"github.com/eniwire/eniwire/test/simworld"
 )
 
 // member is one simulated node under a strategy.
@@ -78,12 +80,10 @@ func newEniwireNode(w *world, inst ec2sim.Instance, dir string, set nodeSettings
 // values are the ones IMDS and DescribeInstanceTypes would give.
 // In prefix mode it carries the vCPUs and hypervisor too, so the node caps its pool at kubelet's max pods (110 on
 // the fleet's types); without them, as in the secondary-IP scenarios, the pool is capped by the ENIs alone.
-func (n *eniwireNode) nodeInfo() controller.NodeInfo {
-	info := controller.NodeInfo{InstanceID: n.inst.ID, InstanceType: n.inst.Type, AZ: n.inst.AZ, PrimaryMAC: n.inst.PrimaryMAC,
-		PrimaryIP: n.inst.PrimaryIP, VPCCIDRs: []string{n.inst.VPCCIDR}, SubnetID: n.inst.SubnetID, SubnetCIDR: n.inst.SubnetCIDR,
-		SecurityGroups: n.inst.SecurityGroups, MaxENIs: n.it.MaxENIs, IPv4PerENI: n.it.IPv4PerENI}
+func (n *eniwireNode) nodeInfo() metadata.Node {
+	info := simworld.NodeOf(n.inst, metadata.Limits{MaxENIs: n.it.MaxENIs, IPv4PerENI: n.it.IPv4PerENI})
 	if n.set.prefix {
-		info.Hypervisor, info.VCPUs = n.it.Hypervisor, n.it.VCPUs
+		info.Limits.Hypervisor, info.Limits.VCPUs = n.it.Hypervisor, n.it.VCPUs
 	}
 	if n.set.discovery {
 		info.VPCID = n.inst.VPCID

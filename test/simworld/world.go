@@ -11,6 +11,7 @@ import (
 
 	"github.com/eniwire/eniwire/controller"
 	"github.com/eniwire/eniwire/controller/ec2client"
+	"github.com/eniwire/eniwire/controller/metadata"
 	"github.com/eniwire/eniwire/internal/clock"
 	"github.com/eniwire/eniwire/test/ec2sim"
 )
@@ -94,11 +95,8 @@ func (w *World) EC2(tb testing.TB) *ec2client.Client {
 }
 
 // NodeInfo is what the agent would read from IMDS for the instance, with the limits of its type.
-func (w *World) NodeInfo() controller.NodeInfo {
-	inst, it := w.Instance, w.limits
-	return controller.NodeInfo{InstanceID: inst.ID, InstanceType: inst.Type, AZ: inst.AZ, PrimaryMAC: inst.PrimaryMAC,
-		PrimaryIP: inst.PrimaryIP, VPCCIDRs: []string{inst.VPCCIDR}, SubnetID: inst.SubnetID, SubnetCIDR: inst.SubnetCIDR,
-		SecurityGroups: inst.SecurityGroups, MaxENIs: it.MaxENIs, IPv4PerENI: it.IPv4PerENI}
+func (w *World) NodeInfo() metadata.Node {
+	return NodeOf(w.Instance, metadata.Limits{MaxENIs: w.limits.MaxENIs, IPv4PerENI: w.limits.IPv4PerENI})
 }
 
 // NewNode builds a node controller for the instance with cfg, on the world's clock and EC2 client. An

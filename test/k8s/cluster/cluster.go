@@ -22,8 +22,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/eniwire/eniwire/controller"
 	"github.com/eniwire/eniwire/controller/metadata"
+	"github.com/eniwire/eniwire/controller/pool"
 	"github.com/eniwire/eniwire/test/ec2sim"
 	"github.com/eniwire/eniwire/test/vpcfabric"
 )
@@ -208,7 +208,7 @@ func (c *Cluster) startNode(ctx context.Context, n *Node) error {
 	return n.StartProxy(ctx, c.PKI, c.ControlPlane.Server, c.ProxyMode)
 }
 
-// MaxPods is kubelet's --max-pods for an instance type as eniwire computes it (controller.KubeletMaxPods,
+// MaxPods is kubelet's --max-pods for an instance type as eniwire computes it (pool.KubeletMaxPods,
 // what `eniwirectl max-pods` prints), with /28 prefixes or secondary IPs.
 func MaxPods(instanceType string, prefixes bool) (int, error) {
 	it, ok := ec2sim.LookupInstanceType(instanceType)
@@ -216,7 +216,7 @@ func MaxPods(instanceType string, prefixes bool) (int, error) {
 		return 0, fmt.Errorf("unknown instance type %s", instanceType)
 	}
 	l := metadata.Limits{MaxENIs: it.MaxENIs, IPv4PerENI: it.IPv4PerENI, VCPUs: it.VCPUs, Hypervisor: it.Hypervisor}
-	return controller.KubeletMaxPods(controller.Config{}, l, prefixes).MaxPods, nil
+	return pool.KubeletMaxPods(pool.PodSettings{Prefixes: prefixes}, l).MaxPods, nil
 }
 
 // RestartKubelet restarts n's kubelet with another --max-pods (as an operator does after turning prefix

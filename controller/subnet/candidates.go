@@ -1,11 +1,12 @@
-package controller
+package subnet
 
 // Subnet discovery (ENABLE_SUBNET_DISCOVERY, the AWS VPC CNI's setting): new ENIs go to the subnet of the
 // node's VPC and zone with the most free addresses among the node's own subnet and the subnets tagged
 // kubernetes.io/role/cni=1, so a cluster short of addresses grows into subnets added for pods (often in a
 // secondary VPC CIDR) without a restart. The list costs one DescribeSubnets per refresh, not one per ENI: it
 // is cached, refreshed at most every subnetRefreshEvery, and after a subnet refused a create for want of
-// addresses (InsufficientFreeAddressesInSubnet), which also moves the next ENI to the next subnet.
+// addresses (InsufficientFreeAddressesInSubnet), which also moves the next ENI to the next subnet. Every
+// subnet a refresh reads goes into the node's one cache of subnets (cache.go), candidate or not.
 
 import (
 	"cmp"
@@ -47,18 +48,12 @@ const (
 // ErrNoSubnet: no candidate subnet has room for a new ENI (all are full, excluded or refused one lately).
 var ErrNoSubnet = errors.New("no subnet with free addresses")
 
-// subnetInfo is a subnet as discovery and custom networking see it.
-type subnetInfo struct {
-	ID   string
-	CIDR string
-	AZ   string
-	Free int
-}
-
 // subnetCandidates caches the subnets new ENIs may go to. Who may touch it: any goroutine (the plans of one
 // round run side by side), under mu.
 type subnetCandidates struct {
-	ec2     ec2client.EC2API
+	ec2 ec2client.EC2API
+	// cache is the node's record of the subnets read, which every refresh adds to.
+	cache   *cache
 	enabled bool
 	vpcID   string
 	az      string
@@ -70,7 +65,6 @@ type subnetCandidates struct {
 
 	mu      sync.Mutex
 	list    []subnetInfo // candidates, most free addresses first
-	known   map[string]subnetInfo
 	fetched time.Time
 	stale   bool
 	failing bool // the last refresh failed; logged once per streak
@@ -79,11 +73,13 @@ type subnetCandidates struct {
 	refused map[string]time.Time
 }
 
-func newSubnetCandidates(api ec2client.EC2API, enabled bool, info NodeInfo, cluster string, clk clock.Clock, log *slog.Logger) *subnetCandidates {
-	node := subnetInfo{ID: info.SubnetID, CIDR: info.SubnetCIDR, AZ: info.AZ}
-	return &subnetCandidates{ec2: api, enabled: enabled && info.VPCID != "", vpcID: info.VPCID, az: info.AZ, cluster: cluster,
-		node: node, clock: clk, log: log, list: []subnetInfo{node}, known: map[string]subnetInfo{node.ID: node},
-		refused: map[string]time.Time{}}
+func newSubnetCandidates(api ec2client.EC2API, c *cache, cfg Config, clk clock.Clock, log *slog.Logger) *subnetCandidates {
+	node := subnetInfo{ID: cfg.SubnetID, CIDR: cfg.SubnetCIDR, AZ: cfg.AZ}
+	if node.ID != "" && node.CIDR != "" {
+		c.put(node)
+	}
+	return &subnetCandidates{ec2: api, cache: c, enabled: cfg.Discovery && cfg.VPCID != "", vpcID: cfg.VPCID, az: cfg.AZ,
+		cluster: cfg.Cluster, node: node, clock: clk, log: log, list: []subnetInfo{node}, refused: map[string]time.Time{}}
 }
 
 // next returns the subnet for a new ENI that needs want addresses: the candidate with the most free ones
@@ -178,20 +174,18 @@ func (s *subnetCandidates) refresh(ctx context.Context) {
 		return
 	}
 	s.failing = false
-	var list []subnetInfo
+	var list, all []subnetInfo
 	for _, sn := range subnets {
 		info := subnetFrom(sn)
+		all = append(all, info)
 		if s.candidate(sn) {
 			list = append(list, info)
 		}
 	}
+	s.cache.put(all...)
 	slices.SortStableFunc(list, func(a, b subnetInfo) int {
 		return cmp.Or(cmp.Compare(b.Free, a.Free), cmp.Compare(a.ID, b.ID))
 	})
-	for _, sn := range subnets {
-		info := subnetFrom(sn)
-		s.known[info.ID] = info
-	}
 	for id, at := range s.refused {
 		if now.Sub(at) >= subnetRefreshEvery {
 			delete(s.refused, id)
@@ -228,20 +222,6 @@ func (s *subnetCandidates) candidate(sn types.Subnet) bool {
 	return len(clusters) == 0 || slices.Contains(clusters, s.cluster)
 }
 
-// cidrOf returns the CIDR of a subnet seen by the last refresh (or the node's), or "". No I/O.
-func (s *subnetCandidates) cidrOf(subnetID string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.known[subnetID].CIDR
-}
-
-// remember adds a subnet read elsewhere (custom networking's) to the ones cidrOf knows.
-func (s *subnetCandidates) remember(info subnetInfo) {
-	s.mu.Lock()
-	s.known[info.ID] = info
-	s.mu.Unlock()
-}
-
 // status lists the candidates for `eniwirectl status`, in the order new ENIs take them.
 func (s *subnetCandidates) status() []api.SubnetStatus {
 	s.mu.Lock()
@@ -264,23 +244,4 @@ func names(list []subnetInfo) string {
 		ids[i] = c.ID
 	}
 	return strings.Join(ids, ",")
-}
-
-func subnetFrom(sn types.Subnet) subnetInfo {
-	return subnetInfo{ID: aws.ToString(sn.SubnetId), CIDR: aws.ToString(sn.CidrBlock), AZ: aws.ToString(sn.AvailabilityZone),
-		Free: int(aws.ToInt32(sn.AvailableIpAddressCount))}
-}
-
-// describeSubnets reads every page of a DescribeSubnets.
-func describeSubnets(ctx context.Context, api ec2client.EC2API, in *ec2.DescribeSubnetsInput) ([]types.Subnet, error) {
-	var out []types.Subnet
-	p := ec2.NewDescribeSubnetsPaginator(api, in)
-	for p.HasMorePages() {
-		page, err := p.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("describing subnets: %w", err)
-		}
-		out = append(out, page.Subnets...)
-	}
-	return out, nil
 }

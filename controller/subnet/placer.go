@@ -1,7 +1,12 @@
-package controller
+// Package subnet decides where a node's new ENIs go and which ENIs pods may no longer take addresses from:
+// the subnets discovery finds (candidates.go), the ENIConfig of custom networking (eniconfig.go), the one cache
+// of the subnets read from EC2, by id (cache.go), and the gateway of a subnet (gateway.go). The node controller
+// asks its Placer; the Placer reads the books through the small Books interface and EC2 through
+// ec2client.EC2API.
+package subnet
 
 // Where new ENIs go, and which ENIs pods may no longer take addresses from. Without custom networking a new
-// ENI goes to the best discovered subnet (subnets.go) with the primary ENI's security groups. With custom
+// ENI goes to the best discovered subnet (candidates.go) with the primary ENI's security groups. With custom
 // networking (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG) it goes to the subnet of the node's ENIConfig, with the
 // ENIConfig's groups, and the primary ENI carries no pods: its addresses are the node's, in the node's
 // subnet, which is the point of custom networking. When the ENIConfig names another subnet, ENIs of the old
@@ -17,10 +22,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-
+	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
@@ -31,15 +34,50 @@ import (
 // be read, or no discovered subnet has room. The error says which; the pool backs off and retries.
 var ErrNoPlacement = errors.New("no subnet for a new ENI")
 
-// placer decides where new ENIs go. Who may touch it: any goroutine, under mu (the Run loop observes, the
+// Books is what placement needs of the node's books: to read the ENIs, and to record the subnet CIDR of
+// adopted ENIs (LearnSubnets).
+type Books interface {
+	// View runs fn on the state under the books' lock; fn must not keep or change it.
+	View(fn func(st *journal.State))
+	// Update applies fn to the state and journals the result before it returns.
+	Update(ctx context.Context, fn func(st *journal.State) error) error
+}
+
+// Config is what placement knows of the node and its settings.
+type Config struct {
+	// Discovery is ENABLE_SUBNET_DISCOVERY: new ENIs may go to the zone's subnets tagged for pods.
+	Discovery bool
+	// VPCID and AZ are the node's VPC and zone; discovery needs the VPC id and is off without it.
+	VPCID string
+	AZ    string
+	// SubnetID and SubnetCIDR are the node's own subnet.
+	SubnetID   string
+	SubnetCIDR string
+	// Cluster is the cluster's name: a subnet tagged for other clusters only is not a candidate.
+	Cluster string
+}
+
+// Deps are the Placer's dependencies.
+type Deps struct {
+	EC2 ec2client.EC2API
+	// ENIConfigs is the ENIConfig source; nil when custom networking is off.
+	ENIConfigs ENIConfigSource
+	Books      Books
+	Clock      clock.Clock
+	Log        *slog.Logger
+}
+
+// Placer decides where new ENIs go. Who may touch it: any goroutine, under mu (the Run loop observes, the
 // plans of a round place side by side, the API's Assign asks retired).
-type placer struct {
+type Placer struct {
 	subnets *subnetCandidates
+	// cache is the subnets read so far, by id (discovery's, the ENIConfigs', adopted ENIs'): each read once,
+	// not per plan.
+	cache *cache
+	books Books
 	// custom is the ENIConfig source; nil when custom networking is off.
 	custom ENIConfigSource
-	ec2    ec2client.EC2API
 	az     string
-	clock  clock.Clock
 	log    *slog.Logger
 
 	mu sync.Mutex
@@ -50,35 +88,24 @@ type placer struct {
 	blocked string
 	// apiErr is the source's connection error, for the status line.
 	apiErr string
-	// subnetsByID are the subnets read by id so far (the ENIConfigs', adopted ENIs'): read once each, not
-	// per plan; a failed read is kept in unreadable and tried again after unreadableFor.
-	subnetsByID map[string]subnetInfo
-	unreadable  map[string]failedRead
 	// retired are the ENIs pods may no longer take addresses from, by id.
 	retired map[string]bool
 }
 
-func newPlacer(subnets *subnetCandidates, custom ENIConfigSource, api ec2client.EC2API, az string, clk clock.Clock, log *slog.Logger) *placer {
-	return &placer{subnets: subnets, custom: custom, ec2: api, az: az, clock: clk, log: log,
-		subnetsByID: map[string]subnetInfo{}, unreadable: map[string]failedRead{}, retired: map[string]bool{}}
+// NewPlacer returns the Placer of a node.
+func NewPlacer(cfg Config, deps Deps) *Placer {
+	c := newCache(deps.EC2, deps.Clock, deps.Log)
+	return &Placer{subnets: newSubnetCandidates(deps.EC2, c, cfg, deps.Clock, deps.Log), cache: c, books: deps.Books,
+		custom: deps.ENIConfigs, az: cfg.AZ, log: deps.Log, retired: map[string]bool{}}
 }
 
-// unreadableFor is how long a failed read of a subnet by id stands before it is tried again.
-const unreadableFor = time.Minute
+// CustomNetworking reports whether new ENIs follow an ENIConfig.
+func (p *Placer) CustomNetworking() bool { return p.custom != nil }
 
-// failedRead is a failed read of a subnet and when it happened.
-type failedRead struct {
-	err error
-	at  time.Time
-}
-
-// customNetworking reports whether new ENIs follow an ENIConfig.
-func (p *placer) customNetworking() bool { return p.custom != nil }
-
-// observe reads the ENIConfig in force and marks the ENIs of st that pods may no longer use. It costs one
-// DescribeSubnets the first time an ENIConfig names a subnet, nothing otherwise. The Run loop calls it every
-// round, so a changed ENIConfig takes effect within a pool interval.
-func (p *placer) observe(ctx context.Context, books *books) {
+// Observe reads the ENIConfig in force and marks the ENIs of the books that pods may no longer use. It costs
+// one DescribeSubnets the first time an ENIConfig names a subnet the node has not read, nothing otherwise. The
+// Run loop calls it every round, so a changed ENIConfig takes effect within a pool interval.
+func (p *Placer) Observe(ctx context.Context) {
 	if p.custom == nil {
 		return
 	}
@@ -91,7 +118,7 @@ func (p *placer) observe(ctx context.Context, books *books) {
 	case !ok:
 		blocked = fmt.Sprintf("no ENIConfig applies to the node (%s): no new ENI", why)
 	default:
-		sn, err := p.subnetByID(ctx, c.Subnet)
+		sn, err := p.cache.read(ctx, c.Subnet)
 		switch {
 		case err != nil:
 			blocked = fmt.Sprintf("reading subnet %s of ENIConfig %s: %v: no new ENI", c.Subnet, c.Name, err)
@@ -117,7 +144,7 @@ func (p *placer) observe(ctx context.Context, books *books) {
 	p.mu.Unlock()
 
 	retired := map[string]bool{}
-	books.View(func(st *journal.State) {
+	p.books.View(func(st *journal.State) {
 		for _, e := range st.ENIs {
 			if e.ID != "" && (e.Primary || target != "" && e.SubnetID != target) {
 				retired[e.ID] = true
@@ -129,43 +156,8 @@ func (p *placer) observe(ctx context.Context, books *books) {
 	p.mu.Unlock()
 }
 
-// subnetByID returns a subnet read from EC2 by id the first time: an ENIConfig's, or that of an adopted ENI
-// which nothing else read (learnSubnets). A failed read stands for unreadableFor.
-func (p *placer) subnetByID(ctx context.Context, id string) (subnetInfo, error) {
-	p.mu.Lock()
-	sn, ok := p.subnetsByID[id]
-	failed, hasFailed := p.unreadable[id]
-	p.mu.Unlock()
-	if ok {
-		return sn, nil
-	}
-	if hasFailed && p.clock.Since(failed.at) < unreadableFor {
-		return subnetInfo{}, failed.err
-	}
-	out, err := describeSubnets(ctx, p.ec2, &ec2.DescribeSubnetsInput{SubnetIds: []string{id}})
-	if err == nil && len(out) == 0 {
-		err = fmt.Errorf("subnet %s not found", id)
-	}
-	if err != nil {
-		if ctx.Err() == nil {
-			p.log.Warn("reading a subnet; tried again in a minute", "subnet", id, "error", err)
-			p.mu.Lock()
-			p.unreadable[id] = failedRead{err: err, at: p.clock.Now()}
-			p.mu.Unlock()
-		}
-		return subnetInfo{}, err
-	}
-	sn = subnetFrom(out[0])
-	p.mu.Lock()
-	p.subnetsByID[id] = sn
-	delete(p.unreadable, id)
-	p.mu.Unlock()
-	p.subnets.remember(sn)
-	return sn, nil
-}
-
-// place returns where a new ENI that needs want addresses goes, or an error wrapping ErrNoPlacement.
-func (p *placer) place(ctx context.Context, want int) (eni.Placement, error) {
+// Place returns where a new ENI that needs want addresses goes, or an error wrapping ErrNoPlacement.
+func (p *Placer) Place(ctx context.Context, want int) (eni.Placement, error) {
 	if p.custom == nil {
 		sn, err := p.subnets.next(ctx, want)
 		if err != nil {
@@ -179,16 +171,16 @@ func (p *placer) place(ctx context.Context, want int) (eni.Placement, error) {
 		return eni.Placement{}, fmt.Errorf("%w: custom networking: %s", ErrNoPlacement, p.blocked)
 	}
 	c := p.inForce
-	return eni.Placement{SubnetID: c.Subnet, SubnetCIDR: p.subnetsByID[c.Subnet].CIDR,
+	return eni.Placement{SubnetID: c.Subnet, SubnetCIDR: p.CIDROf(c.Subnet),
 		SecurityGroups: slices.Clone(c.SecurityGroups)}, nil
 }
 
-// subnetFull notes that subnetID refused a new ENI for want of addresses, and reports whether the next one
+// SubnetFull notes that subnetID refused a new ENI for want of addresses, and reports whether the next one
 // can go elsewhere (discovery has another candidate) instead of the pool backing off. When the cached list
 // has no other, it is read again first: it may be the node's own subnet alone because the first read failed
 // (a rollout's nodes all read at once and EC2 throttles some), and backing off on it stalled such nodes for
 // minutes while pod subnets had room.
-func (p *placer) subnetFull(ctx context.Context, subnetID string) bool {
+func (p *Placer) SubnetFull(ctx context.Context, subnetID string) bool {
 	if p.custom != nil || !p.subnets.enabled {
 		return false
 	}
@@ -200,32 +192,47 @@ func (p *placer) subnetFull(ctx context.Context, subnetID string) bool {
 	return p.subnets.remaining()
 }
 
-// passedOver reports whether discovery passes subnetID over for new ENIs now (it refused one lately) and
+// PassedOver reports whether discovery passes subnetID over for new ENIs now (it refused one lately) and
 // has another candidate: a plan for it that was never sent goes elsewhere.
-func (p *placer) passedOver(subnetID string) bool {
+func (p *Placer) PassedOver(subnetID string) bool {
 	if p.custom != nil || !p.subnets.enabled {
 		return false
 	}
 	return p.subnets.isRefused(subnetID) && p.subnets.remaining()
 }
 
-// isRetired reports whether pods may no longer take addresses of the ENI.
-func (p *placer) isRetired(eniID string) bool {
+// Candidates lists the subnets discovery offers for `eniwirectl status`, in the order new ENIs take them; nil
+// with custom networking, where the ENIConfig names the subnet.
+func (p *Placer) Candidates() []api.SubnetStatus {
+	if p.custom != nil {
+		return nil
+	}
+	return p.subnets.status()
+}
+
+// CIDROf returns the CIDR of a subnet read from EC2 so far (or the node's own), or "". No I/O.
+func (p *Placer) CIDROf(subnetID string) string {
+	sn, _ := p.cache.get(subnetID)
+	return sn.CIDR
+}
+
+// IsRetired reports whether pods may no longer take addresses of the ENI.
+func (p *Placer) IsRetired(eniID string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.retired[eniID]
 }
 
-// retiredSet returns a copy of the retired ENIs.
-func (p *placer) retiredSet() map[string]bool {
+// Retired returns a copy of the retired ENIs.
+func (p *Placer) Retired() map[string]bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return maps.Clone(p.retired)
 }
 
-// status is the custom-networking line of `eniwirectl status`, "" when it is off: the ENIConfig in force,
+// CustomNetworkingStatus is the custom-networking line of `eniwirectl status`, "" when it is off: the ENIConfig in force,
 // the ENIs of other subnets that drain, and what stops new ENIs.
-func (p *placer) status(st *journal.State, assigned func(eniID string) int) string {
+func (p *Placer) CustomNetworkingStatus(st *journal.State, assigned func(eniID string) int) string {
 	if p.custom == nil {
 		return ""
 	}

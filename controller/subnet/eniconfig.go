@@ -1,4 +1,4 @@
-package controller
+package subnet
 
 // ENIConfig is what custom networking (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG) puts on a node's new ENIs: the
 // ENIConfig custom resource (crd.k8s.amazonaws.com/v1alpha1) chosen for the node by its label or annotation.

@@ -1,4 +1,4 @@
-package controller
+package subnet
 
 import (
 	"context"
@@ -7,12 +7,13 @@ import (
 	"github.com/eniwire/eniwire/controller/journal"
 )
 
-// learnSubnets gives the books' ENIs whose subnet CIDR the node does not know yet (one adopted in a subnet
+// LearnSubnets gives the books' ENIs whose subnet CIDR the node does not know yet (one adopted in a subnet
 // that neither discovery nor custom networking has read, after the journal was lost or a setting changed) the
 // CIDR, read from EC2 by subnet id: the datapath brings an ENI up only with its subnet's gateway, so until then
 // its IPs wait. It costs one DescribeSubnets per such subnet, once (a failed read is tried again after
 // unreadableFor), and nothing when every ENI's CIDR is known. The Run loop calls it every round.
-func (p *placer) learnSubnets(ctx context.Context, b *books) {
+func (p *Placer) LearnSubnets(ctx context.Context) {
+	b := p.books
 	var unknown []string
 	b.View(func(st *journal.State) {
 		for _, e := range st.ENIs {
@@ -22,9 +23,9 @@ func (p *placer) learnSubnets(ctx context.Context, b *books) {
 		}
 	})
 	for _, id := range unknown {
-		sn, err := p.subnetByID(ctx, id)
+		sn, err := p.cache.read(ctx, id)
 		if err != nil {
-			continue // subnetByID logged it
+			continue // the cache logged it
 		}
 		err = b.Update(ctx, func(st *journal.State) error {
 			for i := range st.ENIs {

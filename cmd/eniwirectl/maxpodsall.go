@@ -1,0 +1,65 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/eniwire/eniwire/controller/metadata"
+	"github.com/eniwire/eniwire/controller/pool"
+)
+
+// maxPodsRow is one type of max-pods --all: its facts and kubelet's --max-pods in every mode.
+type maxPodsRow struct {
+	InstanceType string          `json:"instanceType"`
+	Limits       metadata.Limits `json:"limits"`
+	// SecondaryIPs is the default mode; its MaxAllowed is the AWS VPC CNI's eni-max-pods.txt value.
+	SecondaryIPs     pool.PodLimit `json:"secondaryIPs"`
+	PrefixDelegation pool.PodLimit `json:"prefixDelegation"`
+	// CustomNetworking and CustomNetworkingPrefixes: the primary ENI carries no pods.
+	CustomNetworking         pool.PodLimit `json:"customNetworking"`
+	CustomNetworkingPrefixes pool.PodLimit `json:"customNetworkingPrefixes"`
+}
+
+// maxPodsTable is max-pods --all's JSON.
+type maxPodsTable struct {
+	// Facts says where and when the shipped facts were taken.
+	Facts  string       `json:"facts"`
+	MaxENI int          `json:"maxENI,omitempty"`
+	Types  []maxPodsRow `json:"types"`
+}
+
+// runMaxPodsAll prints kubelet's --max-pods for every instance type shipped with eniwirectl, in every mode
+// (for launch templates and Karpenter's NodePools): no AWS access needed. --max-eni applies to every row.
+func runMaxPodsAll(o options, out io.Writer) error {
+	if o.instanceType != "" || o.prefixes || o.customNetworking || o.showMaxAllowed || o.fromEC2 {
+		return errors.New("max-pods --all: prints every type in every mode; only --max-eni and --output apply")
+	}
+	names, taken := metadata.KnownTypes()
+	tbl := maxPodsTable{Facts: taken, MaxENI: o.maxENI}
+	for _, name := range names {
+		l, _ := metadata.KnownLimits(name)
+		limit := func(prefixes, custom bool) pool.PodLimit {
+			return pool.KubeletMaxPods(pool.PodSettings{MaxENI: o.maxENI, Prefixes: prefixes, CustomNetworking: custom}, l)
+		}
+		tbl.Types = append(tbl.Types, maxPodsRow{InstanceType: name, Limits: l, SecondaryIPs: limit(false, false),
+			PrefixDelegation: limit(true, false), CustomNetworking: limit(false, true), CustomNetworkingPrefixes: limit(true, true)})
+	}
+	if o.output == "json" {
+		return writeJSON(out, tbl)
+	}
+	fmt.Fprintf(out, "# %s\n", taken)
+	fmt.Fprintln(out, "# UNCAPPED: secondary IPs without kubelet's 110/250 ceiling (eni-max-pods.txt); the other columns are capped.")
+	w := table(out)
+	fmt.Fprintln(w, "TYPE\tENIS\tIPV4/ENI\tHYPERVISOR\tVCPUS\tUNCAPPED\tSECONDARY-IPS\tPREFIXES\tCUSTOM-NETWORKING\tCUSTOM+PREFIXES")
+	for _, r := range tbl.Types {
+		hv := r.Limits.Hypervisor
+		if hv == "" {
+			hv = "-"
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", r.InstanceType, r.Limits.MaxENIs, r.Limits.IPv4PerENI, hv,
+			r.Limits.VCPUs, r.SecondaryIPs.MaxAllowed, r.SecondaryIPs.MaxPods, r.PrefixDelegation.MaxPods,
+			r.CustomNetworking.MaxPods, r.CustomNetworkingPrefixes.MaxPods)
+	}
+	return w.Flush()
+}
