@@ -68,11 +68,8 @@ func (j *syncFailsAtPlan) Commit(seq uint64, d journal.Durability) error {
 func TestABrokenJournalStopsTheNode(t *testing.T) {
 	w := newWorld(t, "m5.large", 200)
 	j := &syncFailsAtPlan{}
-	node, err := controller.New(fastConfig(w.dir), controller.Deps{EC2: w.ec2(nil), Node: w.nodeInfo(), Clock: w.clk,
-		Logger: w.log, WrapJournal: func(inner controller.Journal) controller.Journal { j.inner = inner; return j }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	node := w.sw.NewNodeWith(t, fastConfig(w.dir), controller.Deps{EC2: w.ec2(nil),
+		WrapJournal: func(inner controller.Journal) controller.Journal { j.inner = inner; return j }})
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- node.Run(ctx) }()

@@ -43,7 +43,11 @@ func TestFaultsEndWithCleanBooks(t *testing.T) {
 			w := newWorld(t, "m5.large", 500)
 			tc.inject(w)
 			cfg := churnConfig(w.dir)
-			md := imds.New(imds.Options{Endpoint: w.imds.URL, HTTPClient: &http.Client{Timeout: 5 * time.Second}})
+			imdsURL, err := w.sw.Server.OpenIMDS(w.inst.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			md := imds.New(imds.Options{Endpoint: imdsURL, HTTPClient: &http.Client{Timeout: 5 * time.Second}})
 			node := w.startWith(cfg, controller.Deps{IMDS: metadata.IMDS{API: md}}).node
 			waitReady(t, node)
 			answered := map[string]string{}

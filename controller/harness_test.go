@@ -4,18 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
-	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -30,16 +25,17 @@ import (
 	"github.com/eniwire/eniwire/test/simworld"
 )
 
-// world is one simulated VPC with one instance, reached through the real SDK over HTTP.
+// world is the shared in-process world of test/simworld (one VPC, subnet and instance, served over HTTP and
+// reached through the real SDK) on a scaled clock, with what the controller tests add: a journal directory,
+// nodes started in the background, waits in virtual time and the books' check against the simulator.
 type world struct {
-	t    testing.TB
+	t  testing.TB
+	sw *simworld.World
+	// The parts of sw the tests use, by their short names.
 	sim  *ec2sim.Sim
-	srv  *httptest.Server
-	imds *httptest.Server
 	inst ec2sim.Instance
 	clk  *clock.Scaled
 	dir  string
-	log  *slog.Logger
 }
 
 func newWorld(t testing.TB, itype string, factor float64) *world {
@@ -50,31 +46,11 @@ func newWorld(t testing.TB, itype string, factor float64) *world {
 // newWorldIn is newWorld with the instance in the subnet spec describes.
 func newWorldIn(t testing.TB, itype string, factor float64, subnet ec2sim.SubnetSpec) *world {
 	t.Helper()
-	clk := clock.NewScaled(factor)
-	cfg := ec2sim.DefaultConfig()
-	cfg.Clock = clk
-	sim := ec2sim.New(cfg)
-	if err := sim.AddVPC("vpc-1", "10.0.0.0/16"); err != nil {
-		t.Fatal(err)
+	if factor == 0 {
+		t.Fatal("the controller tests' world runs on a scaled clock: give it a factor")
 	}
-	if err := sim.AddSubnet(subnet); err != nil {
-		t.Fatal(err)
-	}
-	inst, err := sim.AddInstance(ec2sim.InstanceSpec{Type: itype, SubnetID: subnet.ID})
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := &world{t: t, sim: sim, inst: inst, clk: clk, dir: t.TempDir()}
-	w.srv = httptest.NewServer(sim.EC2Handler())
-	w.imds = httptest.NewServer(sim.IMDSHandler(inst.ID))
-	t.Cleanup(w.srv.Close)
-	t.Cleanup(w.imds.Close)
-	level := slog.LevelError
-	if os.Getenv("ENIWIRE_TEST_LOG") != "" {
-		level = slog.LevelDebug
-	}
-	w.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	return w
+	sw := simworld.New(t, simworld.Options{Type: itype, Factor: factor, Subnet: subnet})
+	return &world{t: t, sw: sw, sim: sw.Sim, inst: sw.Instance, clk: sw.Clock.(*clock.Scaled), dir: t.TempDir()}
 }
 
 // ec2 returns the real SDK client against the simulator, wrapped by the rate-limiting client.
@@ -84,26 +60,10 @@ func (w *world) ec2(reg prometheus.Registerer) ec2client.EC2API {
 
 // ec2With is ec2 over the given HTTP client.
 func (w *world) ec2With(reg prometheus.Registerer, hc *http.Client) ec2client.EC2API {
-	sdk := ec2.New(ec2.Options{
-		Region: "us-west-2", BaseEndpoint: aws.String(w.srv.URL),
-		Credentials: credentials.NewStaticCredentialsProvider("AKIDEXAMPLE", "secret", ""),
-		Retryer:     ec2client.NewSDKRetryer(3),
-		HTTPClient:  hc,
-	})
-	c, err := ec2client.New(sdk, ec2client.Config{Clock: w.clk}, reg, w.log)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	return c
+	return w.sw.EC2With(w.t, simworld.EC2Options{HTTPClient: hc, Metrics: reg})
 }
 
-func (w *world) nodeInfo() metadata.Node {
-	it, ok := ec2sim.LookupInstanceType(w.inst.Type)
-	if !ok {
-		w.t.Fatalf("unknown type %s", w.inst.Type)
-	}
-	return simworld.NodeOf(w.inst, simworld.LimitsOf(it))
-}
+func (w *world) nodeInfo() metadata.Node { return w.sw.NodeInfo() }
 
 // fastConfig runs every loop quickly in virtual time.
 func fastConfig(dir string) controller.Config {
@@ -130,19 +90,7 @@ func (w *world) startWith(cfg controller.Config, deps controller.Deps) *running 
 	if deps.EC2 == nil {
 		deps.EC2 = w.ec2(nil)
 	}
-	if deps.Node.InstanceID == "" {
-		deps.Node = w.nodeInfo()
-	}
-	if deps.Clock == nil {
-		deps.Clock = w.clk
-	}
-	if deps.Logger == nil {
-		deps.Logger = w.log
-	}
-	node, err := controller.New(cfg, deps)
-	if err != nil {
-		w.t.Fatalf("starting controller: %v", err)
-	}
+	node := w.sw.NewNodeWith(w.t, cfg, deps)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{node: node, cancel: cancel, done: make(chan struct{})}
 	go func() { defer close(r.done); _ = node.Run(ctx) }()

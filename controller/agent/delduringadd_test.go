@@ -69,11 +69,8 @@ func (d *vethRecorder) state(ip, veth string) (bool, string) {
 func TestADELDuringItsADDWins(t *testing.T) {
 	w := simworld.New(t, simworld.Options{Type: "m5.large", Factor: 200})
 	dp := &vethRecorder{entered: make(chan struct{}), gate: make(chan struct{}), routed: map[string]bool{}, veths: map[string]string{}}
-	node, err := controller.New(controller.Config{StateDir: t.TempDir(), PoolInterval: time.Second, WarmIPTarget: 5},
-		controller.Deps{EC2: w.EC2(t), Clock: w.Clock, Node: w.NodeInfo(), Datapath: dp})
-	if err != nil {
-		t.Fatal(err)
-	}
+	node := w.NewNodeWith(t, controller.Config{StateDir: t.TempDir(), PoolInterval: time.Second, WarmIPTarget: 5},
+		controller.Deps{Datapath: dp})
 	_, client := simworld.Serve(t, node)
 	simworld.WaitStatus(t, client, "a warm pool", func(st *api.Status) bool { return st.Warm >= 5 })
 

@@ -5,9 +5,12 @@
 package simworld
 
 import (
+	"log/slog"
+	"os"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eniwire/eniwire/controller"
 	"github.com/eniwire/eniwire/controller/ec2client"
@@ -34,8 +37,9 @@ type Options struct {
 	// NoThrottling turns AWS's token buckets off. It is a negative so that the zero value keeps them on,
 	// as ec2sim.DefaultConfig does.
 	NoThrottling bool
-	// SubnetCIDR is the instance's subnet (default 10.0.0.0/20); it must lie inside VPCCIDR.
-	SubnetCIDR string
+	// Subnet is the instance's subnet. Its ID, VPC, CIDR and zone default to SubnetID, VPCID, 10.0.0.0/20
+	// and AZ; the rest (Scatter, say) is taken as given. The CIDR must lie inside VPCCIDR.
+	Subnet ec2sim.SubnetSpec
 }
 
 // World is one simulated VPC with one instance, served on loopback until the test ends.
@@ -46,6 +50,9 @@ type World struct {
 	// Clock is shared by the simulator and everything the world builds: a *clock.Scaled when
 	// Options.Factor is set, else clock.Real.
 	Clock clock.Clock
+	// Log is the log of the EC2 clients and nodes the world builds: errors only, or everything when the
+	// environment sets ENIWIRE_TEST_LOG.
+	Log *slog.Logger
 
 	limits ec2sim.InstanceType
 }
@@ -56,8 +63,18 @@ func New(tb testing.TB, o Options) *World {
 	if o.Type == "" {
 		o.Type = "m5.large"
 	}
-	if o.SubnetCIDR == "" {
-		o.SubnetCIDR = "10.0.0.0/20"
+	subnet := o.Subnet
+	if subnet.ID == "" {
+		subnet.ID = SubnetID
+	}
+	if subnet.VPCID == "" {
+		subnet.VPCID = VPCID
+	}
+	if subnet.CIDR == "" {
+		subnet.CIDR = "10.0.0.0/20"
+	}
+	if subnet.AZ == "" {
+		subnet.AZ = AZ
 	}
 	it, ok := ec2sim.LookupInstanceType(o.Type)
 	if !ok {
@@ -72,41 +89,87 @@ func New(tb testing.TB, o Options) *World {
 	if err := sim.AddVPC(VPCID, VPCCIDR); err != nil {
 		tb.Fatalf("adding VPC: %v", err)
 	}
-	if err := sim.AddSubnet(ec2sim.SubnetSpec{ID: SubnetID, VPCID: VPCID, CIDR: o.SubnetCIDR, AZ: AZ}); err != nil {
+	if err := sim.AddSubnet(subnet); err != nil {
 		tb.Fatalf("adding subnet: %v", err)
 	}
-	inst, err := sim.AddInstance(ec2sim.InstanceSpec{Type: o.Type, SubnetID: SubnetID})
+	inst, err := sim.AddInstance(ec2sim.InstanceSpec{Type: o.Type, SubnetID: subnet.ID})
 	if err != nil {
 		tb.Fatalf("adding instance: %v", err)
 	}
-	return &World{Sim: sim, Server: ec2sim.StartTest(tb, sim), Instance: inst, Clock: cfg.Clock, limits: it}
+	return &World{Sim: sim, Server: ec2sim.StartTest(tb, sim), Instance: inst, Clock: cfg.Clock, Log: testLog(), limits: it}
+}
+
+// testLog logs errors to stderr, or everything when ENIWIRE_TEST_LOG is set.
+func testLog() *slog.Logger {
+	level := slog.LevelError
+	if os.Getenv("ENIWIRE_TEST_LOG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// EC2Options change the EC2 client EC2With builds. The zero value is EC2's.
+type EC2Options struct {
+	// HTTPClient carries the SDK's requests; nil is ec2sim's, which owns the request body as the agent's does.
+	HTTPClient ec2.HTTPClient
+	// Metrics registers the client's metrics; nil registers none.
+	Metrics prometheus.Registerer
 }
 
 // EC2 returns the controller's view of EC2: the real SDK client against the simulator (three attempts a
 // call, as the agent configures it) behind the rate-limiting wrapper, on the world's clock.
 func (w *World) EC2(tb testing.TB) *ec2client.Client {
 	tb.Helper()
-	sdk := w.Server.EC2Client(tb, func(o *ec2.Options) { o.Retryer = ec2client.NewSDKRetryer(3) })
-	c, err := ec2client.New(sdk, ec2client.Config{Clock: w.Clock}, nil, nil)
+	return w.EC2With(tb, EC2Options{})
+}
+
+// EC2With is EC2 changed by o.
+func (w *World) EC2With(tb testing.TB, o EC2Options) *ec2client.Client {
+	tb.Helper()
+	sdk := w.Server.EC2Client(tb, func(so *ec2.Options) {
+		so.Retryer = ec2client.NewSDKRetryer(3)
+		if o.HTTPClient != nil {
+			so.HTTPClient = o.HTTPClient
+		}
+	})
+	c, err := ec2client.New(sdk, ec2client.Config{Clock: w.Clock}, o.Metrics, w.Log)
 	if err != nil {
 		tb.Fatalf("wrapping the EC2 client: %v", err)
 	}
 	return c
 }
 
-// NodeInfo is what the agent would read from IMDS for the instance, with the limits of its type.
+// NodeInfo is what the agent would read from IMDS and DescribeInstanceTypes for the instance.
 func (w *World) NodeInfo() metadata.Node {
-	return NodeOf(w.Instance, metadata.Limits{MaxENIs: w.limits.MaxENIs, IPv4PerENI: w.limits.IPv4PerENI})
+	return NodeOf(w.Instance, LimitsOf(w.limits))
 }
 
-// NewNode builds a node controller for the instance with cfg, on the world's clock and EC2 client. An
+// NewNode builds a node controller for the instance with cfg, on the world's clock, EC2 client and log. An
 // empty cfg.StateDir becomes a temp dir of tb. The node is not started (see Serve) and the caller closes it.
 func (w *World) NewNode(tb testing.TB, cfg controller.Config) *controller.Node {
+	tb.Helper()
+	return w.NewNodeWith(tb, cfg, controller.Deps{})
+}
+
+// NewNodeWith is NewNode with deps, whose EC2 client, node facts, clock and logger default to the world's.
+func (w *World) NewNodeWith(tb testing.TB, cfg controller.Config, deps controller.Deps) *controller.Node {
 	tb.Helper()
 	if cfg.StateDir == "" {
 		cfg.StateDir = tb.TempDir()
 	}
-	node, err := controller.New(cfg, controller.Deps{EC2: w.EC2(tb), Clock: w.Clock, Node: w.NodeInfo()})
+	if deps.EC2 == nil {
+		deps.EC2 = w.EC2(tb)
+	}
+	if deps.Node.InstanceID == "" {
+		deps.Node = w.NodeInfo()
+	}
+	if deps.Clock == nil {
+		deps.Clock = w.Clock
+	}
+	if deps.Logger == nil {
+		deps.Logger = w.Log
+	}
+	node, err := controller.New(cfg, deps)
 	if err != nil {
 		tb.Fatalf("building the node controller: %v", err)
 	}
