@@ -3,7 +3,6 @@ package ec2client_test
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -14,26 +13,20 @@ import (
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/internal/clock"
 	"github.com/eniwire/eniwire/test/ec2sim"
+	"github.com/eniwire/eniwire/test/simworld"
 )
 
-// simEC2 starts a simulator with one VPC, subnet and instance, and points the SDK's standard variables at it.
+// simEC2 starts the shared simulated world (test/simworld: one VPC, subnet and instance) with the subnet in
+// 10.0.1.0/24, and points the SDK's standard variables at it.
 func simEC2(t *testing.T) (*ec2sim.Sim, *ec2.Client) {
 	t.Helper()
-	sim := ec2sim.New(ec2sim.DefaultConfig())
-	if err := sim.AddVPC("vpc-1", "10.0.0.0/16"); err != nil {
-		t.Fatalf("adding a VPC: %v", err)
-	}
-	if err := sim.AddSubnet(ec2sim.SubnetSpec{ID: "subnet-1", VPCID: "vpc-1", CIDR: "10.0.1.0/24", AZ: "us-west-2a"}); err != nil {
-		t.Fatalf("adding a subnet: %v", err)
-	}
-	srv := httptest.NewServer(sim.EC2Handler())
-	t.Cleanup(srv.Close)
-	ec2sim.SetSDKEnv(t, srv.URL, "us-west-2")
+	w := simworld.New(t, simworld.Options{Subnet: ec2sim.SubnetSpec{CIDR: "10.0.1.0/24"}})
+	ec2sim.SetSDKEnv(t, w.Server.EC2URL(), "us-west-2")
 	api, _, err := ec2client.NewSDK(context.Background(), ec2client.SDKOptions{})
 	if err != nil {
 		t.Fatalf("building the SDK clients: %v", err)
 	}
-	return sim, api
+	return w.Sim, api
 }
 
 func TestSimulatorThrottleIsSentOnceBySDKAndRetriedByTheWrapper(t *testing.T) {

@@ -2,7 +2,6 @@ package metadata_test
 
 import (
 	"context"
-	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
 	"slices"
@@ -15,27 +14,19 @@ import (
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/metadata"
 	"github.com/eniwire/eniwire/test/ec2sim"
+	"github.com/eniwire/eniwire/test/simworld"
 )
 
 func TestLoadAgainstTheSimulator(t *testing.T) {
-	sim := ec2sim.New(ec2sim.DefaultConfig())
-	if err := sim.AddVPC("vpc-1", "10.0.0.0/16"); err != nil {
-		t.Fatalf("adding a VPC: %v", err)
-	}
-	if err := sim.AddSubnet(ec2sim.SubnetSpec{ID: "subnet-1", VPCID: "vpc-1", CIDR: "10.0.1.0/24", AZ: "us-west-2a"}); err != nil {
-		t.Fatalf("adding a subnet: %v", err)
-	}
-	inst, err := sim.AddInstance(ec2sim.InstanceSpec{Type: "m5.large", SubnetID: "subnet-1"})
+	w := simworld.New(t, simworld.Options{Subnet: ec2sim.SubnetSpec{CIDR: "10.0.1.0/24"}})
+	sim, inst := w.Sim, w.Instance
+	imdsURL, err := w.Server.OpenIMDS(inst.ID)
 	if err != nil {
-		t.Fatalf("adding an instance: %v", err)
+		t.Fatalf("opening IMDS: %v", err)
 	}
-	ec2Srv := httptest.NewServer(sim.EC2Handler())
-	t.Cleanup(ec2Srv.Close)
-	imdsSrv := httptest.NewServer(sim.IMDSHandler(inst.ID))
-	t.Cleanup(imdsSrv.Close)
 	dir := t.TempDir()
-	t.Setenv("AWS_ENDPOINT_URL_EC2", ec2Srv.URL)
-	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", imdsSrv.URL)
+	t.Setenv("AWS_ENDPOINT_URL_EC2", w.Server.EC2URL())
+	t.Setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", imdsURL)
 	t.Setenv("AWS_REGION", "")
 	t.Setenv("AWS_DEFAULT_REGION", "")
 	t.Setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
