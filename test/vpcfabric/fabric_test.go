@@ -24,7 +24,12 @@ import (
 	"github.com/eniwire/eniwire/test/ec2sim"
 )
 
-const subnetCIDR = "10.0.1.0/24"
+// The world's VPC and the instance's subnet.
+const (
+	vpcID      = "vpc-0fab000000000001"
+	subnetID   = "subnet-0fab000000000001"
+	subnetCIDR = "10.0.1.0/24"
+)
 
 // world is a simulator with one VPC, one subnet and one instance, and a fabric following it.
 type world struct {
@@ -36,16 +41,27 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldWith(t, nil)
+}
+
+// newWorldWith is newWorld with more (when not nil) adding to the VPC before the instance and the fabric come.
+func newWorldWith(t *testing.T, more func(sim *ec2sim.Sim) error) *world {
+	t.Helper()
 	cfg := ec2sim.DefaultConfig()
 	cfg.Throttling = false
 	sim := ec2sim.New(cfg)
-	if err := sim.AddVPC("vpc-0fab000000000001", "10.0.0.0/16"); err != nil {
+	if err := sim.AddVPC(vpcID, "10.0.0.0/16"); err != nil {
 		t.Fatal(err)
 	}
-	if err := sim.AddSubnet(ec2sim.SubnetSpec{ID: "subnet-0fab000000000001", VPCID: "vpc-0fab000000000001", CIDR: subnetCIDR}); err != nil {
+	if err := sim.AddSubnet(ec2sim.SubnetSpec{ID: subnetID, VPCID: vpcID, CIDR: subnetCIDR}); err != nil {
 		t.Fatal(err)
 	}
-	inst, err := sim.AddInstance(ec2sim.InstanceSpec{Type: "m5.large", SubnetID: "subnet-0fab000000000001"})
+	if more != nil {
+		if err := more(sim); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inst, err := sim.AddInstance(ec2sim.InstanceSpec{Type: "m5.large", SubnetID: subnetID})
 	if err != nil {
 		t.Fatal(err)
 	}

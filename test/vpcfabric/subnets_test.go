@@ -23,34 +23,13 @@ const (
 // in it, in the node's zone.
 func newPodWorld(t *testing.T) *world {
 	t.Helper()
-	cfg := ec2sim.DefaultConfig()
-	cfg.Throttling = false
-	sim := ec2sim.New(cfg)
-	const vpcID = "vpc-0fab000000000001"
-	if err := sim.AddVPC(vpcID, "10.0.0.0/16"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := sim.AddVPCCIDRBlock(vpcID, podBlock); err != nil {
-		t.Fatal(err)
-	}
-	for _, sn := range []ec2sim.SubnetSpec{
-		{ID: "subnet-0fab000000000001", VPCID: vpcID, CIDR: subnetCIDR},
-		{ID: podSubnetID, VPCID: vpcID, CIDR: podSubnetCIDR, Tags: map[string]string{ec2sim.TagCNIRole: "1"}},
-	} {
-		if err := sim.AddSubnet(sn); err != nil {
-			t.Fatal(err)
+	return newWorldWith(t, func(sim *ec2sim.Sim) error {
+		if _, err := sim.AddVPCCIDRBlock(vpcID, podBlock); err != nil {
+			return err
 		}
-	}
-	inst, err := sim.AddInstance(ec2sim.InstanceSpec{Type: "m5.large", SubnetID: "subnet-0fab000000000001"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := NewForTest(t, sim, Options{})
-	node, err := f.Node(inst.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &world{sim: sim, fab: f, inst: inst, node: node}
+		return sim.AddSubnet(ec2sim.SubnetSpec{ID: podSubnetID, VPCID: vpcID, CIDR: podSubnetCIDR,
+			Tags: map[string]string{ec2sim.TagCNIRole: "1"}})
+	})
 }
 
 // TestENIInASecondaryBlockSubnetIsReachable attaches an ENI of a 100.64 subnet to a node through the SDK
