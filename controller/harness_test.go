@@ -38,12 +38,15 @@ type world struct {
 	dir  string
 }
 
+// newWorld is an itype instance in simworld's default subnet (subnet-1, 10.0.0.0/20, us-west-2a), on a clock
+// factor times faster than the wall's.
 func newWorld(t testing.TB, itype string, factor float64) *world {
 	t.Helper()
-	return newWorldIn(t, itype, factor, ec2sim.SubnetSpec{ID: "subnet-1", VPCID: "vpc-1", CIDR: "10.0.0.0/20", AZ: "us-west-2a"})
+	return newWorldIn(t, itype, factor, ec2sim.SubnetSpec{})
 }
 
-// newWorldIn is newWorld with the instance in the subnet spec describes.
+// newWorldIn is newWorld with the instance in the subnet spec describes (its zero fields are the default
+// subnet's).
 func newWorldIn(t testing.TB, itype string, factor float64, subnet ec2sim.SubnetSpec) *world {
 	t.Helper()
 	if factor == 0 {
@@ -53,7 +56,8 @@ func newWorldIn(t testing.TB, itype string, factor float64, subnet ec2sim.Subnet
 	return &world{t: t, sw: sw, sim: sw.Sim, inst: sw.Instance, clk: sw.Clock.(*clock.Scaled), dir: t.TempDir()}
 }
 
-// ec2 returns the real SDK client against the simulator, wrapped by the rate-limiting client.
+// ec2 returns the real SDK client against the simulator, wrapped by the rate-limiting client, over a plain HTTP
+// client with a 10 s limit per call.
 func (w *world) ec2(reg prometheus.Registerer) ec2client.EC2API {
 	return w.ec2With(reg, &http.Client{Timeout: 10 * time.Second})
 }
