@@ -16,6 +16,7 @@ import (
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/test/ec2sim"
 	"github.com/eniwire/eniwire/test/simnode"
+	"github.com/eniwire/eniwire/test/simworld"
 	"github.com/eniwire/eniwire/test/vpcfabric"
 )
 
@@ -62,19 +63,6 @@ func StartAgent(t testing.TB, node ns.NetNS, opts AgentOptions) *Agent {
 	if opts.InstanceType == "" {
 		opts.InstanceType = "m5.large"
 	}
-	cfg := ec2sim.DefaultConfig()
-	cfg.Throttling = opts.Throttling
-	sim := ec2sim.New(cfg)
-	if err := sim.AddVPC("vpc-cnitest", "10.0.0.0/8"); err != nil {
-		t.Fatal(err)
-	}
-	if err := sim.AddSubnet(ec2sim.SubnetSpec{ID: "subnet-cnitest", VPCID: "vpc-cnitest", CIDR: opts.SubnetCIDR}); err != nil {
-		t.Fatal(err)
-	}
-	inst, err := sim.AddInstance(ec2sim.InstanceSpec{Type: opts.InstanceType, SubnetID: "subnet-cnitest"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	listen := func(string) (net.Listener, error) { return vpcfabric.Listen(node.Path(), "tcp", "127.0.0.1:0") }
 	ec2ln, err := listen("")
 	if err != nil {
@@ -84,13 +72,10 @@ func StartAgent(t testing.TB, node ns.NetNS, opts AgentOptions) *Agent {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := ec2sim.Start(ctx, sim, ec2sim.ServerOptions{EC2Listener: ec2ln, AdminListener: adminln, IMDSListen: listen})
-	if err != nil {
-		cancel()
-		t.Fatalf("starting ec2sim: %v", err)
-	}
-	t.Cleanup(func() { cancel(); srv.Close() })
+	w := simworld.New(t, simworld.Options{Type: opts.InstanceType, NoThrottling: !opts.Throttling, VPCCIDR: "10.0.0.0/8",
+		Subnet: ec2sim.SubnetSpec{CIDR: opts.SubnetCIDR},
+		Server: ec2sim.ServerOptions{EC2Listener: ec2ln, AdminListener: adminln, IMDSListen: listen}})
+	sim, srv, inst := w.Sim, w.Server, w.Instance
 	imds, err := srv.OpenIMDS(inst.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +91,7 @@ func StartAgent(t testing.TB, node ns.NetNS, opts AgentOptions) *Agent {
 		"HOME=" + dir, // no shared AWS config or credentials file
 		"AWS_ENDPOINT_URL_EC2=" + srv.EC2URL(),
 		"AWS_EC2_METADATA_SERVICE_ENDPOINT=" + imds,
-		"AWS_REGION=" + cfg.Region,
+		"AWS_REGION=" + sim.Config().Region,
 		"AWS_ACCESS_KEY_ID=" + ec2sim.TestAccessKey,
 		"AWS_SECRET_ACCESS_KEY=" + ec2sim.TestSecretKey,
 		"ENIWIRE_METRICS_ADDR=127.0.0.1:0",

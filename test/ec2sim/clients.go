@@ -51,8 +51,14 @@ func (srv *Server) IMDSClient(tb testing.TB, instanceID string) *imds.Client {
 // StartTest starts a server for a test on loopback and closes it at the end of the test.
 func StartTest(tb testing.TB, s *Sim) *Server {
 	tb.Helper()
+	return StartTestWith(tb, s, ServerOptions{})
+}
+
+// StartTestWith is StartTest with opts (listeners inside a node's network namespace, say).
+func StartTestWith(tb testing.TB, s *Sim, opts ServerOptions) *Server {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := Start(ctx, s, ServerOptions{})
+	srv, err := Start(ctx, s, opts)
 	if err != nil {
 		cancel()
 		tb.Fatalf("starting ec2sim: %v", err)

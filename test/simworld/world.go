@@ -37,12 +37,17 @@ type Options struct {
 	// NoThrottling turns AWS's token buckets off. It is a negative so that the zero value keeps them on,
 	// as ec2sim.DefaultConfig does.
 	NoThrottling bool
+	// VPCCIDR is the VPC's block (default VPCCIDR).
+	VPCCIDR string
 	// Subnet is the instance's subnet. Its ID, VPC, CIDR and zone default to SubnetID, VPCID, 10.0.0.0/20
-	// and AZ; the rest (Scatter, say) is taken as given. The CIDR must lie inside VPCCIDR.
+	// and AZ; the rest (Scatter, say) is taken as given. The CIDR must lie inside the VPC's block.
 	Subnet ec2sim.SubnetSpec
+	// Server places the simulator's listeners (default: loopback of the test's own namespace).
+	Server ec2sim.ServerOptions
 }
 
-// World is one simulated VPC with one instance, served on loopback until the test ends.
+// World is one simulated VPC with one instance, served (on loopback unless Options.Server says otherwise) until
+// the test ends.
 type World struct {
 	Sim      *ec2sim.Sim
 	Server   *ec2sim.Server
@@ -62,6 +67,9 @@ func New(tb testing.TB, o Options) *World {
 	tb.Helper()
 	if o.Type == "" {
 		o.Type = "m5.large"
+	}
+	if o.VPCCIDR == "" {
+		o.VPCCIDR = VPCCIDR
 	}
 	subnet := o.Subnet
 	if subnet.ID == "" {
@@ -86,7 +94,7 @@ func New(tb testing.TB, o Options) *World {
 	}
 	cfg.Throttling = !o.NoThrottling
 	sim := ec2sim.New(cfg)
-	if err := sim.AddVPC(VPCID, VPCCIDR); err != nil {
+	if err := sim.AddVPC(VPCID, o.VPCCIDR); err != nil {
 		tb.Fatalf("adding VPC: %v", err)
 	}
 	if err := sim.AddSubnet(subnet); err != nil {
@@ -96,7 +104,7 @@ func New(tb testing.TB, o Options) *World {
 	if err != nil {
 		tb.Fatalf("adding instance: %v", err)
 	}
-	return &World{Sim: sim, Server: ec2sim.StartTest(tb, sim), Instance: inst, Clock: cfg.Clock, Log: testLog(), limits: it}
+	return &World{Sim: sim, Server: ec2sim.StartTestWith(tb, sim, o.Server), Instance: inst, Clock: cfg.Clock, Log: testLog(), limits: it}
 }
 
 // testLog logs errors to stderr, or everything when ENIWIRE_TEST_LOG is set.
