@@ -13,6 +13,7 @@ import (
 	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/internal/clock"
 	"github.com/eniwire/eniwire/test/ec2sim"
+	"github.com/eniwire/eniwire/test/simworld"
 )
 
 // The node's subnet and a subnet tagged for pods, both in the node's zone.
@@ -40,27 +41,19 @@ func (b *memBooks) Update(_ context.Context, fn func(st *journal.State) error) e
 	return fn(&b.st)
 }
 
-// podWorld is a simulated VPC with the node's subnet and the pod subnet, reached through the real SDK without
-// the SDK's retries, so that a scripted fault reaches the Placer.
+// podWorld is the shared simulated world (test/simworld: the node's subnet and instance) with the pod subnet
+// added, reached through the real SDK without the SDK's retries, so that a scripted fault reaches the Placer.
 func podWorld(t *testing.T) (*ec2sim.Sim, *ec2.Client) {
 	t.Helper()
-	sim := ec2sim.New(ec2sim.DefaultConfig())
-	if err := sim.AddVPC("vpc-1", "10.0.0.0/16"); err != nil {
+	w := simworld.New(t, simworld.Options{Subnet: ec2sim.SubnetSpec{ID: nodeSubnet}})
+	if _, err := w.Sim.AddVPCCIDRBlock(simworld.VPCID, "100.64.0.0/16"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := sim.AddVPCCIDRBlock("vpc-1", "100.64.0.0/16"); err != nil {
+	if err := w.Sim.AddSubnet(ec2sim.SubnetSpec{ID: podSubnet, VPCID: simworld.VPCID, CIDR: podCIDR, AZ: simworld.AZ,
+		Tags: map[string]string{subnet.TagCNIRole: "1"}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, sn := range []ec2sim.SubnetSpec{
-		{ID: nodeSubnet, VPCID: "vpc-1", CIDR: "10.0.0.0/20", AZ: "us-west-2a"},
-		{ID: podSubnet, VPCID: "vpc-1", CIDR: podCIDR, AZ: "us-west-2a", Tags: map[string]string{subnet.TagCNIRole: "1"}},
-	} {
-		if err := sim.AddSubnet(sn); err != nil {
-			t.Fatal(err)
-		}
-	}
-	srv := ec2sim.StartTest(t, sim)
-	return sim, srv.EC2Client(t, func(o *ec2.Options) { o.Retryer = aws.NopRetryer{} })
+	return w.Sim, w.Server.EC2Client(t, func(o *ec2.Options) { o.Retryer = aws.NopRetryer{} })
 }
 
 // An ENI adopted in a pod subnet before discovery read its list waits for its subnet's CIDR (the datapath
