@@ -8,33 +8,17 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/pool"
+	"github.com/eniwire/eniwire/internal/clock"
 )
-
-// closeIfRefused closes the primary ENI eniID to new IPs if err is IAM refusing them, and reports whether it
-// did.
-func (m *poolManager) closeIfRefused(eniID string, err error) bool {
-	if !errors.Is(err, ec2client.ErrUnauthorized) {
-		return false
-	}
-	why := fmt.Sprintf("the primary ENI %s refuses AssignPrivateIpAddresses (%s: tag it %s=<cluster>, see deploy/README.md); "+
-		"pods get IPs of secondary ENIs", eniID, ec2client.ErrorCode(err), eni.TagCluster)
-	m.mu.Lock()
-	_, known := m.closed[eniID]
-	m.closed[eniID] = closure{why: why, at: m.clock.Now()}
-	m.mu.Unlock()
-	if !known {
-		m.log.Warn("primary ENI closed to pod IPs; falling back to secondary ENIs", "eni", eniID, "error", err)
-	}
-	m.status.set(why)
-	return true
-}
 
 // reopenClosedAfter is how long an ENI stays closed before the pool tries it again.
 const reopenClosedAfter = 30 * time.Minute
@@ -45,56 +29,83 @@ type closure struct {
 	at  time.Time
 }
 
-// closeIfFull closes eniID to new IPs if err is its subnet refusing them for want of addresses while subnet
+// closedENIs are the ENIs EC2 refuses new IPs for, and why. Who may touch it: any goroutine (the assigns of a
+// round run side by side), under its own lock.
+type closedENIs struct {
+	clock clock.Clock
+
+	mu     sync.Mutex
+	closed map[string]closure
+}
+
+// close closes eniID to new IPs for why, and reports whether it was closed already.
+func (c *closedENIs) close(eniID, why string) (already bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed == nil {
+		c.closed = map[string]closure{}
+	}
+	_, already = c.closed[eniID]
+	c.closed[eniID] = closure{why: why, at: c.clock.Now()}
+	return already
+}
+
+// mark marks the closed ENIs of counts; closures older than reopenClosedAfter end.
+func (c *closedENIs) mark(counts *pool.Counts) {
+	now := c.clock.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, cl := range c.closed {
+		if now.Sub(cl.at) >= reopenClosedAfter {
+			delete(c.closed, id)
+		}
+	}
+	for i := range counts.ENIs {
+		_, counts.ENIs[i].Closed = c.closed[counts.ENIs[i].ID]
+	}
+}
+
+// status is why the first closed ENI (by id) is closed, or "".
+func (c *closedENIs) status() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range slices.Sorted(maps.Keys(c.closed)) {
+		return c.closed[id].why
+	}
+	return ""
+}
+
+// closeIfRefused closes the primary ENI eniID to new IPs after an IAM refusal (err) of them.
+func (m *poolManager) closeIfRefused(eniID string, err error) {
+	why := fmt.Sprintf("the primary ENI %s refuses AssignPrivateIpAddresses (%s: tag it %s=<cluster>, see deploy/README.md); "+
+		"pods get IPs of secondary ENIs", eniID, ec2client.ErrorCode(err), eni.TagCluster)
+	if !m.closed.close(eniID, why) {
+		m.log.Warn("primary ENI closed to pod IPs; falling back to secondary ENIs", "eni", eniID, "error", err)
+	}
+}
+
+// closeIfFull closes eniID to new IPs after its subnet refused them for want of addresses (err) if subnet
 // discovery has another candidate, and reports whether it did: the deficit then goes to a new ENI there.
 func (m *poolManager) closeIfFull(ctx context.Context, eniID, subnetID string, err error) bool {
-	if !errors.Is(err, ec2client.ErrSubnetFull) || !m.place.SubnetFull(ctx, subnetID) {
+	if !m.place.SubnetFull(ctx, subnetID) {
 		return false
 	}
-	why := fmt.Sprintf("subnet %s of ENI %s has no free addresses (%s); new IPs come from an ENI in another subnet",
-		subnetID, eniID, ec2client.ErrorCode(err))
-	m.mu.Lock()
-	m.closed[eniID] = closure{why: why, at: m.clock.Now()}
-	m.mu.Unlock()
-	m.status.set(why)
+	m.closed.close(eniID, fmt.Sprintf("subnet %s of ENI %s has no free addresses (%s); new IPs come from an ENI in another subnet",
+		subnetID, eniID, ec2client.ErrorCode(err)))
 	return true
 }
 
-// counts is the view's counts with the closed ENIs marked; closures older than reopenClosedAfter end. A
-// retired ENI (package subnet) is closed and its free addresses do not count: the pool grows elsewhere, and
-// the ENI goes by the surplus path once its pods have.
+// counts is the view's counts with the closed ENIs marked. A retired ENI (package subnet) is closed and its free
+// addresses do not count: the pool grows elsewhere, and the ENI goes by the surplus path once its pods have.
 func (m *poolManager) counts(v *pool.View) pool.Counts {
 	c := v.Counts()
-	now := m.clock.Now()
 	retired := m.place.Retired()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for id, cl := range m.closed {
-		if now.Sub(cl.at) >= reopenClosedAfter {
-			delete(m.closed, id)
-		}
-	}
+	m.closed.mark(&c)
 	for i := range c.ENIs {
-		e := &c.ENIs[i]
-		_, e.Closed = m.closed[e.ID]
-		if retired[e.ID] {
+		if e := &c.ENIs[i]; retired[e.ID] {
 			e.Closed, e.Retired = true, true
 			e.IPs, e.FreeSingles, e.EmptyPrefixes = e.Assigned+e.Cooldown, 0, 0
 		}
 	}
 	return c
-}
-
-// standingNote is the status line while the pool meets its targets (a new ENI's plan in flight counts): the
-// last refusal of an action EC2 has not accepted since, why an ENI is closed, or "".
-func (m *poolManager) standingNote() string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for _, r := range m.refused {
-		return r.note
-	}
-	for _, cl := range m.closed {
-		return cl.why
-	}
-	return ""
 }

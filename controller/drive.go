@@ -1,26 +1,17 @@
 package controller
 
-// The pool manager drives each unfinished ENI operation step by step, and backs off per operation and for the
-// pool as a whole after failures (see poolManager for who may touch the backoffs).
+// The pool manager drives each unfinished ENI operation step by step (opDrives), and answers a failed step as
+// refusalPolicy says: a retry of the operation after its own backoff, and the pause of an action or of the
+// pool where the kind of failure calls for one.
 
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/eniwire/eniwire/controller/ec2client"
-	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
-	"github.com/eniwire/eniwire/controller/subnet"
 )
-
-// backoff is when one ENI operation may be tried again, and the delay that got it there.
-type backoff struct {
-	until time.Time
-	delay time.Duration
-}
 
 // advancePending moves every unfinished ENI operation on, step after step, until it rests or fails.
 func (m *poolManager) advancePending(ctx context.Context) {
@@ -47,25 +38,10 @@ func (m *poolManager) advancePending(ctx context.Context) {
 	}
 }
 
-// launch drives opID in the background unless its drive runs already (the steps of one operation never run
-// concurrently). The round does not wait for it; a drive that moved its operation on wakes the Run loop.
+// launch drives opID in the background unless its drive runs already. The round does not wait for it; a
+// drive that moved its operation on wakes the Run loop.
 func (m *poolManager) launch(ctx context.Context, opID string) {
-	m.mu.Lock()
-	if m.driving[opID] {
-		m.mu.Unlock()
-		return
-	}
-	m.driving[opID] = true
-	m.mu.Unlock()
-	m.drives.Go(func() {
-		moved := m.drive(ctx, opID)
-		m.mu.Lock()
-		delete(m.driving, opID)
-		m.mu.Unlock()
-		if moved {
-			m.wake()
-		}
-	})
+	m.drives.start(opID, func() bool { return m.drive(ctx, opID) }, m.wake)
 }
 
 // drive advances one operation until it rests, fails, or waits on its backoff, and reports whether a step
@@ -75,15 +51,12 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 		if m.books.Broken() != nil {
 			return moved // the record may be in memory only: no EC2 call for it
 		}
-		m.mu.Lock()
-		b, ok := m.backoffs[opID]
-		m.mu.Unlock()
-		if ok && m.clock.Now().Before(b.until) {
+		if m.drives.waiting(opID, m.clock.Now()) {
 			return moved
 		}
 		rec, ok := m.eni.Record(opID)
 		if !ok || rec.State == journal.Ready || rec.State == journal.Moved {
-			m.clearBackoff(opID)
+			m.drives.clear(opID)
 			return moved
 		}
 		if rec.State == journal.Planned && rec.Attempts == 0 && m.place.PassedOver(rec.SubnetID) {
@@ -93,75 +66,61 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 				m.log.Warn("dropping a plan for a refused subnet", "op", opID, "error", err)
 				return moved
 			}
-			m.clearBackoff(opID)
+			m.drives.clear(opID)
 			return true
 		}
 		err := m.eni.Advance(ctx, opID)
 		if err == nil {
 			switch rec.State {
 			case journal.Planned:
-				m.accepted(actionCreate)
+				m.refusals.accepted(actionCreate)
 				if rec.WantPrefixes > 0 {
 					m.fallback.accepted(rec.SubnetID, m.clock.Now())
 				}
 			case journal.Created:
-				m.accepted(actionAttach)
+				m.refusals.accepted(actionAttach)
 			}
-			m.clearBackoff(opID)
+			m.drives.clear(opID)
 			moved = true
 			continue
 		}
 		if ctx.Err() != nil {
 			return moved
 		}
-		if rec.State == journal.Planned && m.prefixRefused(rec.SubnetID, err) {
+		kind := refusalOf(err)
+		switch {
+		case rec.State == journal.Planned && kind == kindNoPrefix:
 			// The plan goes only now that the fallback holds: the pool plans again at once, with single IPs.
+			m.fallback.refused(rec.SubnetID, m.clock.Now(), err)
 			if derr := m.eni.DropPlan(ctx, opID); derr != nil {
 				m.log.Warn("dropping a plan for prefixes", "op", opID, "error", derr)
 			}
-			m.clearBackoff(opID)
+			m.drives.clear(opID)
 			return true
-		}
-		if rec.State == journal.Planned && errors.Is(err, ec2client.ErrSubnetFull) && m.place.SubnetFull(ctx, rec.SubnetID) {
+		case rec.State == journal.Planned && kind == kindSubnetFull && m.place.SubnetFull(ctx, rec.SubnetID):
 			// The create dropped its plan; the pool plans again at once, in the next candidate subnet. The
 			// candidates log the refusal once; the status lists the subnet as refused.
 			m.metrics.stepErrors.WithLabelValues(string(rec.State), ec2client.ErrorCode(err)).Inc()
-			m.clearBackoff(opID)
+			m.drives.clear(opID)
 			return true
 		}
-		if rec.State == journal.Created && errors.Is(err, eni.ErrNoDeviceIndex) {
-			// The ENI is being deleted unattached (its next step); no other is created until the pause is
-			// over (it grows while attaches find no slot), by when the reconcile has counted what holds them.
-			m.metrics.stepErrors.WithLabelValues(string(rec.State), codeNoDeviceIndex).Inc()
-			m.refuse(actionAttach, codeNoDeviceIndex, m.noSlotNote(err))
-			m.clearBackoff(opID)
-			m.wakeAt(ctx, m.refusalEnd(actionAttach))
+		m.metrics.stepErrors.WithLabelValues(string(rec.State), refusalCode(err)).Inc()
+		if until := m.refuseIfDue(stepAction(rec.State), err); !until.IsZero() {
+			m.drives.clear(opID)
+			m.wakeAt(ctx, until)
+			if rec.State == journal.Planned {
+				return moved // the refused create dropped its plan: the pool plans again once the pause is over
+			}
+			// An attach that found no free device index left its ENI to be deleted unattached (its next step);
+			// no other is created until the pause is over (it grows while attaches find no slot), by when the
+			// reconcile has counted what holds the slots.
 			continue
 		}
-		if rec.State == journal.Planned && m.noteRefusal(actionCreate, err) {
-			// The plan is dropped; the pool plans again once the refusal's pause is over.
-			m.metrics.stepErrors.WithLabelValues(string(rec.State), ec2client.ErrorCode(err)).Inc()
-			m.clearBackoff(opID)
-			m.wakeAt(ctx, m.refusalEnd(actionCreate))
-			return moved
-		}
-		m.metrics.stepErrors.WithLabelValues(string(rec.State), ec2client.ErrorCode(err)).Inc()
-		m.mu.Lock()
-		b = m.backoffs[opID]
-		var wait time.Duration
-		if ec2client.IsThrottle(err) {
-			b.delay, wait = throttleDelay(b.delay)
-		} else {
-			b.delay = nextDelay(b.delay, err)
-			wait = b.delay
-		}
-		b.until = m.clock.Now().Add(wait)
-		m.backoffs[opID] = b
-		m.mu.Unlock()
+		wait, until := m.drives.failed(opID, m.clock.Now(), refusalPolicy[kind].retry)
 		m.log.Warn("ENI step failed; will retry", "op", opID, "eni", rec.ID, "state", rec.State, "retryIn", wait, "error", err)
 		// Look again when the wait is over rather than at the next pool interval, which may be seconds later.
-		m.wakeAt(ctx, b.until)
-		m.poolBackoffIn(err, rec.SubnetID)
+		m.wakeAt(ctx, until)
+		m.pausePoolIfDue(err, rec.SubnetID)
 		if errors.Is(err, ec2client.ErrBooksWrong) {
 			m.eni.RequestReconcile()
 		}
@@ -180,65 +139,14 @@ func (m *poolManager) wakeAt(ctx context.Context, t time.Time) {
 	}()
 }
 
-func (m *poolManager) clearBackoff(opID string) {
-	m.mu.Lock()
-	delete(m.backoffs, opID)
-	m.mu.Unlock()
-}
-
-// nextDelay grows a retry delay: exponential from 1 s to 5 min; IAM and capacity refusals start higher.
-func nextDelay(prev time.Duration, err error) time.Duration {
-	floor, ceiling := time.Second, 5*time.Minute
-	if errors.Is(err, ec2client.ErrUnauthorized) || errors.Is(err, ec2client.ErrSubnetFull) {
-		floor = time.Minute
+// stepAction is the action the next step of an operation in state calls, where growth pauses it after a
+// refusal; "" for the others.
+func stepAction(state journal.ENIState) string {
+	switch state {
+	case journal.Planned:
+		return actionCreate
+	case journal.Created:
+		return actionAttach
 	}
-	if errors.Is(err, subnet.ErrNoPlacement) {
-		// Mostly a local check (an ENIConfig still missing or in another zone): a fix should not wait long.
-		ceiling = 30 * time.Second
-	}
-	d := max(prev*2, floor)
-	d = min(d, ceiling)
-	return d + time.Duration(rand.Int64N(int64(d)/5+1))
-}
-
-// maxThrottleDelay caps the node's wait before retrying a step that EC2 kept throttling. A throttle is not a
-// failure of the step: the account's bucket refills every second, and the EC2 client's limiter already paces
-// the node (its rate is cut, its own retries are spent). Growing this wait to minutes, as for real failures,
-// left the last ENIs of a 1,000-node rollout idle while the account's bucket sat full.
-const maxThrottleDelay = 15 * time.Second
-
-// throttleDelay returns the next backoff window after a throttled step (doubling from 1 s up to
-// maxThrottleDelay) and the wait drawn from it with full jitter, so that nodes throttled together come back
-// spread over the whole window.
-func throttleDelay(prev time.Duration) (window, wait time.Duration) {
-	window = min(max(prev*2, time.Second), maxThrottleDelay)
-	return window, time.Duration(rand.Int64N(int64(window)))
-}
-
-// poolBackoff stops pool growth for a while after errors a storm would not fix.
-func (m *poolManager) poolBackoff(err error) { m.poolBackoffIn(err, "") }
-
-// poolBackoffIn is poolBackoff after a call in subnetID ("": the node's own).
-func (m *poolManager) poolBackoffIn(err error, subnetID string) {
-	if subnetID == "" {
-		subnetID = m.subnetID
-	}
-	var why string
-	switch {
-	case errors.Is(err, subnet.ErrNoPlacement):
-		why = err.Error()
-	case errors.Is(err, ec2client.ErrSubnetFull):
-		why = "subnet " + subnetID + " has no free addresses (" + ec2client.ErrorCode(err) + ")"
-	case errors.Is(err, ec2client.ErrUnauthorized):
-		why = "EC2 denies the calls (UnauthorizedOperation): check the node's IAM policy"
-	default:
-		return
-	}
-	m.mu.Lock()
-	m.delay = nextDelay(m.delay, err)
-	m.until = m.clock.Now().Add(m.delay)
-	until := m.until
-	m.mu.Unlock()
-	m.status.set(fmt.Sprintf("%s; backing off until %s", why, until.UTC().Format(time.RFC3339)))
-	m.metrics.poolBackoffs.Inc()
+	return ""
 }

@@ -33,12 +33,3 @@ func (m *poolManager) foreignNote() string {
 	return fmt.Sprintf("%d of the instance's %d ENI slots are held by ENIs eniwire does not manage (%s)",
 		len(f), m.eni.MaxENIs(), strings.Join(f, ", "))
 }
-
-// noSlotNote is the status line after an attach found no free device index (err).
-func (m *poolManager) noSlotNote(err error) string {
-	s := fmt.Sprintf("no free device index for a new ENI: %v", err)
-	if f := m.foreignNote(); f != "" {
-		s += "; " + f
-	}
-	return s
-}

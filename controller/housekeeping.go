@@ -35,7 +35,8 @@ type housekeeping struct {
 	clock                clock.Clock
 	log                  *slog.Logger
 	metrics              *metrics
-	status               *poolStatus
+	// denied is the status line while EC2 denies the reconcile (IAM), or "".
+	denied statusNote
 
 	// answered is set once EC2 has answered a reconcile: the node is ready.
 	answered atomic.Bool
@@ -68,9 +69,10 @@ func (h *housekeeping) reconcile(ctx context.Context) {
 	now := h.clock.Now()
 	if err != nil {
 		h.log.Warn("reconcile failed", "error", err)
-		if errors.Is(err, ec2client.ErrUnauthorized) {
-			h.status.set("EC2 denies the calls (UnauthorizedOperation): check the node's IAM policy")
-		}
+	}
+	h.denied.set("")
+	if errors.Is(err, ec2client.ErrUnauthorized) {
+		h.denied.set(refusalPolicy[kindUnauthorized].why("", "", err))
 	}
 	pressed := ec2client.IsThrottle(err) || h.describeThrottledSince(h.lastRecon) ||
 		h.describeThrottledSince(started)

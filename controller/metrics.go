@@ -10,7 +10,6 @@ import (
 )
 
 type metrics struct {
-	status       func() *api.Status
 	ips          *prometheus.GaugeVec
 	enis         *prometheus.GaugeVec
 	foreign      prometheus.Gauge
@@ -33,9 +32,8 @@ type metrics struct {
 	maxPods        prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer, status func() *api.Status) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
-		status:      status,
 		ips:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eniwire_ips", Help: "Pod IPs in the books (secondary IPs and the addresses of /28 prefixes) by state (assigned, warm, cooldown)."}, []string{"state"}),
 		enis:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eniwire_enis", Help: "ENIs in the books by commit state."}, []string{"state"}),
 		foreign:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_foreign_enis", Help: "ENIs attached to the instance by someone else, left alone."}),
@@ -89,9 +87,8 @@ func (m *metrics) observeReconcile(rep eni.Report, err error) {
 	}
 }
 
-// refresh sets the gauges from the books; called once per pool round, not per request.
-func (m *metrics) refresh() {
-	s := m.status()
+// refresh sets the gauges from the node's status s; called once per pool round, not per request.
+func (m *metrics) refresh(s *api.Status) {
 	m.ips.WithLabelValues("assigned").Set(float64(s.Assigned))
 	m.ips.WithLabelValues("warm").Set(float64(s.Warm))
 	m.ips.WithLabelValues("cooldown").Set(float64(s.Cooldown))

@@ -38,9 +38,9 @@ type Node struct {
 	ipam   *ipam         // Assign/Release/Check/GC over the books and the datapath; any goroutine
 	enis   *eniSync      // the datapath's ENIs; Run loop only
 	repair *podRepair    // sets pods' datapath up again (start, ENI back, failures); Run loop only
-	pool   *poolManager  // moves the pool toward its targets; Run loop only (backoffs: their own lock)
+	pool   *poolManager  // moves the pool toward its targets; Run loop only (its parts: their own locks)
 	house  *housekeeping // reconcile and orphan-sweep pacing; Run loop only (answered: atomic)
-	status *poolStatus   // the pool's status line; its own lock
+	status *statusLine   // composed from the parts' lines; its own lock
 	vpc    *vpcCIDRs     // the VPC's CIDR blocks, told to the datapath; Run loop only
 	gone   *vanishedPods // releases assignments of pods that went without a DEL; Run loop only
 
@@ -86,12 +86,12 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		j = deps.WrapJournal(store)
 	}
 	n := &Node{cfg: cfg, info: deps.Node, clock: deps.Clock, store: store, wake: make(chan struct{}, 1),
-		books: &books{journal: j, st: st}, status: &poolStatus{log: log}}
+		books: &books{journal: j, st: st}, status: &statusLine{log: log}}
 	n.books.onBroken = func(err error) {
 		log.Error("journal failed; the node stops so that a restart replays what the disk holds", "error", err)
 		n.Wake()
 	}
-	m, err := newMetrics(deps.Registerer, n.Status)
+	m, err := newMetrics(deps.Registerer)
 	if err != nil {
 		store.Close()
 		return nil, err
@@ -118,21 +118,21 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	}
 	n.ipam = &ipam{books: n.books, dp: deps.Datapath, cooldown: cfg.Cooldown, targets: targets, limits: limits,
 		podMTU: cfg.PodMTU, clock: deps.Clock, log: log, metrics: m, ready: n.Ready, wake: n.Wake, avail: n.servable,
-		poolStatus: n.status.get}
+		poolStatus: n.status.compose}
 	if r, ok := deps.Datapath.(interface{ RemovesHostVeth() bool }); ok {
 		n.ipam.removesVeth = r.RemovesHostVeth()
 	}
 	n.repair = &podRepair{ipam: n.ipam, clock: deps.Clock, log: log, due: map[api.Attachment]*repairTry{}}
 	n.enis = &eniSync{books: n.books, dp: deps.Datapath, log: log, up: map[string]dptypes.ENI{}, failing: map[string]error{},
 		cameUp: n.repair.eniUp}
-	n.pool = &poolManager{books: n.books, eni: n.eni, targets: targets, limits: limits, releaseDelay: cfg.ReleaseDelay,
+	n.pool = (&poolManager{books: n.books, eni: n.eni, targets: targets, limits: limits, releaseDelay: cfg.ReleaseDelay,
 		poolInterval: cfg.PoolInterval, subnetID: deps.Node.SubnetID, urgent: deps.Urgent, clock: deps.Clock, log: log,
-		metrics: m, status: n.status, wake: n.Wake, place: n.place, backoffs: map[string]backoff{}, driving: map[string]bool{},
-		refused: map[string]refusal{}, refusalDelay: map[string]time.Duration{}, closed: map[string]closure{},
-		fallback: &prefixFallback{subnetID: deps.Node.SubnetID, log: log, gauge: m.prefixFallback}}
+		metrics: m, wake: n.Wake, place: n.place}).withParts()
 	n.house = &housekeeping{eni: n.eni, reconcileInterval: cfg.ReconcileInterval,
 		maxReconcileInterval: cfg.MaxReconcileInterval, orphanSweepInterval: cfg.OrphanSweepInterval,
-		clock: deps.Clock, log: log, metrics: m, status: n.status, reconcileEvery: cfg.ReconcileInterval}
+		clock: deps.Clock, log: log, metrics: m, reconcileEvery: cfg.ReconcileInterval}
+	// The pool's line first: the reconcile's denial matters most before the pool has anything to say.
+	n.status.parts = []func() string{n.pool.status, n.house.denied.get}
 	n.house.throttles, _ = deps.EC2.(throttleReporter)
 	n.vpc = newVPCCIDRs(deps.EC2, deps.Datapath, deps.Node, cfg.VPCRefreshInterval, log)
 	n.gone = &vanishedPods{ipam: n.ipam, gone: netnsGone, grace: cfg.VanishedPodGrace, every: cfg.VanishedPodGrace / 4,
@@ -213,7 +213,7 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	}
 	// The operations driven in the background end with ctx (or stop at a broken journal) before Run returns.
-	defer n.pool.drives.Wait()
+	defer n.pool.drives.wait()
 	for {
 		n.tick(ctx)
 		if err := n.books.Broken(); err != nil {
@@ -264,5 +264,5 @@ func (n *Node) tick(ctx context.Context) {
 		n.enis.sync(ctx)
 	}
 	n.repair.run(ctx)
-	n.metrics.refresh()
+	n.metrics.refresh(n.Status())
 }

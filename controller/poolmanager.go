@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/eniwire/eniwire/controller/ec2client"
+	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/controller/pool"
@@ -19,8 +19,9 @@ import (
 
 // poolManager moves the pool toward its warm targets: it grows it (IPs on ENIs with room, new ENIs through the
 // commit), drives unfinished ENI operations on (drive.go), expires cooldowns, and releases surplus after the
-// hysteresis. Who may touch it: only the Run loop, except the backoffs, which the ENI commits of one round
-// share side by side under mu.
+// hysteresis. It is a shell over parts that each own their lock: what it does after each kind of EC2 refusal
+// is refusalPolicy's. Who may touch it: only the Run loop, except the parts, which the ENI commits and the
+// assigns of one round share side by side.
 type poolManager struct {
 	books        *books
 	eni          *eni.Manager
@@ -34,31 +35,44 @@ type poolManager struct {
 	clock   clock.Clock
 	log     *slog.Logger
 	metrics *metrics
-	status  *poolStatus
 	// wake asks the Run loop for another round.
 	wake func()
 	// place says where new ENIs go and which ENIs pods may no longer use.
 	place *subnet.Placer
 
+	// surplusSince is when the pool last went over its targets; Run loop only.
 	surplusSince time.Time
 
-	mu sync.Mutex
-	// backoffs is when each ENI operation may be tried again; until and delay are the pool-wide backoff.
-	backoffs map[string]backoff
-	until    time.Time
-	delay    time.Duration
-	// driving are the operations whose drive runs in the background (drive.go); drives is their group,
-	// which Run waits for before it returns.
-	driving map[string]bool
-	drives  sync.WaitGroup
-	// refused pauses an action after a definite refusal; refusalDelay is the pause per error code
-	// (refusals.go).
-	refused      map[string]refusal
-	refusalDelay map[string]time.Duration
-	// closed are ENIs EC2 refuses secondary IPs for (closed.go), and why.
-	closed map[string]closure
+	pause    *poolPause     // the pool-wide pause
+	refusals *refusalMemory // the pause of each action EC2 refused
+	closed   *closedENIs    // ENIs EC2 refuses new IPs for (closed.go)
+	drives   *opDrives      // the drives of ENI operations in flight, and their backoffs
 	// fallback is set while a fragmented subnet refuses prefixes (prefixfallback.go).
 	fallback *prefixFallback
+	// resting is why the pool rests short of its targets (max pods, the ENI limit), set each round it
+	// rests and cleared when it moves; lastFailure is the last failed step's line, until the pool rests.
+	resting, lastFailure statusNote
+}
+
+// withParts makes m's parts and returns m.
+func (m *poolManager) withParts() *poolManager {
+	m.pause = &poolPause{clock: m.clock, counted: m.metrics.poolBackoffs}
+	m.refusals = newRefusalMemory(m.clock, m.metrics.refusals)
+	m.closed = &closedENIs{clock: m.clock}
+	m.drives = &opDrives{}
+	m.fallback = &prefixFallback{subnetID: m.subnetID, log: m.log, gauge: m.metrics.prefixFallback}
+	return m
+}
+
+// status is the pool's line for the node's status, in a fixed priority: why it rests short of its targets,
+// why growth is paused, the action EC2 refuses, the ENI closed to new IPs, the last failed step; or "".
+func (m *poolManager) status() string {
+	for _, s := range []string{m.resting.get(), m.pause.status(), m.refusals.status(), m.closed.status(), m.lastFailure.get()} {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
 }
 
 // targetsAt are the targets in force at now: in prefix mode, growth in single IPs while the fallback holds.
@@ -71,10 +85,7 @@ func (m *poolManager) targetsAt(now time.Time) pool.Targets {
 // step makes one change toward the warm targets and reports whether it did something (and may do more).
 func (m *poolManager) step(ctx context.Context) bool {
 	now := m.clock.Now()
-	m.mu.Lock()
-	until := m.until
-	m.mu.Unlock()
-	if now.Before(until) {
+	if m.pause.pausedAt(now) {
 		return false
 	}
 	var d pool.Decision
@@ -92,19 +103,19 @@ func (m *poolManager) step(ctx context.Context) bool {
 	})
 	if d.AddIPs == 0 && !d.NewENI && d.ReleaseIPs == 0 && d.ReleaseENI == "" {
 		m.surplusSince = time.Time{}
+		m.lastFailure.set("")
 		switch {
 		case c.Free() == 0 && c.Assigned() >= targets.MaxPods:
-			m.status.set(maxPodsReached(c.Assigned(), targets.MaxPods).Error())
+			m.resting.set(maxPodsReached(c.Assigned(), targets.MaxPods).Error())
 		case d.AtLimit:
-			m.status.set(m.atLimitNote(targets, c))
+			m.resting.set(m.atLimitNote(targets, c))
 		default:
-			m.mu.Lock()
-			m.delay = 0
-			m.mu.Unlock()
-			m.status.set(m.standingNote())
+			m.resting.set("")
+			m.pause.calm()
 		}
 		return false
 	}
+	m.resting.set("")
 	// Calls that unblock pods go first in the EC2 client's queue.
 	if c.Free() == 0 && m.urgent != nil {
 		ctx = m.urgent(ctx)
@@ -126,20 +137,22 @@ func (m *poolManager) step(ctx context.Context) bool {
 		if len(releasable) == 0 {
 			return false // what may go waits for the cooldowns of a later ENI's prefix (pool.View.Releasable)
 		}
-		if m.refusedNow(actionUnassign, now) {
+		if m.refusals.pausedAt(actionUnassign, now) {
 			return false
 		}
 		var errs []error
 		for id, ips := range releasable {
 			err := m.eni.UnassignIPs(ctx, id, ips)
-			switch {
-			case err == nil:
-				m.accepted(actionUnassign)
-			case m.unassignRefused(err):
-				m.wakeAt(ctx, m.refusalEnd(actionUnassign))
-			default:
-				errs = append(errs, err)
+			if err == nil {
+				m.refusals.accepted(actionUnassign)
+				continue
 			}
+			// A refusal pauses the release alone (IAM included: growth goes on); the IPs stay in the pool.
+			if until := m.refuseIfDue(actionUnassign, err); !until.IsZero() {
+				m.wakeAt(ctx, until)
+				continue
+			}
+			errs = append(errs, err)
 		}
 		return m.result(errors.Join(errs...), "releasing surplus IPs")
 	}
@@ -163,23 +176,6 @@ func (m *poolManager) atLimitNote(t pool.Targets, c pool.Counts) string {
 			"until they are free and given back for /28 prefixes", n, c.Total(), t.MaxPods)
 	}
 	return s
-}
-
-func (m *poolManager) result(err error, what string) bool {
-	if err == nil {
-		return true
-	}
-	m.log.Warn("pool step failed", "step", what, "error", err)
-	m.poolBackoff(err)
-	m.mu.Lock()
-	if !m.clock.Now().Before(m.until) {
-		// Not a capacity or IAM refusal: pause this round only.
-		m.delay = nextDelay(m.delay/2, err)
-		m.until = m.clock.Now().Add(min(m.delay, m.poolInterval))
-	}
-	m.mu.Unlock()
-	m.status.setIfEmpty(fmt.Sprintf("%s failed: %v", what, err))
-	return false
 }
 
 // grow closes the whole deficit in one round: it asks the arithmetic again and again, counting each answer as
@@ -211,7 +207,7 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 		for range 4 * (limits.MaxENIs + 1) {
 			d := targets.Decide(limits, c)
 			if d.AddIPs > 0 {
-				if m.refusedNow(actionAssign, now) {
+				if m.refusals.pausedAt(actionAssign, now) {
 					break
 				}
 				i := slices.IndexFunc(c.ENIs, func(e pool.ENICount) bool {
@@ -227,7 +223,7 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 				continue
 			}
 			if d.NewENI {
-				if m.refusedNow(actionCreate, now) || m.refusedNow(actionAttach, now) {
+				if m.refusals.pausedAt(actionCreate, now) || m.refusals.pausedAt(actionAttach, now) {
 					break
 				}
 				k := slotsFor(d.NewENIIPs, grain)
@@ -260,26 +256,25 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 	for _, a := range adds {
 		wg.Go(func() {
 			if err := assign(ctx, a.eni, a.n); err != nil {
-				if m.prefixRefused(a.subnet, err) {
+				switch kind := refusalOf(err); {
+				case kind == kindNoPrefix:
+					// It pauses no growth, so eniwire_ec2_refusals_total does not count it;
+					// eniwire_prefix_fallback says it.
+					m.fallback.refused(a.subnet, m.clock.Now(), err)
 					done(true, nil) // decide again: the deficit comes as single IPs
-					return
-				}
-				if a.primary && m.closeIfRefused(a.eni, err) {
+				case kind == kindUnauthorized && a.primary:
+					m.closeIfRefused(a.eni, err)
 					done(true, nil) // decide again: the deficit goes to secondary ENIs
-					return
-				}
-				if m.closeIfFull(ctx, a.eni, a.subnet, err) {
+				case kind == kindSubnetFull && m.closeIfFull(ctx, a.eni, a.subnet, err):
 					done(true, nil) // decide again: the deficit goes to a new ENI in another subnet
-					return
-				}
-				if m.noteRefusal(actionAssign, err) {
+				case !m.refuseIfDue(actionAssign, err).IsZero():
 					done(false, nil)
-					return
+				default:
+					done(false, func() bool { return m.result(err, "assigning IPs") })
 				}
-				done(false, func() bool { return m.result(err, "assigning IPs") })
 				return
 			}
-			m.accepted(actionAssign)
+			m.refusals.accepted(actionAssign)
 			if prefixes {
 				m.fallback.accepted(a.subnet, m.clock.Now())
 			}
@@ -312,17 +307,6 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 // slotsFor is how many slots of grain addresses hold n addresses.
 func slotsFor(n, grain int) int { return (n + grain - 1) / grain }
 
-// prefixRefused starts or prolongs the single-IP fallback of subnetID when err is that fragmented subnet's
-// refusal of a prefix, and reports whether it was one. It pauses no growth, so eniwire_ec2_refusals_total
-// does not count it; eniwire_prefix_fallback says it.
-func (m *poolManager) prefixRefused(subnetID string, err error) bool {
-	if !errors.Is(err, ec2client.ErrNoPrefix) {
-		return false
-	}
-	m.fallback.refused(subnetID, m.clock.Now(), err)
-	return true
-}
-
 func (m *poolManager) expireCooldowns(ctx context.Context) {
 	now := m.clock.Now()
 	var expired bool
@@ -346,4 +330,10 @@ func (m *poolManager) expireCooldowns(ctx context.Context) {
 		st.Cooldowns = out
 		return nil
 	})
+}
+
+// report puts the pool's settings and its prefix fallback at now into s.
+func (m *poolManager) report(s *api.Status, now time.Time) {
+	s.IPsPerENI, s.MaxPods, s.PrefixDelegation = m.limits.IPsPerENI, m.targets.MaxPods, m.targets.Prefixes
+	s.PrefixFallback = m.fallback.status(now)
 }

@@ -5,16 +5,17 @@ package controller
 // other parameters, an address limit) pauses that kind of call across plans, exponentially per error code,
 // instead of re-planning at once (310 refused creates in ten virtual minutes, each with two fsyncs, drained
 // the account's bucket). Throttles, answers that never came, subnet exhaustion and IAM refusals of growth
-// have their own handling (drive.go). An unassign EC2 refuses, IAM included, pauses the release of surplus
-// IPs alone (63 denied calls in five minutes, each with a Describe, had kept the IPs out of the pool), and an
-// attach that finds no free device index pauses new ENIs (foreignslots.go).
+// have their own handling (refusalpolicy.go). An unassign EC2 refuses, IAM included, pauses the release of
+// surplus IPs alone (63 denied calls in five minutes, each with a Describe, had kept the IPs out of the pool),
+// and an attach that finds no free device index pauses new ENIs (foreignslots.go).
 
 import (
-	"errors"
-	"fmt"
+	"sync"
 	"time"
 
-	"github.com/eniwire/eniwire/controller/ec2client"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/eniwire/eniwire/internal/clock"
 )
 
 // Actions whose definite refusals pause the pool's growth.
@@ -28,6 +29,9 @@ const (
 	actionUnassign = "UnassignPrivateIpAddresses"
 )
 
+// refusedActions is the order in which the status names the actions that wait.
+var refusedActions = []string{actionCreate, actionAssign, actionAttach, actionUnassign}
+
 // refusal is when the pool may call an action again after EC2 refused it, and why.
 type refusal struct {
 	code  string
@@ -35,72 +39,65 @@ type refusal struct {
 	note  string // the status line, kept until EC2 accepts the action again
 }
 
-// definiteRefusal reports whether err is EC2 refusing the call for a reason a retry will not fix by itself.
-func definiteRefusal(err error) bool {
-	return ec2client.ErrorCode(err) != "" && !errors.Is(err, ec2client.ErrTransient) && !ec2client.IsThrottle(err) &&
-		!errors.Is(err, ec2client.ErrSubnetFull) && !errors.Is(err, ec2client.ErrUnauthorized) &&
-		!errors.Is(err, ec2client.ErrNoPrefix)
+// refusalMemory remembers, per action, the last refusal EC2 has not taken back by accepting the action since,
+// and per error code the pause that grows while EC2 keeps refusing. Who may touch it: any goroutine (the
+// assigns of a round and the drives run side by side), under its own lock.
+type refusalMemory struct {
+	clock   clock.Clock
+	counted *prometheus.CounterVec // eniwire_ec2_refusals_total by action and code
+
+	mu      sync.Mutex
+	refused map[string]refusal
+	delay   map[string]time.Duration
 }
 
-// noteRefusal pauses action after err if err is a definite refusal, and reports whether it was one. The
-// pause grows per error code, from 5 s to 5 min, and the status and eniwire_ec2_refusals_total say why.
-func (m *poolManager) noteRefusal(action string, err error) bool {
-	if !definiteRefusal(err) {
-		return false
-	}
-	code := ec2client.ErrorCode(err)
-	m.refuse(action, code, fmt.Sprintf("EC2 refuses %s (%s): %v", action, code, err))
-	return true
-}
-
-// unassignRefused pauses the release of surplus IPs if err is EC2 refusing an unassign (IAM included: only
-// the release waits, growth does not), and reports whether it was one.
-func (m *poolManager) unassignRefused(err error) bool {
-	code := ec2client.ErrorCode(err)
-	if code == "" || errors.Is(err, ec2client.ErrTransient) || ec2client.IsThrottle(err) {
-		return false
-	}
-	why := fmt.Sprintf("EC2 refuses %s (%s): %v; the surplus IPs stay in the pool", actionUnassign, code, err)
-	if errors.Is(err, ec2client.ErrUnauthorized) {
-		why += "; check the node's IAM policy"
-	}
-	m.refuse(actionUnassign, code, why)
-	return true
+func newRefusalMemory(clk clock.Clock, counted *prometheus.CounterVec) *refusalMemory {
+	return &refusalMemory{clock: clk, counted: counted, refused: map[string]refusal{}, delay: map[string]time.Duration{}}
 }
 
 // refuse pauses action for a refusal with code (an EC2 error code, or the node's own name for a refusal it
-// meets before EC2 could, such as codeNoDeviceIndex): the pause grows per code, from 5 s to 5 min; the status
-// says why and until when, and eniwire_ec2_refusals_total counts it.
-func (m *poolManager) refuse(action, code, why string) {
-	m.mu.Lock()
-	d := max(nextDelay(m.refusalDelay[code], nil), 5*time.Second)
-	m.refusalDelay[code] = d
-	until := m.clock.Now().Add(d)
-	note := fmt.Sprintf("%s; backing off until %s", why, until.UTC().Format(time.RFC3339))
-	m.refused[action] = refusal{code: code, until: until, note: note}
-	m.mu.Unlock()
-	m.metrics.refusals.WithLabelValues(action, code).Inc()
-	m.status.set(note)
+// meets before EC2 could, such as codeNoDeviceIndex) within bounds, growing per code; the status says why
+// and until when, and eniwire_ec2_refusals_total counts it. It returns when the pause ends.
+func (r *refusalMemory) refuse(action, code, why string, bounds backoffBounds) time.Time {
+	r.mu.Lock()
+	d, _ := bounds.next(r.delay[code])
+	r.delay[code] = d
+	until := r.clock.Now().Add(d)
+	r.refused[action] = refusal{code: code, until: until, note: backingOff(why, until)}
+	r.mu.Unlock()
+	r.counted.WithLabelValues(action, code).Inc()
+	return until
 }
 
-// refusedNow reports whether action is paused by a refusal at now.
-func (m *poolManager) refusedNow(action string, now time.Time) bool {
-	return now.Before(m.refusalEnd(action))
+// pausedAt reports whether action is paused by a refusal at now.
+func (r *refusalMemory) pausedAt(action string, now time.Time) bool { return now.Before(r.end(action)) }
+
+// end returns when the pause of action ends (the zero time when it is not paused).
+func (r *refusalMemory) end(action string) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.refused[action].until
 }
 
-// accepted clears the pause of action, and the growth of its codes' delays, once EC2 accepted it.
-func (m *poolManager) accepted(action string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if r, ok := m.refused[action]; ok {
-		delete(m.refusalDelay, r.code)
-		delete(m.refused, action)
+// accepted clears the pause of action, and the growth of its code's delays, once EC2 accepted it.
+func (r *refusalMemory) accepted(action string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f, ok := r.refused[action]; ok {
+		delete(r.delay, f.code)
+		delete(r.refused, action)
 	}
 }
 
-// refusalEnd returns when the pause of action ends (the zero time when it is not paused).
-func (m *poolManager) refusalEnd(action string) time.Time {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.refused[action].until
+// status is the line of the first action (in refusedActions' order) EC2 has refused and not accepted since,
+// or "".
+func (r *refusalMemory) status() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range refusedActions {
+		if f, ok := r.refused[a]; ok {
+			return f.note
+		}
+	}
+	return ""
 }

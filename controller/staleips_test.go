@@ -189,3 +189,66 @@ func (w *world) noneBack(t *testing.T, node *controller.Node, unassigned map[str
 func api0Release(cid string) api.ReleaseRequest {
 	return api.ReleaseRequest{Attachment: api.Attachment{ContainerID: cid, IfName: "eth0"}}
 }
+
+// TestAnUnassignResumedWithinTheDescribeLagKeepsItsIPsOutOfThePool: the node dies right after EC2 applied
+// its unassign, before the journal heard of it; the restarted node resumes the journaled op while EC2's
+// Describe still lists the addresses. EC2 refuses the resent call (the addresses are no longer assigned), and
+// the lagging listing shows them all: that must not read as "EC2 took none of them" and give them back to
+// the pool (EC2 may have handed them to another node already), as a refusal by IAM would.
+func TestAnUnassignResumedWithinTheDescribeLagKeepsItsIPsOutOfThePool(t *testing.T) {
+	w := newWorld(t, "m5.large", 200)
+	lag := 90 * time.Second
+	w.sim.Faults().SetUnassignLag(lag)
+	c := &crash{}
+	dieAtUnassign := unassignThenCrash{crashEC2: crashEC2{EC2API: w.ec2(nil), c: c}}
+	r := w.start(surplusConfig(w.dir), dieAtUnassign, func(j controller.Journal) controller.Journal { return crashJournal{inner: j, c: c} })
+	waitReady(t, r.node)
+	for i := range 6 {
+		assignRetrying(t, r.node, fmt.Sprintf("pod-%d", i))
+	}
+	for i := range 6 {
+		if _, err := r.node.Release(context.Background(), api0Release(fmt.Sprintf("pod-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, "the node dies right after its unassign", func() error {
+		if !c.dead.Load() {
+			return fmt.Errorf("no unassign yet")
+		}
+		return nil
+	})
+	r.stop()
+	unassigned := map[string]string{}
+	for _, op := range r.node.Snapshot().IPOps {
+		for _, ip := range op.IPs {
+			unassigned[ip] = op.ENI
+		}
+	}
+	if len(unassigned) == 0 {
+		t.Fatal("the journal holds no pending unassign at the crash")
+	}
+	r = w.start(surplusConfig(w.dir), nil, nil)
+	waitReady(t, r.node)
+	for i := range 8 {
+		a := assignRetrying(t, r.node, fmt.Sprintf("later-%d", i))
+		if eni, ok := unassigned[a.IP]; ok && w.ec2IPs()[a.IP] != eni {
+			t.Fatalf("pod later-%d got %s, which the node unassigned from %s before it died", i, a.IP, eni)
+		}
+	}
+	w.passVirtual(lag/2, func() { w.noneBack(t, r.node, unassigned) })
+}
+
+// unassignThenCrash kills the node at its first unassign, once EC2 has applied it.
+type unassignThenCrash struct{ crashEC2 }
+
+func (e unassignThenCrash) UnassignPrivateIpAddresses(ctx context.Context, in *ec2.UnassignPrivateIpAddressesInput, o ...func(*ec2.Options)) (*ec2.UnassignPrivateIpAddressesOutput, error) {
+	if e.c.dead.Load() {
+		return nil, errCrashed
+	}
+	_, err := e.EC2API.UnassignPrivateIpAddresses(ctx, in, o...)
+	e.c.dead.Store(true)
+	if err != nil {
+		return nil, err
+	}
+	return nil, errCrashed
+}

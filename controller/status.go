@@ -14,7 +14,6 @@ import (
 // Status is the node's view for `eniwirectl status` and the status endpoint.
 func (n *Node) Status() *api.Status {
 	ready, why := n.Ready()
-	ps := n.status.get()
 	journalHealth, datapathHealth := api.Healthy, api.Healthy
 	if err := n.books.Broken(); err != nil {
 		journalHealth = err.Error()
@@ -23,9 +22,9 @@ func (n *Node) Status() *api.Status {
 		datapathHealth = broken
 	}
 	out := &api.Status{Ready: ready, Reason: why, Journal: journalHealth, Datapath: datapathHealth, InstanceID: n.info.InstanceID, InstanceType: n.info.InstanceType,
-		MaxENIs: n.eni.MaxENIs(), IPsPerENI: n.pool.limits.IPsPerENI, PoolStatus: ps, ENIs: []api.ENIStatus{}, Pending: []api.PendingOp{},
-		MaxPods: n.pool.targets.MaxPods, PrefixDelegation: n.pool.targets.Prefixes, PrefixFallback: n.pool.fallback.status(n.clock.Now()),
+		MaxENIs: n.eni.MaxENIs(), PoolStatus: n.status.compose(), ENIs: []api.ENIStatus{}, Pending: []api.PendingOp{},
 		VPCCIDRs: n.vpc.list()}
+	n.pool.report(out, n.clock.Now())
 	out.Subnets = n.place.Candidates()
 	n.books.View(func(st *journal.State) {
 		v := pool.NewView(st, n.clock.Now())
@@ -84,38 +83,49 @@ func (n *Node) Status() *api.Status {
 	return out
 }
 
-// poolStatus is the pool's status line: why the pool cannot reach its targets, or "". Who may touch it: any
-// goroutine; the pool manager and housekeeping set it, Status reads it, under its own lock.
-type poolStatus struct {
+// statusLine composes the node's status line from what each part reports, in a fixed priority (the first
+// part with something to say wins), and logs the line when it changes. Who may touch it: any goroutine.
+type statusLine struct {
 	log *slog.Logger
+	// parts report their lines, most telling first.
+	parts []func() string
 
+	mu   sync.Mutex
+	last string
+}
+
+// compose returns the line of the first part that reports one, or "", logging a new non-empty line.
+func (l *statusLine) compose() string {
+	var s string
+	for _, part := range l.parts {
+		if s = part(); s != "" {
+			break
+		}
+	}
+	l.mu.Lock()
+	changed := l.last != s
+	l.last = s
+	l.mu.Unlock()
+	if changed && s != "" {
+		l.log.Warn("pool status", "status", s)
+	}
+	return s
+}
+
+// statusNote is one part's line, or "". Who may touch it: any goroutine.
+type statusNote struct {
 	mu sync.Mutex
 	s  string
 }
 
-// set replaces the status line, logging a new non-empty one.
-func (p *poolStatus) set(s string) {
-	p.mu.Lock()
-	changed := p.s != s
-	p.s = s
-	p.mu.Unlock()
-	if changed && s != "" {
-		p.log.Warn("pool status", "status", s)
-	}
+func (n *statusNote) set(s string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.s = s
 }
 
-// setIfEmpty sets s unless a status is set already (a more telling one, such as a backoff's).
-func (p *poolStatus) setIfEmpty(s string) {
-	p.mu.Lock()
-	empty := p.s == ""
-	p.mu.Unlock()
-	if empty {
-		p.set(s)
-	}
-}
-
-func (p *poolStatus) get() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.s
+func (n *statusNote) get() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.s
 }

@@ -124,9 +124,12 @@ func (m *Manager) unassign(ctx context.Context, op journal.IPOp) error {
 				}
 			}
 		}
-		if len(still) == len(op.IPs) {
-			// EC2 took none of them (IAM denies the call, say): the op goes and its addresses are the pool's
-			// again. Sending it again every round would meet the same refusal; the caller backs off.
+		if len(still) == len(op.IPs) && errors.Is(err, ec2client.ErrUnauthorized) {
+			// IAM denies the call, so this send took nothing: the op goes and its addresses are the pool's
+			// again. Sending it again every round would meet the same refusal; the caller backs off. Any other
+			// refusal with every address still listed may be a Describe that lags behind an earlier send that
+			// EC2 applied (an op resumed after a restart, say): its addresses stay out of the pool and the op
+			// is sent again until EC2's lists agree.
 			return errors.Join(err, m.dropIPOp(ctx, op.OpID))
 		}
 		if len(still) > 0 {
