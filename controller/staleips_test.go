@@ -105,15 +105,7 @@ func TestARestartWithinTheDescribeLagDoesNotResurrectOurUnassigns(t *testing.T) 
 	lag := 90 * time.Second
 	r, unassigned := w.giveSurplusBackWithLag(t, lag)
 	r.stop()
-	r = w.start(surplusConfig(w.dir), nil, nil)
-	waitReady(t, r.node)
-	for i := range 8 {
-		a := assignRetrying(t, r.node, fmt.Sprintf("later-%d", i))
-		if eni, ok := unassigned[a.IP]; ok && w.ec2IPs()[a.IP] != eni {
-			t.Fatalf("pod later-%d got %s, which the node unassigned from %s before its restart", i, a.IP, eni)
-		}
-	}
-	w.passVirtual(lag/2, func() { w.noneBack(t, r.node, unassigned) })
+	w.restartKeepsOut(t, unassigned, lag)
 }
 
 // surplusConfig keeps two warm IPs, so that released pods leave a surplus to give back.
@@ -227,12 +219,20 @@ func TestAnUnassignResumedWithinTheDescribeLagKeepsItsIPsOutOfThePool(t *testing
 	if len(unassigned) == 0 {
 		t.Fatal("the journal holds no pending unassign at the crash")
 	}
-	r = w.start(surplusConfig(w.dir), nil, nil)
+	w.restartKeepsOut(t, unassigned, lag)
+}
+
+// restartKeepsOut starts the node again (surplusConfig) within the Describe lag and fails t when a pod gets an
+// address of unassigned (IP -> the ENI the node took it from before it stopped) that EC2 does not hold on that
+// ENI, or when one comes back into the books for half the lag.
+func (w *world) restartKeepsOut(t *testing.T, unassigned map[string]string, lag time.Duration) {
+	t.Helper()
+	r := w.start(surplusConfig(w.dir), nil, nil)
 	waitReady(t, r.node)
 	for i := range 8 {
 		a := assignRetrying(t, r.node, fmt.Sprintf("later-%d", i))
 		if eni, ok := unassigned[a.IP]; ok && w.ec2IPs()[a.IP] != eni {
-			t.Fatalf("pod later-%d got %s, which the node unassigned from %s before it died", i, a.IP, eni)
+			t.Fatalf("pod later-%d got %s, which the node unassigned from %s before it stopped", i, a.IP, eni)
 		}
 	}
 	w.passVirtual(lag/2, func() { w.noneBack(t, r.node, unassigned) })
