@@ -7,6 +7,7 @@ import (
 
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/eni"
+	"github.com/eniwire/eniwire/controller/journal"
 )
 
 type metrics struct {
@@ -30,9 +31,17 @@ type metrics struct {
 	// prefixFallback is 1 while a fragmented subnet refuses prefixes and the node grows with single IPs.
 	prefixFallback prometheus.Gauge
 	maxPods        prometheus.Gauge
+	// maxENIs and ipsPerENI are the node's limits: what awscni.Translate's awscni_eni_max and awscni_ip_max
+	// are computed from.
+	maxENIs   prometheus.Gauge
+	ipsPerENI prometheus.Gauge
+	// journalHealthy is read at each scrape: a broken journal stops the node's rounds, which set the rest.
+	journalHealthy prometheus.GaugeFunc
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+// newMetrics registers the node's metrics on reg; journalBroken is the journal's failure, nil while it takes
+// writes.
+func newMetrics(reg prometheus.Registerer, journalBroken func() error) (*metrics, error) {
 	m := &metrics{
 		ips:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eniwire_ips", Help: "Pod IPs in the books (secondary IPs and the addresses of /28 prefixes) by state (assigned, warm, cooldown)."}, []string{"state"}),
 		enis:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eniwire_enis", Help: "ENIs in the books by commit state."}, []string{"state"}),
@@ -61,9 +70,22 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "1 while the subnet has no free /28 (InsufficientCidrBlocks) and new room comes as single IPs; prefixes are retried with backoff."}),
 		maxPods: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_max_pods",
 			Help: "The most pods the node runs (MAX_PODS, else kubelet's --max-pods for the instance); the pool holds no more IPs."}),
+		maxENIs: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_max_enis",
+			Help: "The most ENIs the node holds, primary included (MAX_ENI, else the instance type's limit)."}),
+		ipsPerENI: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_ips_per_eni",
+			Help: "Pod IPs one ENI holds at most: its secondary addresses, 16 per slot in prefix mode."}),
+		journalHealthy: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "eniwire_journal_healthy",
+			Help: "1 while the journal takes writes; 0 once a write failed (the agent then exits and its restart replays the journal)."},
+			func() float64 {
+				if journalBroken() != nil {
+					return 0
+				}
+				return 1
+			}),
 	}
 	for _, c := range []prometheus.Collector{m.ips, m.enis, m.foreign, m.assigns, m.releases, m.reconciles, m.adopted,
-		m.collected, m.imdsMissing, m.ipsGone, m.podIPsLost, m.stepErrors, m.poolBackoffs, m.refusals, m.vanished, m.orphans, m.ready, m.prefixFallback, m.maxPods} {
+		m.collected, m.imdsMissing, m.ipsGone, m.podIPsLost, m.stepErrors, m.poolBackoffs, m.refusals, m.vanished, m.orphans, m.ready, m.prefixFallback, m.maxPods,
+		m.maxENIs, m.ipsPerENI, m.journalHealthy} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering metrics: %w", err)
 		}
@@ -93,6 +115,12 @@ func (m *metrics) refresh(s *api.Status) {
 	m.ips.WithLabelValues("warm").Set(float64(s.Warm))
 	m.ips.WithLabelValues("cooldown").Set(float64(s.Cooldown))
 	m.maxPods.Set(float64(s.MaxPods))
+	m.maxENIs.Set(float64(s.MaxENIs))
+	perSlot := 1
+	if s.PrefixDelegation {
+		perSlot = journal.PrefixAddrs
+	}
+	m.ipsPerENI.Set(float64(s.IPsPerENI * perSlot))
 	m.enis.Reset()
 	for _, e := range s.ENIs {
 		m.enis.WithLabelValues(e.State).Inc()

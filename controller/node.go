@@ -91,7 +91,7 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		log.Error("journal failed; the node stops so that a restart replays what the disk holds", "error", err)
 		n.Wake()
 	}
-	m, err := newMetrics(deps.Registerer)
+	m, err := newMetrics(deps.Registerer, n.books.Broken)
 	if err != nil {
 		store.Close()
 		return nil, err

@@ -179,7 +179,7 @@ func run() error {
 	errc := make(chan error, 4)
 	go func() { errc <- node.Run(ctx) }()
 	go func() { errc <- agent.Serve(ctx, sock, agent.Handler(node, log)) }()
-	go func() { errc <- agent.Serve(ctx, ops, agent.OpsHandler(node, reg)) }()
+	go func() { errc <- agent.Serve(ctx, ops, agent.OpsHandler(node, metricsGatherer(reg, s.awsCNIMetrics))) }()
 	go func() { errc <- cniinstall.WhenReady(ctx, s.installOptions(log), s.cniConflist, node.Ready) }()
 	var first error
 	for range 4 {

@@ -22,7 +22,7 @@ import (
 type settings struct {
 	stateDir, socket, metricsAddr, cluster, logLevel, logFormat, region, datapath string
 	warmENI, warmIP, minIP, maxENI, maxPods, warmPrefix                           int
-	prefixDelegation, subnetDiscovery                                             bool
+	prefixDelegation, subnetDiscovery, awsCNIMetrics                              bool
 	cooldown, reconcile, maxReconcile, orphanSweep, poolInterval, releaseDelay    time.Duration
 	gcGrace, jitter                                                               time.Duration
 	clockFactor                                                                   float64
@@ -52,6 +52,7 @@ var table = []setting{
 	{"state-dir", "ENIWIRE_STATE_DIR", "/var/lib/eniwire", "directory of the journal and the instance-type cache"},
 	{"socket", "ENIWIRE_SOCKET", "/run/eniwire/agent.sock", "unix socket of the agent API (mode 0600)"},
 	{"metrics-addr", "ENIWIRE_METRICS_ADDR", ":61678", "listen address of /metrics, /healthz and /readyz"},
+	{"awscni-metrics", "ENIWIRE_AWSCNI_METRICS", "false", "true: /metrics also serves the AWS VPC CNI's awscni_* metrics (computed from eniwire's own), for dashboards and alerts written for aws-node"},
 	{"cluster-name", "CLUSTER_NAME", "", "cluster name, tagged on every ENI"},
 	{"warm-eni-target", "WARM_ENI_TARGET", "1", "whole ENIs' worth of free IPs to keep (unused when a WARM_IP/MINIMUM_IP target is set)"},
 	{"warm-ip-target", "WARM_IP_TARGET", "0", "free IPs to keep (0: unset); in prefix mode rounded up to whole prefixes, and it overrides WARM_PREFIX_TARGET"},
@@ -147,6 +148,9 @@ func parseSettings(args []string) (*settings, error) {
 	}
 	if s.prefixDelegation, err = strconv.ParseBool(str("enable-prefix-delegation")); err != nil {
 		errs = append(errs, fmt.Errorf("--enable-prefix-delegation: %w", err))
+	}
+	if s.awsCNIMetrics, err = strconv.ParseBool(str("awscni-metrics")); err != nil {
+		errs = append(errs, fmt.Errorf("--awscni-metrics: %w", err))
 	}
 	if s.customNetwork, err = strconv.ParseBool(str("custom-network")); err != nil {
 		errs = append(errs, fmt.Errorf("--custom-network: %w", err))

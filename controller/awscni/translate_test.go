@@ -1,0 +1,121 @@
+package awscni_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/controller/api"
+	"github.com/eniwire/eniwire/controller/awscni"
+	"github.com/eniwire/eniwire/test/simworld"
+)
+
+// samples reads the gathered families as "name{labels}" -> value (a summary's _sum and _count apart).
+func samples(t *testing.T, g prometheus.Gatherer) map[string]float64 {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatalf("gathering: %v", err)
+	}
+	out := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.Metric {
+			key := f.GetName() + labelText(m)
+			switch f.GetType() {
+			case dto.MetricType_SUMMARY:
+				out[f.GetName()+"_sum"+labelText(m)] = m.GetSummary().GetSampleSum()
+				out[f.GetName()+"_count"+labelText(m)] = float64(m.GetSummary().GetSampleCount())
+			case dto.MetricType_HISTOGRAM:
+				out[f.GetName()+"_sum"+labelText(m)] = m.GetHistogram().GetSampleSum()
+				out[f.GetName()+"_count"+labelText(m)] = float64(m.GetHistogram().GetSampleCount())
+			default:
+				out[key] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+func labelText(m *dto.Metric) string {
+	if len(m.Label) == 0 {
+		return ""
+	}
+	pairs := make([]string, len(m.Label))
+	for i, l := range m.Label {
+		pairs[i] = fmt.Sprintf("%s=%q", l.GetName(), l.GetValue())
+	}
+	return "{" + strings.Join(pairs, ",") + "}"
+}
+
+// TestAWSCNIMetricsOfASimulatedNode runs a node of an m5.large (3 ENIs of 10 addresses) against ec2sim, gives
+// three pods IPs, and reads the awscni_* families through the agent's registry: they carry the node's limits,
+// its books and its EC2 calls with the AWS VPC CNI's meanings.
+func TestAWSCNIMetricsOfASimulatedNode(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	w := simworld.New(t, simworld.Options{Type: "m5.large", Factor: 100})
+	node := w.NewNodeWith(t, controller.Config{PoolInterval: 100 * time.Millisecond, WarmIPTarget: 3},
+		controller.Deps{EC2: w.EC2With(t, simworld.EC2Options{Metrics: reg}), Registerer: reg})
+	_, c := simworld.Serve(t, node)
+	for i := range 3 {
+		req := api.AssignRequest{Attachment: api.Attachment{ContainerID: fmt.Sprintf("container-%d", i), IfName: "eth0"},
+			Pod: api.PodIdentity{Namespace: "default", Name: fmt.Sprintf("web-%d", i)}, HostVeth: fmt.Sprintf("eniw%d", i)}
+		simworld.WaitStatus(t, c, "assigning", func(*api.Status) bool { _, err := c.Assign(context.Background(), req); return err == nil })
+	}
+	translated := awscni.Translate(reg)
+	var got map[string]float64
+	st := simworld.WaitStatus(t, c, "counted by the metrics", func(*api.Status) bool {
+		got = samples(t, translated)
+		return got["awscni_assigned_ip_addresses"] == 3
+	})
+	attached := 0
+	for _, e := range st.ENIs {
+		if e.State == "attached" || e.State == "ready" {
+			attached++
+		}
+	}
+	want := map[string]float64{
+		"awscni_eni_max":                   3,
+		"awscni_ip_max":                    3 * 9,
+		"awscni_assigned_ip_addresses":     3,
+		"awscni_total_ip_addresses":        float64(st.Assigned + st.Warm + st.Cooldown),
+		"awscni_eni_allocated":             float64(attached),
+		"awscni_no_available_ip_addresses": 0,
+	}
+	for name, v := range want {
+		if got[name] != v {
+			t.Errorf("%s = %v, want %v (status %+v)", name, got[name], v, st)
+		}
+	}
+	if got["awscni_total_ip_addresses"] < 3+3 {
+		t.Errorf("awscni_total_ip_addresses = %v, want at least the 3 assigned and WARM_IP_TARGET's 3", got["awscni_total_ip_addresses"])
+	}
+
+	own := samples(t, reg)
+	var calls float64
+	for _, action := range []string{"DescribeNetworkInterfaces", "AssignPrivateIpAddresses"} {
+		var n float64
+		for k, v := range own {
+			if strings.HasPrefix(k, "eniwire_ec2_calls_total{") && strings.Contains(k, `action="`+action+`"`) {
+				n += v
+			}
+		}
+		key := `awscni_ec2api_req_count{fn="` + action + `"}`
+		if n == 0 || got[key] < n {
+			t.Errorf("%s = %v, want at least the %v attempts eniwire counted before", key, got[key], n)
+		}
+		calls += n
+		lat := `awscni_aws_api_latency_ms_count{api="` + action + `"}`
+		if got[lat] < n || got[`awscni_aws_api_latency_ms_sum{api="`+action+`"}`] <= 0 {
+			t.Errorf("%s = %v (sum %v), want at least %v timed calls", lat, got[lat], got[`awscni_aws_api_latency_ms_sum{api="`+action+`"}`], n)
+		}
+	}
+	if calls == 0 {
+		t.Fatal("no EC2 call counted")
+	}
+}
