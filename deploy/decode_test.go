@@ -25,6 +25,8 @@ type objects struct {
 	clusterRoles    []rbacv1.ClusterRole
 	roleBindings    []rbacv1.ClusterRoleBinding
 	crds            []apiextensionsv1.CustomResourceDefinition
+	services        []corev1.Service
+	serviceMonitors []serviceMonitor
 }
 
 var docSeparator = regexp.MustCompile(`(?m)^---\s*$`)
@@ -65,6 +67,10 @@ func decodeAll(t *testing.T, sources map[string][]byte) objects {
 				err = decodeStrict(doc, &objs.roleBindings)
 			case "apiextensions.k8s.io/v1/CustomResourceDefinition":
 				err = decodeStrict(doc, &objs.crds)
+			case "v1/Service":
+				err = decodeStrict(doc, &objs.services)
+			case "monitoring.coreos.com/v1/ServiceMonitor":
+				err = decodeStrict(doc, &objs.serviceMonitors)
 			default:
 				t.Fatalf("%s: a kind the tests do not know; teach decodeAll its type", where)
 			}
