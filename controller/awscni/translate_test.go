@@ -55,11 +55,22 @@ func labelText(m *dto.Metric) string {
 
 // TestAWSCNIMetricsOfASimulatedNode runs a node of an m5.large (3 ENIs of 10 addresses) against ec2sim, gives
 // three pods IPs, and reads the awscni_* families through the agent's registry: they carry the node's limits,
-// its books and its EC2 calls with the AWS VPC CNI's meanings.
+// its books and its EC2 calls with the AWS VPC CNI's meanings. awscni_ip_max is 3 ENIs x 9 secondary
+// addresses, or x 9 prefixes of 16 in prefix mode, as the AWS VPC CNI counts it.
 func TestAWSCNIMetricsOfASimulatedNode(t *testing.T) {
+	for _, tc := range []struct {
+		mode   string
+		prefix bool
+		ipMax  float64
+	}{{"secondary IPs", false, 3 * 9}, {"prefixes", true, 3 * 9 * 16}} {
+		t.Run(tc.mode, func(t *testing.T) { checkAWSCNIMetrics(t, tc.prefix, tc.ipMax) })
+	}
+}
+
+func checkAWSCNIMetrics(t *testing.T, prefix bool, ipMax float64) {
 	reg := prometheus.NewRegistry()
 	w := simworld.New(t, simworld.Options{Type: "m5.large", Factor: 100})
-	node := w.NewNodeWith(t, controller.Config{PoolInterval: 100 * time.Millisecond, WarmIPTarget: 3},
+	node := w.NewNodeWith(t, controller.Config{PoolInterval: 100 * time.Millisecond, WarmIPTarget: 3, EnablePrefixDelegation: prefix},
 		controller.Deps{EC2: w.EC2With(t, simworld.EC2Options{Metrics: reg}), Registerer: reg})
 	_, c := simworld.Serve(t, node)
 	for i := range 3 {
@@ -81,7 +92,7 @@ func TestAWSCNIMetricsOfASimulatedNode(t *testing.T) {
 	}
 	want := map[string]float64{
 		"awscni_eni_max":                   3,
-		"awscni_ip_max":                    3 * 9,
+		"awscni_ip_max":                    ipMax,
 		"awscni_assigned_ip_addresses":     3,
 		"awscni_total_ip_addresses":        float64(st.Assigned + st.Warm + st.Cooldown),
 		"awscni_eni_allocated":             float64(attached),
