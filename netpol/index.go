@@ -1,0 +1,234 @@
+package netpol
+
+import (
+	"maps"
+	"net/netip"
+
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// This file keeps the Compiler's indexes: which peers a pod is a member of, which namespaces a namespace
+// selector picks, which of the node's pods a policy selects, and the node's pods by address. Each function
+// records in a change what it touched.
+
+// indexPod adds pod q to every index.
+func (c *Compiler) indexPod(q *pod, ch *change) {
+	c.pods[q.key] = q
+	n := c.namespace(q.key.namespace)
+	n.pods[q] = struct{}{}
+	if q.peer {
+		c.candidatePeers(n, func(pe *peer) {
+			if pe.podSel.Matches(q.labels) {
+				pe.members[q] = struct{}{}
+				ch.peers[pe]++
+			}
+		})
+		for _, np := range q.ports {
+			nm := portName{np.name, np.proto}
+			addTo(c.byPortName, nm, q)
+			ch.names[nm] = struct{}{}
+		}
+	}
+	if q.local(c.node) {
+		c.selecting[q] = map[*policy]struct{}{}
+		for p := range n.policies {
+			if p.selects(q) {
+				c.link(p, q)
+			}
+		}
+		for _, a := range q.addrs {
+			addTo(c.owners, a, q)
+		}
+		ch.pods[q] = struct{}{}
+	}
+}
+
+// unindexPod removes pod q from every index.
+func (c *Compiler) unindexPod(q *pod, ch *change) {
+	delete(c.pods, q.key)
+	n := c.namespaces[q.key.namespace]
+	delete(n.pods, q)
+	if q.peer {
+		c.candidatePeers(n, func(pe *peer) {
+			if _, ok := pe.members[q]; ok {
+				delete(pe.members, q)
+				ch.peers[pe]--
+			}
+		})
+		for _, np := range q.ports {
+			nm := portName{np.name, np.proto}
+			removeFrom(c.byPortName, nm, q)
+			ch.names[nm] = struct{}{}
+		}
+	}
+	if _, ok := c.selecting[q]; ok {
+		for p := range c.selecting[q] {
+			delete(c.selected[p], q)
+		}
+		delete(c.selecting, q)
+		delete(c.compiled, q)
+		for _, a := range q.addrs {
+			removeFrom(c.owners, a, q)
+			ch.addrs[a] = struct{}{}
+		}
+	}
+}
+
+// candidatePeers calls f for each pod peer whose namespace part matches namespace n: the peers without a
+// namespace selector of n's policies, and the namespace-selector peers that pick n.
+func (c *Compiler) candidatePeers(n *namespace, f func(*peer)) {
+	for p := range n.policies {
+		p.podPeers(func(pe *peer) {
+			if pe.namespaces == nil {
+				f(pe)
+			}
+		})
+	}
+	for pe := range n.peers {
+		f(pe)
+	}
+}
+
+// indexPolicy adds policy p: the node's pods it selects, and the members of its pod peers.
+func (c *Compiler) indexPolicy(p *policy, ch *change) {
+	c.policies[p.key] = p
+	n := c.namespace(p.key.namespace)
+	n.policies[p] = struct{}{}
+	c.selected[p] = map[*pod]struct{}{}
+	for q := range n.pods {
+		if q.local(c.node) && p.selects(q) {
+			c.link(p, q)
+			ch.pods[q] = struct{}{}
+		}
+	}
+	p.podPeers(func(pe *peer) {
+		pe.members = map[*pod]struct{}{}
+		if pe.namespaces == nil {
+			for q := range n.pods {
+				if pe.matches(q, n.labels) {
+					pe.members[q] = struct{}{}
+				}
+			}
+			return
+		}
+		c.nsPeers[pe] = struct{}{}
+		for _, m := range c.namespaces {
+			if pe.namespaces.Matches(m.labels) {
+				m.peers[pe] = struct{}{}
+				c.addMembers(pe, m)
+			}
+		}
+	})
+	for _, nm := range p.watchedPorts() {
+		addTo(c.watchers, nm, p)
+	}
+}
+
+// unindexPolicy removes policy p; the node's pods it selected are to be recompiled.
+func (c *Compiler) unindexPolicy(p *policy, ch *change) {
+	delete(c.policies, p.key)
+	delete(c.namespaces[p.key.namespace].policies, p)
+	for q := range c.selected[p] {
+		delete(c.selecting[q], p)
+		ch.pods[q] = struct{}{}
+	}
+	delete(c.selected, p)
+	p.podPeers(func(pe *peer) {
+		if pe.namespaces == nil {
+			return
+		}
+		delete(c.nsPeers, pe)
+		for _, m := range c.namespaces {
+			delete(m.peers, pe)
+		}
+	})
+	for _, nm := range p.watchedPorts() {
+		removeFrom(c.watchers, nm, p)
+	}
+}
+
+// relabel gives namespace n new labels and updates the namespace-selector peers that pick it.
+func (c *Compiler) relabel(n *namespace, l labels.Set) []netip.Addr {
+	if maps.Equal(n.labels, l) {
+		return nil
+	}
+	n.labels = l
+	ch := newChange()
+	for pe := range c.nsPeers {
+		_, was := n.peers[pe]
+		now := pe.namespaces.Matches(l)
+		if was == now {
+			continue
+		}
+		if now {
+			n.peers[pe] = struct{}{}
+			c.addMembers(pe, n)
+		} else {
+			delete(n.peers, pe)
+			for q := range n.pods {
+				delete(pe.members, q)
+			}
+		}
+		ch.policies[pe.policy] = struct{}{}
+	}
+	return c.finish(ch)
+}
+
+// addMembers adds the pods of namespace n that pod peer pe's pod selector matches.
+func (c *Compiler) addMembers(pe *peer, n *namespace) {
+	for q := range n.pods {
+		if q.peer && pe.podSel.Matches(q.labels) {
+			pe.members[q] = struct{}{}
+		}
+	}
+}
+
+// namespace returns the namespace named name, held from now on, with the peers that pick it.
+func (c *Compiler) namespace(name string) *namespace {
+	if n := c.namespaces[name]; n != nil {
+		return n
+	}
+	n := &namespace{
+		name:     name,
+		labels:   namespaceLabels(name, nil),
+		pods:     map[*pod]struct{}{},
+		policies: map[*policy]struct{}{},
+		peers:    map[*peer]struct{}{},
+	}
+	for pe := range c.nsPeers {
+		if pe.namespaces.Matches(n.labels) {
+			n.peers[pe] = struct{}{}
+		}
+	}
+	c.namespaces[name] = n
+	return n
+}
+
+// dropIfUnused forgets namespace n once nothing names it.
+func (c *Compiler) dropIfUnused(n *namespace) {
+	if n != nil && !n.known && len(n.pods) == 0 && len(n.policies) == 0 {
+		delete(c.namespaces, n.name)
+	}
+}
+
+// link records that policy p selects the node's pod q.
+func (c *Compiler) link(p *policy, q *pod) {
+	c.selected[p][q] = struct{}{}
+	c.selecting[q][p] = struct{}{}
+}
+
+func addTo[K comparable, V comparable](m map[K]map[V]struct{}, k K, v V) {
+	s := m[k]
+	if s == nil {
+		s = map[V]struct{}{}
+		m[k] = s
+	}
+	s[v] = struct{}{}
+}
+
+func removeFrom[K comparable, V comparable](m map[K]map[V]struct{}, k K, v V) {
+	delete(m[k], v)
+	if len(m[k]) == 0 {
+		delete(m, k)
+	}
+}
