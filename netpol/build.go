@@ -9,8 +9,8 @@ import (
 // peerSource answers the two questions about the cluster's pods that compiling a pod asks. The Compiler
 // answers from its indexes, the reference Compile by scanning every pod; both return only peer pods.
 type peerSource interface {
-	// members calls f for each pod that the pod peer pe matches.
-	members(pe *peer, f func(*pod))
+	// members calls f for each address of each pod that the pod peer pe matches.
+	members(pe *peer, f func(netip.Addr, *pod))
 	// named calls f for each pod with a port named n.
 	named(n portName, f func(*pod))
 }
@@ -67,9 +67,11 @@ func egressGrants(gs []grant, r *rule, src peerSource) []grant {
 	}
 	for _, pe := range r.peers {
 		if pe.pods {
-			src.members(pe, func(m *pod) {
+			src.members(pe, func(a netip.Addr, m *pod) {
 				for _, n := range r.named {
-					gs = namedGrants(gs, m, n, nil)
+					if port, ok := m.resolve(n); ok {
+						gs = append(gs, grant{prefix: hostPrefix(a), ports: portSet{portRange(n.proto, port, port)}})
+					}
 				}
 			})
 			continue
@@ -112,10 +114,8 @@ func ruleGrants(gs []grant, r *rule, ports portSet, src peerSource) []grant {
 	for _, pe := range r.peers {
 		switch {
 		case pe.pods:
-			src.members(pe, func(m *pod) {
-				for _, a := range m.addrs {
-					gs = append(gs, grant{prefix: hostPrefix(a), ports: ports})
-				}
+			src.members(pe, func(a netip.Addr, _ *pod) {
+				gs = append(gs, grant{prefix: hostPrefix(a), ports: ports})
 			})
 		case pe.block.IsValid():
 			gs = append(gs, grant{prefix: pe.block, except: pe.except, ports: ports})

@@ -63,10 +63,12 @@ func (s scan) labelsOf(ns string) labels.Set {
 	return namespaceLabels(ns, nil)
 }
 
-func (s scan) members(pe *peer, f func(*pod)) {
+func (s scan) members(pe *peer, f func(netip.Addr, *pod)) {
 	for _, p := range s.pods {
 		if pe.matches(p, s.labelsOf(p.key.namespace)) {
-			f(p)
+			for _, a := range p.addrs {
+				f(a, p)
+			}
 		}
 	}
 }

@@ -230,11 +230,7 @@ func (c *Compiler) finish(ch *change) []netip.Addr {
 }
 
 // members and named make the Compiler the peerSource of podPolicy, from its indexes.
-func (c *Compiler) members(pe *peer, f func(*pod)) {
-	for q := range pe.members {
-		f(q)
-	}
-}
+func (c *Compiler) members(pe *peer, f func(netip.Addr, *pod)) { pe.members.each(f) }
 
 func (c *Compiler) named(n portName, f func(*pod)) {
 	for q := range c.byPortName[n] {

@@ -2,6 +2,7 @@ package netpol
 
 import (
 	"cmp"
+	"encoding/binary"
 	"net/netip"
 	"slices"
 
@@ -20,86 +21,129 @@ type grant struct {
 // prefix, holding the union of the ports of every grant that covers the prefix and whose except does not,
 // so that a lookup of the longest prefix containing an address finds everything allowed to it. Entries
 // that would change nothing (the same ports as the entry that encloses them, or no ports and nothing
-// enclosing them) are left out. The result is sorted by address, then prefix length.
+// enclosing them) are left out. The result is sorted by address, then prefix length. Its port sets may be
+// shared with the grants' and with each other: read, never modify them.
 func fold(grants []grant) []dptypes.PeerPorts {
 	if len(grants) == 0 {
 		return nil
 	}
-	// node is one distinct prefix: the grants that start there and those whose except it is.
-	type node struct {
-		prefix netip.Prefix
-		starts []int
-		holes  []int
-	}
-	byPrefix := make(map[netip.Prefix]*node, len(grants))
-	at := func(p netip.Prefix) *node {
-		n := byPrefix[p]
-		if n == nil {
-			n = &node{prefix: p}
-			byPrefix[p] = n
-		}
-		return n
-	}
+	marks := make([]mark, 0, len(grants))
 	for i, g := range grants {
-		at(g.prefix).starts = append(at(g.prefix).starts, i)
+		marks = append(marks, newMark(g.prefix, i, false))
 		for _, e := range g.except {
-			at(e).holes = append(at(e).holes, i)
+			marks = append(marks, newMark(e, i, true))
 		}
-	}
-	nodes := make([]*node, 0, len(byPrefix))
-	for _, n := range byPrefix {
-		nodes = append(nodes, n)
 	}
 	// In this order a prefix comes before every prefix inside it, and those follow it contiguously.
-	slices.SortFunc(nodes, func(a, b *node) int { return comparePrefixes(a.prefix, b.prefix) })
+	slices.SortFunc(marks, func(a, b mark) int {
+		return cmp.Or(cmp.Compare(a.family, b.family), cmp.Compare(a.hi, b.hi), cmp.Compare(a.lo, b.lo), cmp.Compare(a.prefix.Bits(), b.prefix.Bits()))
+	})
 
-	// frame is an enclosing prefix on the walk: the grants in force there, their union, and the ports of
-	// the nearest enclosing entry that was emitted (what a lookup falls back to).
-	type frame struct {
-		prefix  netip.Prefix
-		active  []int
-		ports   portSet
-		emitted portSet
-	}
 	var stack []frame
 	var out []dptypes.PeerPorts
-	for _, n := range nodes {
-		for len(stack) > 0 && !stack[len(stack)-1].prefix.Contains(n.prefix.Addr()) {
+	for lo := 0; lo < len(marks); {
+		hi := lo + 1
+		for hi < len(marks) && marks[hi].prefix == marks[lo].prefix {
+			hi++
+		}
+		f := frame{prefix: marks[lo].prefix, marks: marks[lo:hi]}
+		lo = hi
+		for len(stack) > 0 && !stack[len(stack)-1].prefix.Contains(f.prefix.Addr()) {
 			stack = stack[:len(stack)-1]
 		}
-		var parent *frame
 		if len(stack) > 0 {
-			parent = &stack[len(stack)-1]
+			f.ports, f.emitted = stack[len(stack)-1].ports, stack[len(stack)-1].emitted
 		}
-		f := frame{prefix: n.prefix}
-		if parent != nil {
-			f.active, f.ports, f.emitted = parent.active, parent.ports, parent.emitted
-		}
-		if len(n.starts) > 0 {
-			f.active = append(slices.Clip(f.active), n.starts...)
-			if len(n.holes) == 0 {
-				sets := []portSet{f.ports}
-				for _, i := range n.starts {
-					sets = append(sets, grants[i].ports)
-				}
-				f.ports = unionPorts(sets...)
+		if slices.ContainsFunc(f.marks, func(m mark) bool { return m.hole }) {
+			f.ports = activePorts(grants, append(slices.Clone(stack), f))
+		} else {
+			for _, m := range f.marks {
+				f.ports = addPorts(f.ports, grants[m.grant].ports)
 			}
-		}
-		if len(n.holes) > 0 {
-			f.active = slices.DeleteFunc(slices.Clone(f.active), func(i int) bool { return slices.Contains(n.holes, i) })
-			sets := make([]portSet, 0, len(f.active))
-			for _, i := range f.active {
-				sets = append(sets, grants[i].ports)
-			}
-			f.ports = unionPorts(sets...)
 		}
 		if !slices.Equal(f.ports, f.emitted) {
-			out = append(out, dptypes.PeerPorts{Peer: n.prefix, Ports: slices.Clone(f.ports)})
+			out = append(out, dptypes.PeerPorts{Peer: f.prefix, Ports: f.ports})
 			f.emitted = f.ports
 		}
 		stack = append(stack, f)
 	}
 	return out
+}
+
+// mark is a prefix where a grant starts, or where one of its excepts makes a hole. family, hi and lo are
+// its address as numbers, for a faster sort in comparePrefixes' order.
+type mark struct {
+	prefix netip.Prefix
+	family uint8
+	hi, lo uint64
+	grant  int
+	hole   bool
+}
+
+func newMark(p netip.Prefix, grant int, hole bool) mark {
+	b := p.Addr().As16()
+	m := mark{prefix: p, grant: grant, hole: hole, hi: binary.BigEndian.Uint64(b[:8]), lo: binary.BigEndian.Uint64(b[8:])}
+	if p.Addr().Is6() {
+		m.family = 1
+	}
+	return m
+}
+
+// frame is one distinct prefix on fold's walk: its marks, the union of the ports of the grants in force
+// there, and the ports of the nearest enclosing entry emitted (what a lookup falls back to).
+type frame struct {
+	prefix  netip.Prefix
+	marks   []mark
+	ports   portSet
+	emitted portSet
+}
+
+// addPorts is ports with g's added; it allocates only when g adds something.
+func addPorts(ports, g portSet) portSet {
+	switch {
+	case len(ports) == 0:
+		return g
+	case subset(g, ports):
+		return ports
+	}
+	return unionPorts(ports, g)
+}
+
+// activePorts is the union of the ports of the grants started in the frames (a prefix and those enclosing
+// it) and holed in none of them: a grant's holes lie inside it, so they come in its frame or later ones.
+func activePorts(grants []grant, frames []frame) portSet {
+	holed := map[int]bool{}
+	for _, f := range frames {
+		for _, m := range f.marks {
+			if m.hole {
+				holed[m.grant] = true
+			}
+		}
+	}
+	var ports portSet
+	for _, f := range frames {
+		for _, m := range f.marks {
+			if !m.hole && !holed[m.grant] {
+				ports = addPorts(ports, grants[m.grant].ports)
+			}
+		}
+	}
+	return ports
+}
+
+// subset says whether every port of a is in b (both normalised).
+func subset(a, b portSet) bool {
+	if b.any() {
+		return true
+	}
+	for _, r := range a {
+		if !slices.ContainsFunc(b, func(s dptypes.PortRange) bool {
+			return s.Protocol == r.Protocol && s.First <= r.First && r.Last <= s.Last
+		}) {
+			return false
+		}
+	}
+	return true
 }
 
 // comparePrefixes orders prefixes by family, masked address, then length: a prefix sorts before the

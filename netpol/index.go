@@ -19,7 +19,7 @@ func (c *Compiler) indexPod(q *pod, ch *change) {
 	if q.peer {
 		c.candidatePeers(n, func(pe *peer) {
 			if pe.podSel.Matches(q.labels) {
-				pe.members[q] = struct{}{}
+				pe.members.add(q)
 				ch.peers[pe]++
 			}
 		})
@@ -50,8 +50,7 @@ func (c *Compiler) unindexPod(q *pod, ch *change) {
 	delete(n.pods, q)
 	if q.peer {
 		c.candidatePeers(n, func(pe *peer) {
-			if _, ok := pe.members[q]; ok {
-				delete(pe.members, q)
+			if pe.members.remove(q) {
 				ch.peers[pe]--
 			}
 		})
@@ -102,11 +101,11 @@ func (c *Compiler) indexPolicy(p *policy, ch *change) {
 		}
 	}
 	p.podPeers(func(pe *peer) {
-		pe.members = map[*pod]struct{}{}
+		pe.members = newMemberSet()
 		if pe.namespaces == nil {
 			for q := range n.pods {
 				if pe.matches(q, n.labels) {
-					pe.members[q] = struct{}{}
+					pe.members.add(q)
 				}
 			}
 			return
@@ -166,7 +165,7 @@ func (c *Compiler) relabel(n *namespace, l labels.Set) []netip.Addr {
 		} else {
 			delete(n.peers, pe)
 			for q := range n.pods {
-				delete(pe.members, q)
+				pe.members.remove(q)
 			}
 		}
 		ch.policies[pe.policy] = struct{}{}
@@ -178,7 +177,7 @@ func (c *Compiler) relabel(n *namespace, l labels.Set) []netip.Addr {
 func (c *Compiler) addMembers(pe *peer, n *namespace) {
 	for q := range n.pods {
 		if q.peer && pe.podSel.Matches(q.labels) {
-			pe.members[q] = struct{}{}
+			pe.members.add(q)
 		}
 	}
 }

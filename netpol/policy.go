@@ -45,7 +45,7 @@ type peer struct {
 	block  netip.Prefix
 	except []netip.Prefix
 	// members are the pods a pod peer matches, kept by the Compiler (Compile does not use them).
-	members map[*pod]struct{}
+	members *memberSet
 }
 
 // matchesNothing is a selector that the compiler could not build: fail closed, it matches no pod.
