@@ -37,6 +37,10 @@ type Compiler struct {
 	owners   map[netip.Addr]map[*pod]struct{}
 	compiled map[*pod]dptypes.PodPolicy
 	out      map[netip.Addr]dptypes.PodPolicy
+	// held gathers what events reach between Hold and Flush.
+	held *change
+	// recompiles counts the node's pods compiled, for tests of the work an event does.
+	recompiles int
 }
 
 // namespace is one namespace as the Compiler indexes it.
@@ -75,6 +79,17 @@ func NewCompiler(node string) *Compiler {
 func (c *Compiler) Policy(a netip.Addr) (dptypes.PodPolicy, bool) {
 	p, ok := c.out[a]
 	return p, ok
+}
+
+// Selecting returns the policies that select the node's pod at address a, as namespace/name, sorted:
+// what a deny log or eniwirectl names as isolating the pod. None when no pod of the node holds a.
+func (c *Compiler) Selecting(a netip.Addr) []string {
+	var names []string
+	for p := range c.selecting[c.owner(a)] {
+		names = append(names, p.key.namespace+"/"+p.key.name)
+	}
+	slices.Sort(names)
+	return names
 }
 
 // Policies returns the compiled state of every address of the node's pods, as Compile does.
@@ -190,14 +205,45 @@ func (c *Compiler) settlePod(ch *change, changedAsPeer bool) {
 	}
 }
 
-// finish recompiles the node's pods the change reached and returns the addresses whose state changed.
+// Hold makes the events that follow only update the indexes and return nothing, until Flush recompiles
+// every pod they reached, once: for the informers' initial lists, where one pod would otherwise be
+// recompiled for each policy that selects it.
+func (c *Compiler) Hold() {
+	if c.held == nil {
+		c.held = newChange()
+	}
+}
+
+// Flush ends a Hold: it recompiles the node's pods that the events since reached and returns the
+// addresses whose state changed.
+func (c *Compiler) Flush() []netip.Addr {
+	ch := c.held
+	if ch == nil {
+		return nil
+	}
+	c.held = nil
+	return c.finish(ch)
+}
+
+// finish recompiles the node's pods the change reached and returns the addresses whose state changed
+// (during a Hold, it adds the change to the held one and returns nothing).
 func (c *Compiler) finish(ch *change) []netip.Addr {
+	if h := c.held; h != nil {
+		maps.Copy(h.policies, ch.policies)
+		maps.Copy(h.pods, ch.pods)
+		maps.Copy(h.addrs, ch.addrs)
+		return nil
+	}
 	for p := range ch.policies {
 		for q := range c.selected[p] {
 			ch.pods[q] = struct{}{}
 		}
 	}
 	for q := range ch.pods {
+		if c.pods[q.key] != q {
+			continue // an earlier version of a pod, or one deleted since (during a Hold)
+		}
+		c.recompiles++
 		c.compiled[q] = podPolicy(q, slices.Collect(maps.Keys(c.selecting[q])), c)
 		for _, a := range q.addrs {
 			ch.addrs[a] = struct{}{}
@@ -205,12 +251,7 @@ func (c *Compiler) finish(ch *change) []netip.Addr {
 	}
 	var changed []netip.Addr
 	for a := range ch.addrs {
-		var owner *pod
-		for q := range c.owners[a] {
-			if owner == nil || owns(q, owner) {
-				owner = q
-			}
-		}
+		owner := c.owner(a)
 		old, had := c.out[a]
 		if owner == nil {
 			if had {
@@ -227,6 +268,17 @@ func (c *Compiler) finish(ch *change) []netip.Addr {
 	}
 	slices.SortFunc(changed, netip.Addr.Compare)
 	return changed
+}
+
+// owner is the node's pod whose state address a takes (see owns); nil when none holds it.
+func (c *Compiler) owner(a netip.Addr) *pod {
+	var owner *pod
+	for q := range c.owners[a] {
+		if owner == nil || owns(q, owner) {
+			owner = q
+		}
+	}
+	return owner
 }
 
 // members and named make the Compiler the peerSource of podPolicy, from its indexes.

@@ -149,3 +149,54 @@ func TestCompilerReportsWhatChanged(t *testing.T) {
 		t.Errorf("web: %v %s, want present and not isolated", ok, show(p))
 	}
 }
+
+// TestCompilerRecompilesOnlyWhatAnEventReaches counts the node's pods each event recompiles: the work of
+// an event is proportional to what it touches, not to the cluster.
+func TestCompilerRecompilesOnlyWhatAnEventReaches(t *testing.T) {
+	c := NewCompiler(here)
+	c.Hold()
+	for _, o := range objs(
+		mkNS("shop", nil), mkNS("quiet", nil),
+		mkPod("shop", "web-1", here, lbl{"app": "web"}, "10.0.0.1"),
+		mkPod("shop", "web-2", here, lbl{"app": "web"}, "10.0.0.2"),
+		mkPod("shop", "db", here, lbl{"app": "db"}, "10.0.0.3"),
+		mkPod("quiet", "batch", here, lbl{"app": "batch"}, "10.0.0.4"),
+		mkPolicy("shop", "web", lbl{"app": "web"}, nil, from(peers(podsWith(lbl{"app": "client"}))), nil),
+		mkPolicy("shop", "db", lbl{"app": "db"}, nil, from(peers(nsWith(lbl{"team": "data"}))), nil),
+	) {
+		switch o := o.(type) {
+		case *corev1.Pod:
+			c.UpsertPod(o)
+		case *corev1.Namespace:
+			c.UpsertNamespace(o)
+		default:
+			c.UpsertPolicy(o.(*networkingPolicy))
+		}
+	}
+	if c.Flush(); c.recompiles != 4 {
+		t.Fatalf("the initial lists under Hold recompiled %d pods, want each of the node's 4 once", c.recompiles)
+	}
+	steps := []struct {
+		name  string
+		event func()
+		want  int
+	}{
+		{"a pod in a namespace no policy reads", func() { c.UpsertPod(mkPod("quiet", "batch-2", "node-b", lbl{"app": "client"}, "10.0.1.9")) }, 0},
+		{"a peer of the web policy: its two pods", func() { c.UpsertPod(mkPod("shop", "client", "node-b", lbl{"app": "client"}, "10.0.1.1")) }, 2},
+		{"a namespace the db policy now picks: db", func() { c.UpsertNamespace(mkNS("quiet", lbl{"team": "data"})) }, 1},
+		{"a new pod of the node in a namespace db allows: itself and db", func() { c.UpsertPod(mkPod("quiet", "batch-3", here, nil, "10.0.0.5")) }, 2},
+		{"a policy in the quiet namespace: its one selected pod", func() {
+			c.UpsertPolicy(mkPolicy("quiet", "deny", lbl{"app": "batch"}, nil, nil, nil))
+		}, 1},
+	}
+	for _, s := range steps {
+		before := c.recompiles
+		s.event()
+		if got := c.recompiles - before; got != s.want {
+			t.Errorf("%s: recompiled %d pods, want %d", s.name, got, s.want)
+		}
+	}
+	if got, want := c.Selecting(netip.MustParseAddr("10.0.0.4")), []string{"quiet/deny"}; !slices.Equal(got, want) {
+		t.Errorf("Selecting(10.0.0.4) = %v, want %v", got, want)
+	}
+}

@@ -16,7 +16,10 @@ const here = "node-a"
 
 type lbl = map[string]string
 
-type networkingPort = networkingv1.NetworkPolicyPort
+type (
+	networkingPort   = networkingv1.NetworkPolicyPort
+	networkingPolicy = networkingv1.NetworkPolicy
+)
 
 func mkPod(ns, name, node string, labels lbl, ips ...string) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}, Spec: corev1.PodSpec{NodeName: node}}

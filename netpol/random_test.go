@@ -33,7 +33,8 @@ func (cl *cluster) compile(node string) map[netip.Addr]dptypes.PodPolicy {
 
 // TestCompilerMatchesCompileAfterRandomEvents feeds random sequences of pod, namespace and policy events
 // to a Compiler and checks, after each, that its state is what Compile makes of the same objects from
-// scratch and that it reported exactly the addresses whose state changed.
+// scratch and that it reported exactly the addresses whose state changed. Some stretches of events come
+// between Hold and Flush, and are checked at the Flush.
 func TestCompilerMatchesCompileAfterRandomEvents(t *testing.T) {
 	const node = "node-a"
 	for seed := range uint64(40) {
@@ -42,11 +43,28 @@ func TestCompilerMatchesCompileAfterRandomEvents(t *testing.T) {
 			cl := newCluster()
 			c := NewCompiler(node)
 			prev := map[netip.Addr]dptypes.PodPolicy{}
+			holding := false
 			for step := range 400 {
+				if !holding && r.IntN(20) == 0 {
+					c.Hold()
+					holding = true
+				}
 				what, changed := randomEvent(r, cl, c)
+				if holding {
+					if changed != nil {
+						t.Fatalf("step %d (%s): reported %v during a Hold", step, what, changed)
+					}
+					if r.IntN(8) != 0 {
+						continue
+					}
+					what, changed, holding = what+", then Flush", c.Flush(), false
+				}
 				want := cl.compile(node)
 				if d := diffPolicies(c.Policies(), want); d != "" {
 					t.Fatalf("step %d (%s): Compiler differs from Compile:\n%s", step, what, d)
+				}
+				if len(c.compiled) != len(c.selecting) {
+					t.Fatalf("step %d (%s): %d pods compiled, %d pods on the node: a stale pod's state is kept", step, what, len(c.compiled), len(c.selecting))
 				}
 				var wantChanged []netip.Addr
 				for a := range keysOfBoth(prev, want) {
