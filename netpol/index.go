@@ -10,6 +10,10 @@ import (
 // This file keeps the Compiler's indexes: which peers a pod is a member of, which namespaces a namespace
 // selector picks, which of the node's pods a policy selects, and the node's pods by address. Each function
 // records in a change what it touched.
+//
+// Only the policies that select a pod of this node are active: their pod peers keep members and take part
+// in the indexes. The others (most of a large cluster's, on any one node) cost their parse and nothing
+// more, until a pod of the node that they select appears.
 
 // indexPod adds pod q to every index.
 func (c *Compiler) indexPod(q *pod, ch *change) {
@@ -62,7 +66,7 @@ func (c *Compiler) unindexPod(q *pod, ch *change) {
 	}
 	if _, ok := c.selecting[q]; ok {
 		for p := range c.selecting[q] {
-			delete(c.selected[p], q)
+			c.unlink(p, q)
 		}
 		delete(c.selecting, q)
 		delete(c.compiled, q)
@@ -73,10 +77,13 @@ func (c *Compiler) unindexPod(q *pod, ch *change) {
 	}
 }
 
-// candidatePeers calls f for each pod peer whose namespace part matches namespace n: the peers without a
-// namespace selector of n's policies, and the namespace-selector peers that pick n.
+// candidatePeers calls f for each active pod peer whose namespace part matches namespace n: the peers
+// without a namespace selector of n's active policies, and the namespace-selector peers that pick n.
 func (c *Compiler) candidatePeers(n *namespace, f func(*peer)) {
 	for p := range n.policies {
+		if len(c.selected[p]) == 0 {
+			continue
+		}
 		p.podPeers(func(pe *peer) {
 			if pe.namespaces == nil {
 				f(pe)
@@ -88,7 +95,7 @@ func (c *Compiler) candidatePeers(n *namespace, f func(*peer)) {
 	}
 }
 
-// indexPolicy adds policy p: the node's pods it selects, and the members of its pod peers.
+// indexPolicy adds policy p and links it to the node's pods it selects.
 func (c *Compiler) indexPolicy(p *policy, ch *change) {
 	c.policies[p.key] = p
 	n := c.namespace(p.key.namespace)
@@ -100,14 +107,53 @@ func (c *Compiler) indexPolicy(p *policy, ch *change) {
 			ch.pods[q] = struct{}{}
 		}
 	}
+	for _, nm := range p.watchedPorts() {
+		addTo(c.watchers, nm, p)
+	}
+}
+
+// unindexPolicy removes policy p; the node's pods it selected are to be recompiled.
+func (c *Compiler) unindexPolicy(p *policy, ch *change) {
+	for q := range c.selected[p] {
+		c.unlink(p, q)
+		ch.pods[q] = struct{}{}
+	}
+	delete(c.selected, p)
+	delete(c.policies, p.key)
+	delete(c.namespaces[p.key.namespace].policies, p)
+	for _, nm := range p.watchedPorts() {
+		removeFrom(c.watchers, nm, p)
+	}
+}
+
+// link records that policy p selects the node's pod q; p's first such pod activates it.
+func (c *Compiler) link(p *policy, q *pod) {
+	c.selected[p][q] = struct{}{}
+	c.selecting[q][p] = struct{}{}
+	if len(c.selected[p]) == 1 {
+		c.activate(p)
+	}
+}
+
+// unlink undoes link; p's last pod deactivates it.
+func (c *Compiler) unlink(p *policy, q *pod) {
+	delete(c.selecting[q], p)
+	if _, ok := c.selected[p][q]; !ok {
+		return
+	}
+	delete(c.selected[p], q)
+	if len(c.selected[p]) == 0 {
+		c.deactivate(p)
+	}
+}
+
+// activate finds the members of p's pod peers and enters the peers in the indexes that keep them.
+func (c *Compiler) activate(p *policy) {
+	n := c.namespaces[p.key.namespace]
 	p.podPeers(func(pe *peer) {
 		pe.members = newMemberSet()
 		if pe.namespaces == nil {
-			for q := range n.pods {
-				if pe.matches(q, n.labels) {
-					pe.members.add(q)
-				}
-			}
+			c.addMembers(pe, n)
 			return
 		}
 		c.nsPeers[pe] = struct{}{}
@@ -118,21 +164,12 @@ func (c *Compiler) indexPolicy(p *policy, ch *change) {
 			}
 		}
 	})
-	for _, nm := range p.watchedPorts() {
-		addTo(c.watchers, nm, p)
-	}
 }
 
-// unindexPolicy removes policy p; the node's pods it selected are to be recompiled.
-func (c *Compiler) unindexPolicy(p *policy, ch *change) {
-	delete(c.policies, p.key)
-	delete(c.namespaces[p.key.namespace].policies, p)
-	for q := range c.selected[p] {
-		delete(c.selecting[q], p)
-		ch.pods[q] = struct{}{}
-	}
-	delete(c.selected, p)
+// deactivate forgets the members of p's pod peers and takes the peers out of the indexes.
+func (c *Compiler) deactivate(p *policy) {
 	p.podPeers(func(pe *peer) {
+		pe.members = nil
 		if pe.namespaces == nil {
 			return
 		}
@@ -141,9 +178,6 @@ func (c *Compiler) unindexPolicy(p *policy, ch *change) {
 			delete(m.peers, pe)
 		}
 	})
-	for _, nm := range p.watchedPorts() {
-		removeFrom(c.watchers, nm, p)
-	}
 }
 
 // relabel gives namespace n new labels and updates the namespace-selector peers that pick it.
@@ -208,12 +242,6 @@ func (c *Compiler) dropIfUnused(n *namespace) {
 	if n != nil && !n.known && len(n.pods) == 0 && len(n.policies) == 0 {
 		delete(c.namespaces, n.name)
 	}
-}
-
-// link records that policy p selects the node's pod q.
-func (c *Compiler) link(p *policy, q *pod) {
-	c.selected[p][q] = struct{}{}
-	c.selecting[q][p] = struct{}{}
 }
 
 func addTo[K comparable, V comparable](m map[K]map[V]struct{}, k K, v V) {

@@ -83,8 +83,11 @@ func nsIndex(name string) int {
 	return i
 }
 
+// build feeds the whole cluster to a new Compiler, as the agent does its informers' initial lists.
 func (s *scale) build(node string) *Compiler {
 	c := NewCompiler(node)
+	c.Hold()
+	defer c.Flush()
 	for _, n := range s.namespaces {
 		c.UpsertNamespace(n)
 	}
