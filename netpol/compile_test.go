@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/eniwire/eniwire/datapath/dptypes"
 )
@@ -68,6 +69,27 @@ func TestCompile(t *testing.T) {
 		{"policyTypes Ingress ignores the policy's egress rules",
 			base(mkPolicy("shop", "p", nil, ingressOnly, nil, to(peers(podsWith(lbl{"app": "db"}))))), "10.0.0.1",
 			dptypes.PodPolicy{IngressIsolated: true}},
+		{"a policy whose podSelector does not parse isolates every pod of its namespace (fail closed)",
+			base(func() *networkingv1.NetworkPolicy {
+				np := mkPolicy("shop", "bad", nil, nil, nil, nil)
+				np.Spec.PodSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "app", Operator: "Near"}}
+				return np
+			}()), "10.0.0.1",
+			dptypes.PodPolicy{IngressIsolated: true}},
+		{"a peer selector that does not parse matches no pod",
+			base(func() *networkingv1.NetworkPolicy {
+				bad := podsWith(nil)
+				bad.PodSelector.MatchExpressions = []metav1.LabelSelectorRequirement{{Key: "app", Operator: metav1.LabelSelectorOpIn}}
+				return mkPolicy("shop", "p", lbl{"app": "web"}, nil, from(peers(bad, podsWith(lbl{"app": "client"}))), nil)
+			}()), "10.0.0.1",
+			dptypes.PodPolicy{IngressIsolated: true, Ingress: entries(entry("10.0.1.1/32", anyProto))}},
+		{"a port of a protocol the datapath does not know allows nothing",
+			base(mkPolicy("shop", "p", nil, nil, from(peers(block("10.0.0.0/8")), port("ICMP", 0), port("", 80)), nil)), "10.0.0.1",
+			dptypes.PodPolicy{IngressIsolated: true, Ingress: entries(entry("10.0.0.0/8", tcp(80, 80)))}},
+		{"a namespace whose object is not known yet is picked by its name",
+			objs(web, mkPod("ghost", "client", "node-b", nil, "10.0.3.1"),
+				mkPolicy("shop", "p", nil, nil, from(peers(nsWith(lbl{corev1.LabelMetadataName: "ghost"}))), nil)), "10.0.0.1",
+			dptypes.PodPolicy{IngressIsolated: true, Ingress: entries(entry("10.0.3.1/32", anyProto))}},
 		{"a pod the podSelector does not match is not isolated",
 			base(mkPolicy("shop", "p", lbl{"app": "db"}, nil, nil, nil)), "10.0.0.1", dptypes.PodPolicy{}},
 		{"a podSelector peer matches pods of the policy's namespace only",

@@ -27,8 +27,9 @@
 //     rule's ports. Entries that add nothing to the prefix enclosing them are left out; the result is
 //     sorted, so equal inputs compile to equal outputs.
 //
-// Input the API server would refuse compiles fail-closed: a selector that does not parse matches nothing,
-// a port with an unknown protocol or out of range allows nothing. A namespace whose Namespace object is not
+// Input the API server would refuse compiles fail-closed: a policy whose podSelector does not parse
+// selects every pod of its namespace, a peer selector that does not parse matches nothing, a port with an
+// unknown protocol or out of range allows nothing. A namespace whose Namespace object is not
 // (yet) known has only the kubernetes.io/metadata.name label that the API server gives every namespace.
 //
 // # Why per-pod state is keyed by the pod's address

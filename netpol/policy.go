@@ -48,11 +48,10 @@ type peer struct {
 	members *memberSet
 }
 
-// matchesNothing is a selector that the compiler could not build: fail closed, it matches no pod.
-var matchesNothing = labels.Nothing()
-
 func parsePolicy(np *networkingv1.NetworkPolicy) *policy {
-	p := &policy{key: podKey{np.Namespace, np.Name}, selector: selector(&np.Spec.PodSelector), spec: np.Spec}
+	// Fail closed: a policy whose podSelector does not parse isolates every pod of its namespace, and a
+	// peer whose selector does not parse matches no pod.
+	p := &policy{key: podKey{np.Namespace, np.Name}, selector: selector(&np.Spec.PodSelector, labels.Everything()), spec: np.Spec}
 	hasEgress := len(np.Spec.Egress) > 0
 	if len(np.Spec.PolicyTypes) == 0 {
 		p.ingress, p.egress = true, hasEgress
@@ -134,10 +133,10 @@ func (p *policy) parsePeer(np networkingv1.NetworkPolicyPeer) *peer {
 		pe.pods = true
 		pe.podSel = labels.Everything()
 		if np.PodSelector != nil {
-			pe.podSel = selector(np.PodSelector)
+			pe.podSel = selector(np.PodSelector, labels.Nothing())
 		}
 		if np.NamespaceSelector != nil {
-			pe.namespaces = selector(np.NamespaceSelector)
+			pe.namespaces = selector(np.NamespaceSelector, labels.Nothing())
 		}
 	}
 	return pe
@@ -195,10 +194,11 @@ func (p *policy) watchedPorts() []portName {
 	return ns
 }
 
-func selector(ls *metav1.LabelSelector) labels.Selector {
+// selector builds ls, or returns invalid when ls does not parse (the API server refuses such selectors).
+func selector(ls *metav1.LabelSelector, invalid labels.Selector) labels.Selector {
 	s, err := metav1.LabelSelectorAsSelector(ls)
 	if err != nil {
-		return matchesNothing
+		return invalid
 	}
 	return s
 }
