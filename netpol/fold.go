@@ -40,7 +40,7 @@ func fold(grants []grant) []dptypes.PeerPorts {
 	})
 
 	var stack []frame
-	var out []dptypes.PeerPorts
+	out := make([]dptypes.PeerPorts, 0, len(marks)) // at most one entry a mark; trimmed below
 	for lo := 0; lo < len(marks); {
 		hi := lo + 1
 		for hi < len(marks) && marks[hi].prefix == marks[lo].prefix {
@@ -67,7 +67,13 @@ func fold(grants []grant) []dptypes.PeerPorts {
 		}
 		stack = append(stack, f)
 	}
-	return out
+	if len(out) == 0 {
+		return nil
+	}
+	if 2*len(out) < cap(out) {
+		return slices.Clone(out) // what the caller keeps is sized to its entries
+	}
+	return slices.Clip(out)
 }
 
 // mark is a prefix where a grant starts, or where one of its excepts makes a hole. family, hi and lo are
