@@ -34,7 +34,8 @@ func fold(grants []grant) []dptypes.PeerPorts {
 			marks = append(marks, newMark(e, i, true))
 		}
 	}
-	// In this order a prefix comes before every prefix inside it, and those follow it contiguously.
+	// By family, (masked) address, then length: a prefix comes before every prefix inside it, and those
+	// follow it contiguously.
 	slices.SortFunc(marks, func(a, b mark) int {
 		return cmp.Or(cmp.Compare(a.family, b.family), cmp.Compare(a.hi, b.hi), cmp.Compare(a.lo, b.lo), cmp.Compare(a.prefix.Bits(), b.prefix.Bits()))
 	})
@@ -77,7 +78,7 @@ func fold(grants []grant) []dptypes.PeerPorts {
 }
 
 // mark is a prefix where a grant starts, or where one of its excepts makes a hole. family, hi and lo are
-// its address as numbers, for a faster sort in comparePrefixes' order.
+// its address as numbers, for a fast sort.
 type mark struct {
 	prefix netip.Prefix
 	family uint8
@@ -150,12 +151,6 @@ func subset(a, b portSet) bool {
 		}
 	}
 	return true
-}
-
-// comparePrefixes orders prefixes by family, masked address, then length: a prefix sorts before the
-// prefixes inside it.
-func comparePrefixes(a, b netip.Prefix) int {
-	return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
 }
 
 // hostPrefix is the single-address prefix of a.

@@ -40,6 +40,9 @@ func TestFold(t *testing.T) {
 		{"IPv4 sorts before IPv6 and the families never cover each other",
 			[]grant{g("fd00::1/128", http), g("::/0", dns), g("10.0.0.1/32", http)},
 			entries(entry("10.0.0.1/32", tcp(80, 80)), entry("::/0", udp(53, 53)), entry("fd00::1/128", tcp(80, 80), udp(53, 53)))},
+		{"IPv6 prefixes near :: nest and sort by address, after every IPv4 prefix",
+			[]grant{g("0:0:0:1::/64", http), g("::1/128", http), g("::/0", dns), g("255.0.0.0/8", http)},
+			entries(entry("255.0.0.0/8", tcp(80, 80)), entry("::/0", udp(53, 53)), entry("::1/128", tcp(80, 80), udp(53, 53)), entry("0:0:0:1::/64", tcp(80, 80), udp(53, 53)))},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
