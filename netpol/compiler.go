@@ -23,13 +23,15 @@ type Compiler struct {
 	pods       map[podKey]*pod
 	namespaces map[string]*namespace
 	policies   map[podKey]*policy
-	// nsPeers are the pod peers with a namespace selector, which a namespace's labels decide.
+	// nsPeers are the active policies' pod peers with a namespace selector, which a namespace's labels
+	// decide.
 	nsPeers map[*peer]struct{}
 	// byPortName: peer pods by port name. watchers: the policies whose egress resolves a port name on any pod
 	// (watchedPorts).
 	byPortName map[portName]map[*pod]struct{}
 	watchers   map[portName]map[*policy]struct{}
-	// selected: the node's pods each policy selects; selecting: the reverse.
+	// selected: the node's pods each policy selects (a policy with any is active, see index.go);
+	// selecting: the reverse.
 	selected  map[*policy]map[*pod]struct{}
 	selecting map[*pod]map[*policy]struct{}
 	// owners: the node's pods by address (more than one while an address passes from a stale pod to a
@@ -51,7 +53,7 @@ type namespace struct {
 	known    bool
 	pods     map[*pod]struct{}
 	policies map[*policy]struct{}
-	// peers are the namespace-selector peers that select this namespace.
+	// peers are the active namespace-selector peers that pick this namespace.
 	peers map[*peer]struct{}
 }
 
