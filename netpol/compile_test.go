@@ -90,6 +90,27 @@ func TestCompile(t *testing.T) {
 			objs(web, mkPod("ghost", "client", "node-b", nil, "10.0.3.1"),
 				mkPolicy("shop", "p", nil, nil, from(peers(nsWith(lbl{corev1.LabelMetadataName: "ghost"}))), nil)), "10.0.0.1",
 			dptypes.PodPolicy{IngressIsolated: true, Ingress: entries(entry("10.0.3.1/32", anyProto))}},
+		{"matchExpressions select too (In, DoesNotExist), here web and not the canary",
+			base(mkPod("shop", "web-canary", here, lbl{"app": "web", "canary": "yes"}, "10.0.0.9"),
+				func() *networkingv1.NetworkPolicy {
+					np := mkPolicy("shop", "p", nil, nil, from(peers(podsWith(lbl{"app": "client"}))), nil)
+					np.Spec.PodSelector.MatchExpressions = []metav1.LabelSelectorRequirement{
+						{Key: "app", Operator: metav1.LabelSelectorOpIn, Values: []string{"web", "api"}},
+						{Key: "canary", Operator: metav1.LabelSelectorOpDoesNotExist},
+					}
+					return np
+				}()), "10.0.0.1",
+			dptypes.PodPolicy{IngressIsolated: true, Ingress: entries(entry("10.0.1.1/32", anyProto))}},
+		{"matchExpressions: the canary is not selected",
+			base(mkPod("shop", "web-canary", here, lbl{"app": "web", "canary": "yes"}, "10.0.0.9"),
+				func() *networkingv1.NetworkPolicy {
+					np := mkPolicy("shop", "p", nil, nil, nil, nil)
+					np.Spec.PodSelector.MatchExpressions = []metav1.LabelSelectorRequirement{
+						{Key: "canary", Operator: metav1.LabelSelectorOpDoesNotExist},
+					}
+					return np
+				}()), "10.0.0.9",
+			dptypes.PodPolicy{}},
 		{"a pod the podSelector does not match is not isolated",
 			base(mkPolicy("shop", "p", lbl{"app": "db"}, nil, nil, nil)), "10.0.0.1", dptypes.PodPolicy{}},
 		{"a podSelector peer matches pods of the policy's namespace only",
