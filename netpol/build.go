@@ -15,10 +15,18 @@ type peerSource interface {
 	named(n portName, f func(*pod))
 }
 
+// scratch is the working memory of podPolicy, kept between calls: a compile allocates only what it
+// returns.
+type scratch struct {
+	in, eg []grant
+	marks  []mark
+	out    []dptypes.PeerPorts
+}
+
 // podPolicy compiles the state of local pod q, which the policies pols select (in any order).
-func podPolicy(q *pod, pols []*policy, src peerSource) dptypes.PodPolicy {
+func podPolicy(q *pod, pols []*policy, src peerSource, s *scratch) dptypes.PodPolicy {
 	var out dptypes.PodPolicy
-	var in, eg []grant
+	in, eg := s.in[:0], s.eg[:0]
 	for _, p := range pols {
 		if p.ingress {
 			out.IngressIsolated = true
@@ -33,7 +41,8 @@ func podPolicy(q *pod, pols []*policy, src peerSource) dptypes.PodPolicy {
 			}
 		}
 	}
-	out.Ingress, out.Egress = fold(in), fold(eg)
+	out.Ingress, out.Egress = fold(in, s), fold(eg, s)
+	s.in, s.eg = in, eg
 	return out
 }
 

@@ -38,6 +38,7 @@ func Compile(node string, policies []*networkingv1.NetworkPolicy, namespaces []*
 		}
 	}
 	out := make(map[netip.Addr]dptypes.PodPolicy, len(owners))
+	var s scratch
 	for a, q := range owners {
 		var selecting []*policy
 		for _, p := range pols {
@@ -45,7 +46,7 @@ func Compile(node string, policies []*networkingv1.NetworkPolicy, namespaces []*
 				selecting = append(selecting, p)
 			}
 		}
-		out[a] = podPolicy(q, selecting, src)
+		out[a] = podPolicy(q, selecting, src, &s)
 	}
 	return out
 }

@@ -41,6 +41,8 @@ type Compiler struct {
 	out      map[netip.Addr]dptypes.PodPolicy
 	// held gathers what events reach between Hold and Flush.
 	held *change
+	// scratch is podPolicy's working memory.
+	scratch scratch
 	// recompiles counts the node's pods compiled, for tests of the work an event does.
 	recompiles int
 }
@@ -246,7 +248,7 @@ func (c *Compiler) finish(ch *change) []netip.Addr {
 			continue // an earlier version of a pod, or one deleted since (during a Hold)
 		}
 		c.recompiles++
-		c.compiled[q] = podPolicy(q, slices.Collect(maps.Keys(c.selecting[q])), c)
+		c.compiled[q] = podPolicy(q, slices.Collect(maps.Keys(c.selecting[q])), c, &c.scratch)
 		for _, a := range q.addrs {
 			ch.addrs[a] = struct{}{}
 		}

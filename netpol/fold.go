@@ -22,12 +22,12 @@ type grant struct {
 // so that a lookup of the longest prefix containing an address finds everything allowed to it. Entries
 // that would change nothing (the same ports as the entry that encloses them, or no ports and nothing
 // enclosing them) are left out. The result is sorted by address, then prefix length. Its port sets may be
-// shared with the grants' and with each other: read, never modify them.
-func fold(grants []grant) []dptypes.PeerPorts {
+// shared with the grants' and with each other: read, never modify them. It works in s.
+func fold(grants []grant, s *scratch) []dptypes.PeerPorts {
 	if len(grants) == 0 {
 		return nil
 	}
-	marks := make([]mark, 0, len(grants))
+	marks := s.marks[:0]
 	for i, g := range grants {
 		marks = append(marks, newMark(g.prefix, i, false))
 		for _, e := range g.except {
@@ -40,8 +40,9 @@ func fold(grants []grant) []dptypes.PeerPorts {
 		return cmp.Or(cmp.Compare(a.family, b.family), cmp.Compare(a.hi, b.hi), cmp.Compare(a.lo, b.lo), cmp.Compare(a.prefix.Bits(), b.prefix.Bits()))
 	})
 
+	s.marks = marks
 	var stack []frame
-	out := make([]dptypes.PeerPorts, 0, len(marks)) // at most one entry a mark; trimmed below
+	out := s.out[:0]
 	for lo := 0; lo < len(marks); {
 		hi := lo + 1
 		for hi < len(marks) && marks[hi].prefix == marks[lo].prefix {
@@ -68,13 +69,11 @@ func fold(grants []grant) []dptypes.PeerPorts {
 		}
 		stack = append(stack, f)
 	}
+	s.out = out
 	if len(out) == 0 {
 		return nil
 	}
-	if 2*len(out) < cap(out) {
-		return slices.Clone(out) // what the caller keeps is sized to its entries
-	}
-	return slices.Clip(out)
+	return slices.Clone(out)
 }
 
 // mark is a prefix where a grant starts, or where one of its excepts makes a hole. family, hi and lo are

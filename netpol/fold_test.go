@@ -46,7 +46,7 @@ func TestFold(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := fold(tt.grants)
+			got := fold(tt.grants, &scratch{})
 			eq := func(a, b dptypes.PeerPorts) bool { return a.Peer == b.Peer && slices.Equal(a.Ports, b.Ports) }
 			if !slices.EqualFunc(got, tt.want, eq) {
 				t.Errorf("got  %v\nwant %v", got, tt.want)
