@@ -163,6 +163,14 @@ func (s *Sim) deleteENILocked(e *eni) {
 	for _, p := range e.Prefixes {
 		sn.releasePrefix(p.V)
 	}
+	if sn.IPv6 != nil {
+		for _, a := range e.IPv6s {
+			sn.IPv6.releaseAddr(a.V)
+		}
+		for _, p := range e.IPv6Prefixes {
+			delete(sn.IPv6.prefixes, p.V)
+		}
+	}
 	delete(s.enis, e.ID)
 	delete(s.macs, e.MAC)
 	s.log.Info("eni deleted", "eni", e.ID)
