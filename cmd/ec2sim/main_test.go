@@ -175,3 +175,22 @@ func TestFlagsSeedStateThrottlingAndSpeedUp(t *testing.T) {
 		t.Fatal("a zero speed-up was accepted")
 	}
 }
+
+func TestTheDualStackFlagSeedsIPv6Blocks(t *testing.T) {
+	_, adminURL, _ := startEC2Sim(t, "-dual-stack")
+	resp, err := httpGet(adminURL + "/state")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st ec2sim.State
+	if err := json.Unmarshal(resp, &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.VPCs) != 1 || len(st.VPCs[0].IPv6CIDRBlocks) != 1 || st.VPCs[0].IPv6CIDRBlocks[0] != ec2sim.DualStackVPCIPv6 ||
+		st.Subnets[0].IPv6CIDR != ec2sim.DualStackSubnetAIPv6 || st.Subnets[1].IPv6CIDR != ec2sim.DualStackSubnetBIPv6 {
+		t.Fatalf("state = %+v", st)
+	}
+	if err := run(context.Background(), []string{"-dual-stack", "-pod-subnets"}, io.Discard, io.Discard); err == nil {
+		t.Fatal("two seeds at once were accepted")
+	}
+}

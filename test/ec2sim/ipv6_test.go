@@ -93,6 +93,14 @@ func TestAnIPv6PrefixCountGivesEachENIItsOwnSlash80OfTheSubnet(t *testing.T) {
 	if got := ipv6PrefixesOf(describeENI(t, w, w.inst.PrimaryENI)); len(got) != 1 || got[0] != first.String() {
 		t.Fatalf("described ipv6PrefixSet = %v, want [%s]", got, first)
 	}
+	insts, err := w.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{w.inst.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nis := insts.Reservations[0].Instances[0].NetworkInterfaces; len(nis) != 1 || len(nis[0].Ipv6Prefixes) != 1 ||
+		aws.ToString(nis[0].Ipv6Prefixes[0].Ipv6Prefix) != first.String() {
+		t.Fatalf("DescribeInstances shows the primary ENI as %+v, want its prefix %s", nis, first)
+	}
 
 	// Another ENI of the subnet gets another /80; addresses by count fall outside both prefixes.
 	other := w.createENI(t, nil)
