@@ -36,10 +36,20 @@ type describeVpcsResponse struct {
 	NextToken string   `xml:"nextToken,omitempty"`
 }
 
+// blockAttr is a filter attribute of a VPC's IPv4 blocks, ipv6BlockAttr of its IPv6 blocks.
 func blockAttr(get func(cidrBlock) string) attrFunc[*vpc] {
+	return vpcBlocksAttr(func(v *vpc) []cidrBlock { return v.Blocks }, get)
+}
+
+func ipv6BlockAttr(get func(ipv6Block) string) attrFunc[*vpc] {
+	return vpcBlocksAttr(func(v *vpc) []ipv6Block { return v.IPv6Blocks }, get)
+}
+
+func vpcBlocksAttr[B any](blocks func(*vpc) []B, get func(B) string) attrFunc[*vpc] {
 	return func(v *vpc) []string {
-		out := make([]string, len(v.Blocks))
-		for i, b := range v.Blocks {
+		bs := blocks(v)
+		out := make([]string, len(bs))
+		for i, b := range bs {
 			out[i] = get(b)
 		}
 		return out
@@ -58,16 +68,6 @@ var vpcAttrs = map[string]attrFunc[*vpc]{
 	"ipv6-cidr-block-association.association-id":  ipv6BlockAttr(func(b ipv6Block) string { return b.AssociationID }),
 	"ipv6-cidr-block-association.ipv6-pool":       ipv6BlockAttr(func(ipv6Block) string { return "Amazon" }),
 	"ipv6-cidr-block-association.state":           ipv6BlockAttr(func(ipv6Block) string { return "associated" }),
-}
-
-func ipv6BlockAttr(get func(ipv6Block) string) attrFunc[*vpc] {
-	return func(v *vpc) []string {
-		out := make([]string, len(v.IPv6Blocks))
-		for i, b := range v.IPv6Blocks {
-			out[i] = get(b)
-		}
-		return out
-	}
 }
 
 func (s *Sim) describeVpcs(r *request) (response, *APIError) {

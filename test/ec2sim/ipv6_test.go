@@ -1,6 +1,9 @@
 package ec2sim
 
 import (
+	"bytes"
+	"encoding/json"
+	"errors"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -301,5 +304,48 @@ func TestAssociatingIPv6BlocksWithAVPCAndASubnet(t *testing.T) {
 			_, err := w.ec2.AssociateSubnetCidrBlock(ctx, &tc.in)
 			wantAPIError(t, err, tc.code, "", http.StatusBadRequest)
 		})
+	}
+}
+
+func TestTheAdminAPIAndTheGoAPIAddIPv6Blocks(t *testing.T) {
+	w := newWorld(t, nil)
+	post := func(path string, body any, out any) int {
+		t.Helper()
+		b, _ := json.Marshal(body)
+		resp, err := http.Post(w.srv.AdminURL()+path, "application/json", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if out != nil {
+			if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp.StatusCode
+	}
+	var assoc map[string]string
+	if code := post("/vpcs/"+DefaultVPC+"/ipv6-cidr-blocks", map[string]string{}, &assoc); code != http.StatusOK || assoc["associationId"] == "" {
+		t.Fatalf("adding an Amazon-provided block: %d %v", code, assoc)
+	}
+	block := netip.MustParsePrefix(w.sim.Snapshot().VPCs[0].IPv6CIDRBlocks[0])
+	slash64 := netip.PrefixFrom(block.Addr(), 64).String()
+	if code := post("/subnets", SubnetSpec{ID: "subnet-0c", VPCID: DefaultVPC, CIDR: "10.0.64.0/24", AZ: "us-west-2c", IPv6CIDR: slash64}, nil); code != http.StatusOK {
+		t.Fatalf("adding a dual-stack subnet: %d", code)
+	}
+	if st := w.sim.Snapshot(); st.Subnets[0].ID != "subnet-0c" || st.Subnets[0].IPv6CIDR != slash64 {
+		t.Fatalf("subnets (by id) = %+v, want subnet-0c first with %s", st.Subnets, slash64)
+	}
+	if err := w.sim.AddSubnet(SubnetSpec{ID: "subnet-0d", VPCID: DefaultVPC, CIDR: "10.0.65.0/24", IPv6CIDR: "2001:db8::/64"}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a /64 outside the VPC's blocks: %v, want ErrInvalid", err)
+	}
+	if _, err := w.sim.AddSubnetIPv6Block(DefaultSubnetA, slash64); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a /64 another subnet holds: %v, want ErrInvalid", err)
+	}
+	if err := w.sim.AddVPC("vpc-0other", "10.1.0.0/16"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.sim.AddVPCIPv6Block("vpc-0other", block.String()); !errors.Is(err, ErrExists) {
+		t.Errorf("a /56 another VPC holds: %v, want ErrExists", err)
 	}
 }
