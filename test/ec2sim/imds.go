@@ -180,10 +180,23 @@ func (s *Sim) imdsLookup(instanceID, path string) (string, string, bool) {
 	}
 	rest = strings.TrimPrefix(rest, "/")
 	primaryIP := inst.Primary.IPs[0].V.String()
+	// ipv6 is the primary ENI's first IPv6 address, once IMDS shows it.
+	var primaryIPv6 string
+	lag := s.faults.imdsLagDelay()
+	if v6 := settledStrings(inst.Primary.IPv6s, func(since time.Time) bool { return !s.clk.Now().Before(since.Add(lag)) }); len(v6) > 0 {
+		primaryIPv6 = v6[0]
+	}
 	switch strings.TrimSuffix(rest, "/") {
 	case "":
-		return lines("ami-id", "hostname", "instance-id", "instance-type", "local-hostname", "local-ipv4", "mac",
-			"network/", "placement/", "security-groups", "services/"), text, true
+		keys := []string{"ami-id", "hostname", "instance-id", "instance-type", "local-hostname", "local-ipv4", "mac",
+			"network/", "placement/", "security-groups", "services/"}
+		if primaryIPv6 != "" {
+			keys = append(keys, "ipv6")
+			sort.Strings(keys)
+		}
+		return lines(keys...), text, true
+	case "ipv6":
+		return primaryIPv6, text, primaryIPv6 != ""
 	case "ami-id":
 		return "ami-0eniwire0sim00001", text, true
 	case "instance-id":

@@ -31,6 +31,7 @@ func TestIMDSAnswersAnENIsIPv6AddressesPrefixesAndBlocks(t *testing.T) {
 	}
 	wantIMDS404(t, c, base+"ipv6s")
 	wantIMDS404(t, c, base+"ipv6-prefix")
+	wantIMDS404(t, c, "ipv6")
 	if keys := strings.Fields(mustIMDS(t, c, base)); slices.Contains(keys, "ipv6s") || slices.Contains(keys, "ipv6-prefix") ||
 		!slices.Contains(keys, "subnet-ipv6-cidr-blocks") || !slices.Contains(keys, "vpc-ipv6-cidr-blocks") {
 		t.Errorf("the MAC's keys before any assignment: %v", keys)
@@ -46,6 +47,12 @@ func TestIMDSAnswersAnENIsIPv6AddressesPrefixesAndBlocks(t *testing.T) {
 	}
 	if keys := strings.Fields(mustIMDS(t, c, base)); !slices.Contains(keys, "ipv6s") || !slices.Contains(keys, "ipv6-prefix") {
 		t.Errorf("the MAC's keys after the assignments: %v", keys)
+	}
+	if got := mustIMDS(t, c, "ipv6"); got != addrs[0] {
+		t.Errorf("ipv6 (the primary ENI's first IPv6 address) = %q, want %q", got, addrs[0])
+	}
+	if keys := strings.Fields(mustIMDS(t, c, "")); !slices.Contains(keys, "ipv6") {
+		t.Errorf("the top-level keys lack ipv6: %v", keys)
 	}
 
 	// IMDS's own endpoint attributes a caller by its source address: one inside the /80 is this instance.
