@@ -10,7 +10,7 @@ type Event interface{ EventKind() string }
 type InstanceAdded struct{ Instance Instance }
 
 // ENIAttached: an attachment reached "attached". IPs are all private IPs of the ENI, primary first.
-// When the ENI already had secondary IPs or prefixes, an IPsAssigned with them follows.
+// When the ENI already had secondary IPs or prefixes (IPv4 or IPv6), an IPsAssigned with them follows.
 type ENIAttached struct {
 	InstanceID, ENIID, MAC string
 	DeviceIndex, CardIndex int

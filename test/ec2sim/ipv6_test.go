@@ -349,3 +349,32 @@ func TestTheAdminAPIAndTheGoAPIAddIPv6Blocks(t *testing.T) {
 		t.Errorf("a /56 another VPC holds: %v, want ErrExists", err)
 	}
 }
+
+// The world outside EC2 (the vpcfabric) learns of IPv6 changes from the events, as of IPv4 ones.
+func TestIPv6ChangesAreEvents(t *testing.T) {
+	w := newDualStackWorld(t, nil)
+	events, cancel := w.sim.Subscribe(16)
+	defer cancel()
+	p := w.assignIPv6(t, w.inst.PrimaryENI, ec2.AssignIpv6AddressesInput{Ipv6PrefixCount: aws.Int32(1)}).AssignedIpv6Prefixes[0]
+	if ev, ok := nextEvent(t, events).(IPsAssigned); !ok || ev.InstanceID != w.inst.ID || !slices.Equal(ev.IPv6Prefixes, []string{p}) {
+		t.Fatalf("after assigning %s: %+v", p, ev)
+	}
+	if _, err := w.ec2.UnassignIpv6Addresses(ctxT(t), &ec2.UnassignIpv6AddressesInput{NetworkInterfaceId: &w.inst.PrimaryENI,
+		Ipv6Prefixes: []string{p}}); err != nil {
+		t.Fatal(err)
+	}
+	if ev, ok := nextEvent(t, events).(IPsUnassigned); !ok || !slices.Equal(ev.IPv6Prefixes, []string{p}) {
+		t.Fatalf("after unassigning %s: %+v", p, ev)
+	}
+	// An ENI created with an IPv6 prefix reports it once attached, after ENIAttached.
+	ni := w.createENI(t, &ec2.CreateNetworkInterfaceInput{Ipv6PrefixCount: aws.Int32(1)})
+	if _, err := w.attach(t, *ni.NetworkInterfaceId, w.inst.ID, 1); err != nil {
+		t.Fatal(err)
+	}
+	if ev, ok := nextEvent(t, events).(ENIAttached); !ok || ev.ENIID != *ni.NetworkInterfaceId {
+		t.Fatalf("after attaching: %+v", ev)
+	}
+	if ev, ok := nextEvent(t, events).(IPsAssigned); !ok || !slices.Equal(ev.IPv6Prefixes, ipv6PrefixesOf(ni)) {
+		t.Fatalf("after attaching an ENI with %v: %+v", ipv6PrefixesOf(ni), ev)
+	}
+}

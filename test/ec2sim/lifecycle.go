@@ -46,9 +46,9 @@ func (s *Sim) emitAttachedLocked(e *eni) {
 	s.emit(ENIAttached{InstanceID: e.Att.InstanceID, ENIID: e.ID, MAC: e.MAC, DeviceIndex: e.Att.DeviceIndex,
 		CardIndex: e.Att.CardIdx, SubnetID: sn.ID, SubnetCIDR: sn.CIDR.String(), Gateway: sn.Gateway().String(),
 		PrimaryIP: e.IPs[0].V.String(), IPs: ipStrings(e.IPs), Prefixes: prefixStrings(e.Prefixes)})
-	if len(e.IPs) > 1 || len(e.Prefixes) > 0 {
+	if len(e.IPs) > 1 || len(e.Prefixes) > 0 || e.ipv6Slots() > 0 {
 		s.emit(IPsAssigned{InstanceID: e.Att.InstanceID, ENIID: e.ID, IPs: ipStrings(e.IPs[1:]),
-			Prefixes: prefixStrings(e.Prefixes)})
+			Prefixes: prefixStrings(e.Prefixes), IPv6s: ipStrings(e.IPv6s), IPv6Prefixes: prefixStrings(e.IPv6Prefixes)})
 	}
 }
 
