@@ -125,7 +125,7 @@ func (s *Sim) checkIPv6AskLocked(sn *subnet, e *eni, what string, ask ipv6Ask, l
 		return nil, nil, apiErr(CodePrivateIPAddressLimit, "Number of IPv6 addresses will exceed limit.")
 	}
 	if ask.hasPrefixCount {
-		picked := sv.pickPrefixes(ask.prefixCount)
+		picked := sv.pickPrefixes(ask.prefixCount, addrs)
 		if picked == nil {
 			return nil, nil, apiErr(CodeInsufficientCidrBlocks, "The specified subnet does not have enough contiguous free address space to satisfy the request.")
 		}

@@ -124,16 +124,19 @@ func (sv *subnetIPv6) allocateAddrs(n int, e *eni) []netip.Addr {
 }
 
 // pickPrefixes chooses n free /80s at random, as EC2 does, without taking them, or returns nil when the
-// /64 has fewer than n free.
-func (sv *subnetIPv6) pickPrefixes(n int) []netip.Prefix {
+// /64 has fewer than n free. None holds an address of avoid (those the same call takes by name).
+func (sv *subnetIPv6) pickPrefixes(n int, avoid []netip.Addr) []netip.Prefix {
 	var out []netip.Prefix
+	ok := func(p netip.Prefix) bool {
+		return sv.prefixFree(p) && !slices.Contains(out, p) && !slices.ContainsFunc(avoid, p.Contains)
+	}
 	for tries := 0; len(out) < n && tries < 64*n; tries++ {
-		if p := sv.prefix(uint16(sv.rng.UintN(0xfffe) + 1)); sv.prefixFree(p) && !slices.Contains(out, p) {
+		if p := sv.prefix(uint16(sv.rng.UintN(0xfffe) + 1)); ok(p) {
 			out = append(out, p)
 		}
 	}
 	for idx := 1; len(out) < n && idx < 0xffff; idx++ { // a crowded /64: scan it
-		if p := sv.prefix(uint16(idx)); sv.prefixFree(p) && !slices.Contains(out, p) {
+		if p := sv.prefix(uint16(idx)); ok(p) {
 			out = append(out, p)
 		}
 	}
