@@ -11,13 +11,14 @@ import (
 
 // IPv6 as EC2 gives it: a VPC holds /56 blocks, a subnet at most one /64 out of them, and an ENI single
 // addresses and /80 prefixes out of its subnet's /64 (docs/ec2-facts.md, "IPv6"). AWS reserves the first
-// four addresses and the last one of a subnet's /64, as of its IPv4 block, so the first and the last /80
-// of the /64 are never handed out as prefixes.
+// four addresses and the last one of a subnet's /64, as it does in the subnet's IPv4 block, so the first and
+// the last /80 of the /64 are never handed out as prefixes.
 
 // maxVPCIPv6Blocks is EC2's default quota of IPv6 CIDR blocks per VPC.
 const maxVPCIPv6Blocks = 5
 
-// maxIPv6PerENI bounds an unattached ENI's IPv6 addresses and prefixes (no instance type sets the limit yet).
+// maxIPv6PerENI bounds the IPv6 addresses and prefixes of an ENI that no instance holds (the largest
+// Ipv6AddressesPerInterface of the types here), as maxIPv4PerENI does for IPv4.
 const maxIPv6PerENI = 50
 
 // amazonIPv6Pool is where the simulator carves Amazon-provided /56 blocks from (a /32 of Amazon's).
