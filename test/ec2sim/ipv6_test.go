@@ -255,14 +255,32 @@ func TestIPv6CallsAnswerEC2sErrorCodes(t *testing.T) {
 	}
 }
 
-// A prefix takes one of the ENI's IPv6 slots, as a /28 takes one of its IPv4 slots.
-func TestIPv6PrefixesCountAgainstTheInstanceTypesLimit(t *testing.T) {
+// An ENI holds as many IPv6 addresses and prefixes as DescribeInstanceTypes' Ipv6AddressesPerInterface says
+// for its instance's type; a prefix takes one of those slots, as a /28 takes one IPv4 slot.
+func TestIPv6PrefixesAndAddressesShareTheTypesIPv6Limit(t *testing.T) {
 	w := newDualStackWorld(t, nil)
-	eni := w.inst.PrimaryENI
-	w.assignIPv6(t, eni, ec2.AssignIpv6AddressesInput{Ipv6PrefixCount: aws.Int32(2)})
-	w.assignIPv6(t, eni, ec2.AssignIpv6AddressesInput{Ipv6AddressCount: aws.Int32(8)})
-	_, err := w.ec2.AssignIpv6Addresses(ctxT(t), &ec2.AssignIpv6AddressesInput{NetworkInterfaceId: &eni, Ipv6PrefixCount: aws.Int32(1)})
-	wantAPIError(t, err, CodePrivateIPAddressLimit, "", http.StatusBadRequest)
+	ctx := ctxT(t)
+	for _, typ := range []string{"m5.large", "t3.micro"} {
+		t.Run(typ, func(t *testing.T) {
+			inst, err := w.sim.AddInstance(InstanceSpec{Type: typ, SubnetID: DefaultSubnetB})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := w.ec2.DescribeInstanceTypes(ctx, &ec2.DescribeInstanceTypesInput{InstanceTypes: []types.InstanceType{types.InstanceType(typ)}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			limit := aws.ToInt32(out.InstanceTypes[0].NetworkInfo.Ipv6AddressesPerInterface)
+			eni := inst.PrimaryENI
+			w.assignIPv6(t, eni, ec2.AssignIpv6AddressesInput{Ipv6PrefixCount: aws.Int32(1)})
+			w.assignIPv6(t, eni, ec2.AssignIpv6AddressesInput{Ipv6AddressCount: aws.Int32(limit - 1)})
+			_, err = w.ec2.AssignIpv6Addresses(ctx, &ec2.AssignIpv6AddressesInput{NetworkInterfaceId: &eni, Ipv6PrefixCount: aws.Int32(1)})
+			wantAPIError(t, err, CodePrivateIPAddressLimit, "Number of IPv6 addresses will exceed limit.", http.StatusBadRequest)
+			if st, _ := w.sim.ENI(eni); int32(len(st.IPv6s)+len(st.IPv6Prefixes)) != limit {
+				t.Errorf("the ENI holds %d addresses and %d prefixes, want %d in all", len(st.IPv6s), len(st.IPv6Prefixes), limit)
+			}
+		})
+	}
 }
 
 func TestAssociatingIPv6BlocksWithAVPCAndASubnet(t *testing.T) {
