@@ -84,8 +84,9 @@ func listParam(r *request, prefix, suffix string) (names, values []string) {
 	return names, values
 }
 
-// checkIPv6AskLocked checks an ask against e's subnet (e is nil for a new ENI) and returns the named
-// addresses and prefixes e does not hold yet, after the limit of slots (addresses and prefixes) it may hold.
+// checkIPv6AskLocked checks an ask against e's subnet (e is nil for a new ENI) and the limit of slots
+// (addresses and prefixes) e may hold. It returns the named addresses e does not hold yet, and the named
+// prefixes e does not hold yet with those it picks for a count; nothing is taken yet.
 func (s *Sim) checkIPv6AskLocked(sn *subnet, e *eni, what string, ask ipv6Ask, limit int) ([]netip.Addr, []netip.Prefix, *APIError) {
 	sv := sn.IPv6
 	if sv == nil {
@@ -112,7 +113,7 @@ func (s *Sim) checkIPv6AskLocked(sn *subnet, e *eni, what string, ask ipv6Ask, l
 			continue
 		case !sv.CIDR.Contains(p.Addr()):
 			return nil, nil, apiErr(CodeInvalidParameterValue, "Prefix %s does not fall within the subnet's IPv6 address range %s", p, sv.CIDR)
-		case !sv.prefixFree(p):
+		case !sv.prefixFree(p) || slices.ContainsFunc(addrs, p.Contains):
 			return nil, nil, apiErr(CodeInvalidParameterValue, "Prefix %s is in use or overlaps addresses in use.", p)
 		}
 		prefixes = append(prefixes, p)
