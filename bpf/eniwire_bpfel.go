@@ -49,6 +49,41 @@ type EniwirePodValue struct {
 	Pad         uint32
 }
 
+type EniwirePolicyDirection uint32
+
+const (
+	EniwirePolicyDirectionPOLICY_INGRESS EniwirePolicyDirection = 0
+	EniwirePolicyDirectionPOLICY_EGRESS  EniwirePolicyDirection = 1
+)
+
+type EniwirePolicyPeerKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	PolicyId  uint32
+	Direction EniwirePolicyDirection
+	Peer      EniwireIpAddr
+}
+
+type EniwirePolicyPeerValue struct {
+	_       structs.HostLayout
+	PortSet uint32
+}
+
+type EniwirePolicyPortKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	PolicyId  uint32
+	PortSet   uint32
+	Protocol  uint8
+	Pad       uint8
+	Port      uint16
+}
+
+type EniwirePolicyPortValue struct {
+	_       structs.HostLayout
+	Allowed uint32
+}
+
 type EniwireRouteKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
@@ -70,34 +105,42 @@ type EniwireRouteValue struct {
 type EniwireVerdict uint32
 
 const (
-	EniwireVerdictVERDICT_FROM_POD_OUT_ENI   EniwireVerdict = 0
-	EniwireVerdictVERDICT_FROM_POD_TO_PEER   EniwireVerdict = 1
-	EniwireVerdictVERDICT_FROM_POD_TO_HOST   EniwireVerdict = 2
-	EniwireVerdictVERDICT_FROM_POD_SPOOF     EniwireVerdict = 3
-	EniwireVerdictVERDICT_FROM_POD_MALFORMED EniwireVerdict = 4
-	EniwireVerdictVERDICT_FROM_POD_NON_IPV4  EniwireVerdict = 5
-	EniwireVerdictVERDICT_FROM_POD_NO_ENI    EniwireVerdict = 6
-	EniwireVerdictVERDICT_TO_VPC_REROUTED    EniwireVerdict = 7
-	EniwireVerdictVERDICT_TO_VPC_PASS        EniwireVerdict = 8
-	EniwireVerdictVERDICT_TO_POD_TO_PEER     EniwireVerdict = 9
-	EniwireVerdictVERDICT_TO_POD_HOST_FLOW   EniwireVerdict = 10
-	EniwireVerdictVERDICT_TO_POD_PASS        EniwireVerdict = 11
-	EniwireVerdictVERDICT_REDIRECT_FAILED    EniwireVerdict = 12
-	EniwireVerdictVERDICT_FROM_POD_HOST_FLOW EniwireVerdict = 13
-	EniwireVerdictVERDICT_FROM_POD_TTL       EniwireVerdict = 14
-	EniwireVerdictVERDICT_FROM_POD_TOO_BIG   EniwireVerdict = 15
-	EniwireVerdictVERDICT_FROM_POD_IPV6      EniwireVerdict = 16
-	EniwireVerdictVERDICT_TO_POD_TTL         EniwireVerdict = 17
-	EniwireVerdictVERDICT_TO_POD_TOO_BIG     EniwireVerdict = 18
-	EniwireVerdictVERDICT_TO_POD_OUTSIDE_VPC EniwireVerdict = 19
-	EniwireVerdictVERDICT_FROM_POD_VLAN      EniwireVerdict = 20
-	EniwireVerdictVERDICT_FROM_POD_ETHERTYPE EniwireVerdict = 21
-	EniwireVerdictVERDICT_TO_POD_SPOOF       EniwireVerdict = 22
-	EniwireVerdictVERDICT_TO_POD_HOST_SOURCE EniwireVerdict = 23
-	EniwireVerdictVERDICT_FROM_POD_IP_HEADER EniwireVerdict = 24
-	EniwireVerdictVERDICT_TO_POD_IP_HEADER   EniwireVerdict = 25
-	EniwireVerdictVERDICT_WRITE_FAILED       EniwireVerdict = 26
-	EniwireVerdictVERDICT_MAX                EniwireVerdict = 27
+	EniwireVerdictVERDICT_FROM_POD_OUT_ENI         EniwireVerdict = 0
+	EniwireVerdictVERDICT_FROM_POD_TO_PEER         EniwireVerdict = 1
+	EniwireVerdictVERDICT_FROM_POD_TO_HOST         EniwireVerdict = 2
+	EniwireVerdictVERDICT_FROM_POD_SPOOF           EniwireVerdict = 3
+	EniwireVerdictVERDICT_FROM_POD_MALFORMED       EniwireVerdict = 4
+	EniwireVerdictVERDICT_FROM_POD_NON_IPV4        EniwireVerdict = 5
+	EniwireVerdictVERDICT_FROM_POD_NO_ENI          EniwireVerdict = 6
+	EniwireVerdictVERDICT_TO_VPC_REROUTED          EniwireVerdict = 7
+	EniwireVerdictVERDICT_TO_VPC_PASS              EniwireVerdict = 8
+	EniwireVerdictVERDICT_TO_POD_TO_PEER           EniwireVerdict = 9
+	EniwireVerdictVERDICT_TO_POD_HOST_FLOW         EniwireVerdict = 10
+	EniwireVerdictVERDICT_TO_POD_PASS              EniwireVerdict = 11
+	EniwireVerdictVERDICT_REDIRECT_FAILED          EniwireVerdict = 12
+	EniwireVerdictVERDICT_FROM_POD_HOST_FLOW       EniwireVerdict = 13
+	EniwireVerdictVERDICT_FROM_POD_TTL             EniwireVerdict = 14
+	EniwireVerdictVERDICT_FROM_POD_TOO_BIG         EniwireVerdict = 15
+	EniwireVerdictVERDICT_FROM_POD_IPV6            EniwireVerdict = 16
+	EniwireVerdictVERDICT_TO_POD_TTL               EniwireVerdict = 17
+	EniwireVerdictVERDICT_TO_POD_TOO_BIG           EniwireVerdict = 18
+	EniwireVerdictVERDICT_TO_POD_OUTSIDE_VPC       EniwireVerdict = 19
+	EniwireVerdictVERDICT_FROM_POD_VLAN            EniwireVerdict = 20
+	EniwireVerdictVERDICT_FROM_POD_ETHERTYPE       EniwireVerdict = 21
+	EniwireVerdictVERDICT_TO_POD_SPOOF             EniwireVerdict = 22
+	EniwireVerdictVERDICT_TO_POD_HOST_SOURCE       EniwireVerdict = 23
+	EniwireVerdictVERDICT_FROM_POD_IP_HEADER       EniwireVerdict = 24
+	EniwireVerdictVERDICT_TO_POD_IP_HEADER         EniwireVerdict = 25
+	EniwireVerdictVERDICT_WRITE_FAILED             EniwireVerdict = 26
+	EniwireVerdictVERDICT_FROM_POD_EGRESS_DENIED   EniwireVerdict = 27
+	EniwireVerdictVERDICT_FROM_POD_INGRESS_DENIED  EniwireVerdict = 28
+	EniwireVerdictVERDICT_TO_POD_EGRESS_DENIED     EniwireVerdict = 29
+	EniwireVerdictVERDICT_TO_POD_INGRESS_DENIED    EniwireVerdict = 30
+	EniwireVerdictVERDICT_FROM_POD_EGRESS_ALLOWED  EniwireVerdict = 31
+	EniwireVerdictVERDICT_FROM_POD_INGRESS_ALLOWED EniwireVerdict = 32
+	EniwireVerdictVERDICT_TO_POD_EGRESS_ALLOWED    EniwireVerdict = 33
+	EniwireVerdictVERDICT_TO_POD_INGRESS_ALLOWED   EniwireVerdict = 34
+	EniwireVerdictVERDICT_MAX                      EniwireVerdict = 35
 )
 
 // Names of all BPF objects in the ELF.
@@ -108,6 +151,8 @@ const (
 	EniwireMapEnis         = "enis"
 	EniwireMapPodStats     = "pod_stats"
 	EniwireMapPods         = "pods"
+	EniwireMapPolicyPeers  = "policy_peers"
+	EniwireMapPolicyPorts  = "policy_ports"
 	EniwireMapRoutes       = "routes"
 	EniwireProgEniwFromPod = "eniw_from_pod"
 	EniwireProgEniwToPod   = "eniw_to_pod"
@@ -166,11 +211,13 @@ type EniwireProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type EniwireMapSpecs struct {
-	Counters *ebpf.MapSpec `ebpf:"counters"`
-	Enis     *ebpf.MapSpec `ebpf:"enis"`
-	PodStats *ebpf.MapSpec `ebpf:"pod_stats"`
-	Pods     *ebpf.MapSpec `ebpf:"pods"`
-	Routes   *ebpf.MapSpec `ebpf:"routes"`
+	Counters    *ebpf.MapSpec `ebpf:"counters"`
+	Enis        *ebpf.MapSpec `ebpf:"enis"`
+	PodStats    *ebpf.MapSpec `ebpf:"pod_stats"`
+	Pods        *ebpf.MapSpec `ebpf:"pods"`
+	PolicyPeers *ebpf.MapSpec `ebpf:"policy_peers"`
+	PolicyPorts *ebpf.MapSpec `ebpf:"policy_ports"`
+	Routes      *ebpf.MapSpec `ebpf:"routes"`
 }
 
 // EniwireVariableSpecs contains global variables before they are loaded into the kernel.
@@ -200,11 +247,13 @@ func (o *EniwireObjects) Close() error {
 //
 // It can be passed to LoadEniwireObjects or ebpf.CollectionSpec.LoadAndAssign.
 type EniwireMaps struct {
-	Counters *ebpf.Map `ebpf:"counters"`
-	Enis     *ebpf.Map `ebpf:"enis"`
-	PodStats *ebpf.Map `ebpf:"pod_stats"`
-	Pods     *ebpf.Map `ebpf:"pods"`
-	Routes   *ebpf.Map `ebpf:"routes"`
+	Counters    *ebpf.Map `ebpf:"counters"`
+	Enis        *ebpf.Map `ebpf:"enis"`
+	PodStats    *ebpf.Map `ebpf:"pod_stats"`
+	Pods        *ebpf.Map `ebpf:"pods"`
+	PolicyPeers *ebpf.Map `ebpf:"policy_peers"`
+	PolicyPorts *ebpf.Map `ebpf:"policy_ports"`
+	Routes      *ebpf.Map `ebpf:"routes"`
 }
 
 func (m *EniwireMaps) Close() error {
@@ -213,6 +262,8 @@ func (m *EniwireMaps) Close() error {
 		m.Enis,
 		m.PodStats,
 		m.Pods,
+		m.PolicyPeers,
+		m.PolicyPorts,
 		m.Routes,
 	)
 }

@@ -46,6 +46,10 @@ func load(cfg Config, spec *ebpf.CollectionSpec) (*Datapath, error) {
 		d.Close()
 		return nil, err
 	}
+	if err := d.recoverPolicies(); err != nil {
+		d.Close()
+		return nil, err
+	}
 	return d, nil
 }
 
