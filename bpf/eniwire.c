@@ -598,4 +598,106 @@ int eniw_to_pod(struct __sk_buff *skb)
 	return into_pod(skb, &p, &dst, pod->host_ifindex, (struct ends){0, pod->flags}, to_pod_to_peer);
 }
 
+/* The kernel's context of a netfilter program (include/net/netfilter/nf_bpf_link.h), and the fields of its
+ * struct sk_buff read here, located by CO-RE. */
+struct nf_hook_state;
+struct sk_buff;
+struct bpf_nf_ctx {
+	const struct nf_hook_state *state;
+	struct sk_buff *skb;
+};
+
+struct sk_buff___eniwire {
+	unsigned int len;
+	unsigned long _nfct; /* the conntrack entry, its ctinfo in the low 3 bits */
+} __attribute__((preserve_access_index));
+
+extern int bpf_dynptr_from_skb(struct __sk_buff *skb, __u64 flags, struct bpf_dynptr *ptr__uninit) __ksym;
+extern void *bpf_dynptr_slice(const struct bpf_dynptr *ptr, __u32 offset, void *buffer__opt, __u32 buffer__szk) __ksym;
+
+#define NF_DROP 0
+#define NF_ACCEPT 1
+
+/* enum ip_conntrack_info: the packet's relation to its conntrack entry. */
+#define IP_CT_RELATED 1
+#define IP_CT_NEW 2
+#define IP_CT_IS_REPLY 3
+#define IP_CT_RELATED_REPLY 4
+#define IP_CT_UNTRACKED 7
+#define NFCT_INFOMASK 7UL
+
+/* Attach point: netfilter, IPv4 FORWARD (a BPF netfilter link): every packet the host stack forwards,
+ * after conntrack and kube-proxy's DNAT (PREROUTING) and before SNAT (POSTROUTING), so on the addresses
+ * and ports the flow really has: a Service's backend and targetPort, a NodePort's pod, a pod's internet
+ * peer before masquerading. The fast paths never come here. Every packet of a flow with an isolated pod
+ * at either end is judged on the flow's opening (conntrack says which way the packet goes), so a removed
+ * allow cuts a host-carried flow as it cuts a fast-path one; ICMP errors conntrack relates to a flow
+ * pass with it. What the node itself sends or receives (kubelet's probes) never crosses FORWARD. */
+SEC("netfilter")
+int eniw_forward(struct bpf_nf_ctx *ctx)
+{
+	struct sk_buff___eniwire *skb = (struct sk_buff___eniwire *)ctx->skb;
+	struct bpf_dynptr ptr;
+	struct iphdr iph_buf;
+	__u32 len = skb->len;
+
+	if (bpf_dynptr_from_skb((struct __sk_buff *)ctx->skb, 0, &ptr))
+		return NF_ACCEPT;
+	struct iphdr *ip = bpf_dynptr_slice(&ptr, 0, &iph_buf, sizeof(iph_buf));
+	if (!ip || ip->version != 4 || ip->ihl < 5)
+		return NF_ACCEPT;
+	__be32 saddr = ip->saddr, daddr = ip->daddr;
+	__u8 protocol = ip->protocol;
+	__u32 l4_off = ip->ihl * 4;
+	int later_fragment = (ip->frag_off & bpf_htons(IP_OFFSET)) != 0;
+
+	struct ip_addr a;
+	ip_addr_from_v4(&a, saddr);
+	struct pod_value *src = bpf_map_lookup_elem(&pods, &a);
+	ip_addr_from_v4(&a, daddr);
+	struct pod_value *dst = bpf_map_lookup_elem(&pods, &a);
+	__u32 src_flags = src ? src->flags : 0, dst_flags = dst ? dst->flags : 0;
+	if (!((src_flags | dst_flags) & ISOLATED))
+		return NF_ACCEPT;
+
+	unsigned long nfct = skb->_nfct;
+	__u32 ctinfo = nfct & NFCT_INFOMASK;
+	int tracked = nfct != 0 && ctinfo != IP_CT_UNTRACKED;
+	if (tracked && (ctinfo == IP_CT_RELATED || ctinfo == IP_CT_RELATED_REPLY))
+		return NF_ACCEPT;
+	int reply = tracked && ctinfo >= IP_CT_IS_REPLY;
+
+	__be16 ports[2] = {}, ports_buf[2];
+	if (!later_fragment && (protocol == IPPROTO_TCP || protocol == IPPROTO_UDP || protocol == IPPROTO_SCTP)) {
+		__be16 *pp = bpf_dynptr_slice(&ptr, l4_off, ports_buf, sizeof(ports_buf));
+		if (pp) {
+			ports[0] = pp[0];
+			ports[1] = pp[1];
+		}
+	}
+	struct opening o = {.protocol = protocol};
+	o.opener = reply ? daddr : saddr;
+	o.responder = reply ? saddr : daddr;
+	o.opener_flags = reply ? dst_flags : src_flags;
+	o.responder_flags = reply ? src_flags : dst_flags;
+	o.port = reply ? ports[0] : ports[1];
+	switch (judge(&o)) {
+	case POLICY_EGRESS_DENIED:
+		count(VERDICT_FORWARD_EGRESS_DENIED, len);
+		return NF_DROP;
+	case POLICY_INGRESS_DENIED:
+		count(VERDICT_FORWARD_INGRESS_DENIED, len);
+		return NF_DROP;
+	default:
+		break;
+	}
+	if (!tracked || ctinfo == IP_CT_NEW) {
+		if (o.opener_flags & POLICY_EGRESS_ISOLATED)
+			count(VERDICT_FORWARD_EGRESS_ALLOWED, len);
+		if (o.responder_flags & POLICY_INGRESS_ISOLATED)
+			count(VERDICT_FORWARD_INGRESS_ALLOWED, len);
+	}
+	return NF_ACCEPT;
+}
+
 char __license[] SEC("license") = "GPL";

@@ -140,7 +140,11 @@ const (
 	EniwireVerdictVERDICT_FROM_POD_INGRESS_ALLOWED EniwireVerdict = 32
 	EniwireVerdictVERDICT_TO_POD_EGRESS_ALLOWED    EniwireVerdict = 33
 	EniwireVerdictVERDICT_TO_POD_INGRESS_ALLOWED   EniwireVerdict = 34
-	EniwireVerdictVERDICT_MAX                      EniwireVerdict = 35
+	EniwireVerdictVERDICT_FORWARD_EGRESS_DENIED    EniwireVerdict = 35
+	EniwireVerdictVERDICT_FORWARD_INGRESS_DENIED   EniwireVerdict = 36
+	EniwireVerdictVERDICT_FORWARD_EGRESS_ALLOWED   EniwireVerdict = 37
+	EniwireVerdictVERDICT_FORWARD_INGRESS_ALLOWED  EniwireVerdict = 38
+	EniwireVerdictVERDICT_MAX                      EniwireVerdict = 39
 )
 
 // Names of all BPF objects in the ELF.
@@ -154,6 +158,7 @@ const (
 	EniwireMapPolicyPeers  = "policy_peers"
 	EniwireMapPolicyPorts  = "policy_ports"
 	EniwireMapRoutes       = "routes"
+	EniwireProgEniwForward = "eniw_forward"
 	EniwireProgEniwFromPod = "eniw_from_pod"
 	EniwireProgEniwToPod   = "eniw_to_pod"
 	EniwireProgEniwToVpc   = "eniw_to_vpc"
@@ -202,6 +207,7 @@ type EniwireSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type EniwireProgramSpecs struct {
+	EniwForward *ebpf.ProgramSpec `ebpf:"eniw_forward"`
 	EniwFromPod *ebpf.ProgramSpec `ebpf:"eniw_from_pod"`
 	EniwToPod   *ebpf.ProgramSpec `ebpf:"eniw_to_pod"`
 	EniwToVpc   *ebpf.ProgramSpec `ebpf:"eniw_to_vpc"`
@@ -279,6 +285,7 @@ type EniwireVariables struct {
 //
 // It can be passed to LoadEniwireObjects or ebpf.CollectionSpec.LoadAndAssign.
 type EniwirePrograms struct {
+	EniwForward *ebpf.Program `ebpf:"eniw_forward"`
 	EniwFromPod *ebpf.Program `ebpf:"eniw_from_pod"`
 	EniwToPod   *ebpf.Program `ebpf:"eniw_to_pod"`
 	EniwToVpc   *ebpf.Program `ebpf:"eniw_to_vpc"`
@@ -286,6 +293,7 @@ type EniwirePrograms struct {
 
 func (p *EniwirePrograms) Close() error {
 	return _EniwireClose(
+		p.EniwForward,
 		p.EniwFromPod,
 		p.EniwToPod,
 		p.EniwToVpc,

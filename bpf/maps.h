@@ -92,7 +92,11 @@ enum verdict {
 	VERDICT_FROM_POD_INGRESS_ALLOWED = 32, /* from_pod: a new flow the pod it is for (on this node) allows in */
 	VERDICT_TO_POD_EGRESS_ALLOWED = 33,   /* to_pod: a packet without flow state the pod's egress policy allows (its reply) */
 	VERDICT_TO_POD_INGRESS_ALLOWED = 34,  /* to_pod: a new flow the pod's ingress policy allows */
-	VERDICT_MAX = 35,
+	VERDICT_FORWARD_EGRESS_DENIED = 35,  /* forward: dropped, a flow the host carries that the opener's egress policy denies */
+	VERDICT_FORWARD_INGRESS_DENIED = 36, /* forward: dropped, a flow the host carries that the responder's ingress policy denies */
+	VERDICT_FORWARD_EGRESS_ALLOWED = 37, /* forward: a new flow the host carries that the opener's egress policy allows */
+	VERDICT_FORWARD_INGRESS_ALLOWED = 38, /* forward: a new flow the host carries that the responder's ingress policy allows */
+	VERDICT_MAX = 39,
 };
 
 struct counter {

@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/eniwire/eniwire/datapath/dptypes"
+	"github.com/eniwire/eniwire/internal/testenv"
 )
 
 // TestPolicyBetweenPodsOnTheNode: real veths, real sockets, pod-to-pod on the node (redirect_peer) under a
@@ -118,5 +119,77 @@ func TestPolicyBetweenPodsOnTheNode(t *testing.T) {
 			t.Error("UDP left pod1, whose egress allows TCP 8080 only")
 		}
 		waitCounter(t, d.Reader, VerdictFromPodEgressDenied, before+1)
+	})
+}
+
+// TestPolicyJudgesAServiceOnItsBackend: pod1 asks a Service whose port (80) differs from its targetPort
+// (8080) and whose backend is pod2 on the same node; the host DNATs it, and eniw_forward judges the flow
+// on pod2:8080. An allow of the targetPort lets it through; an allow of the Service's port alone does not;
+// an allow removed cuts the open connection.
+func TestPolicyJudgesAServiceOnItsBackend(t *testing.T) {
+	t.Parallel()
+	nft := testenv.RequireTool(t, "nft")
+	f := newFabric(t)
+	root := testPinRoot(t)
+	cfg := f.config(root, AttachTCX)
+	cfg.NetworkPolicy = true
+	d := f.open(t, cfg)
+	t.Cleanup(func() {
+		_ = d.Close()
+		_ = f.node.Do(func(ns.NetNS) error { return Uninstall(root) })
+	})
+	f.wire(t, d)
+	ctx := context.Background()
+	svc := netip.AddrPortFrom(addr("10.96.0.30"), 80)
+	backend := netip.AddrPortFrom(pod2IP, 8080)
+	serveTCPEcho(t, f.pod2, backend)
+	f.addDNAT(t, nft, "tcp", svc, backend)
+	allow := func(port uint16) dptypes.PodPolicy {
+		return dptypes.PodPolicy{IngressIsolated: true, Ingress: []dptypes.PeerPorts{
+			{Peer: netip.PrefixFrom(pod1IP, 32), Ports: []dptypes.PortRange{tcp(port, port)}},
+		}}
+	}
+
+	t.Run("an allow of the Service's port alone does not reach the backend", func(t *testing.T) {
+		if err := d.SetPodPolicy(ctx, pod2IP, allow(80)); err != nil {
+			t.Fatal(err)
+		}
+		before := counterNow(t, d.Reader, VerdictForwardIngressDenied)
+		if err := tcpExchange(f.pod1, svc, 700*time.Millisecond); err == nil {
+			t.Fatal("pod1 reached pod2:8080 through the Service with only port 80 allowed")
+		}
+		waitCounter(t, d.Reader, VerdictForwardIngressDenied, before+1)
+	})
+	var open net.Conn
+	t.Cleanup(func() {
+		if open != nil {
+			_ = open.Close()
+		}
+	})
+	t.Run("an allow of the targetPort does, replies included", func(t *testing.T) {
+		if err := d.SetPodPolicy(ctx, pod2IP, allow(8080)); err != nil {
+			t.Fatal(err)
+		}
+		before := counterNow(t, d.Reader, VerdictForwardIngressAllowed)
+		if err := f.pod1.Do(func(ns.NetNS) (err error) {
+			open, err = net.DialTimeout("tcp4", svc.String(), 5*time.Second)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := echoOn(open, svc, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		waitCounter(t, d.Reader, VerdictForwardIngressAllowed, before+1)
+	})
+	t.Run("removing the allow cuts the open connection through the Service", func(t *testing.T) {
+		if err := d.SetPodPolicy(ctx, pod2IP, allow(80)); err != nil {
+			t.Fatal(err)
+		}
+		before := counterNow(t, d.Reader, VerdictForwardIngressDenied)
+		if err := echoOn(open, svc, 700*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Fatalf("echo after the allow was removed: %v, want silence", err)
+		}
+		waitCounter(t, d.Reader, VerdictForwardIngressDenied, before+1)
 	})
 }

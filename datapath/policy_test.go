@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/cilium/ebpf"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 
@@ -311,4 +312,64 @@ func TestPortRangesSplitIntoPrefixes(t *testing.T) {
 			t.Errorf("%d-%d: prefixes cover %d ports, want %d", c.first, c.last, covered, int(c.last)-int(c.first)+1)
 		}
 	}
+}
+
+// nfHookState is the head of the kernel's struct nf_hook_state (48 bytes), the context of a netfilter
+// program's test run: the hook and protocol family the packet is seen at.
+type nfHookState struct {
+	Hook, PF uint8
+	_        [46]byte
+}
+
+const (
+	nfInetForward = 2
+	nfProtoIPv4   = 2
+	nfDrop        = 0
+	nfAccept      = 1
+)
+
+// TestForwardVerdicts: eniw_forward judges what the host forwards on its real addresses (after DNAT,
+// before SNAT). A test run at FORWARD takes the Ethernet frame and hands the program the skb at its IPv4
+// header; its packet has no conntrack entry, so it is judged as a flow's opening.
+func TestForwardVerdicts(t *testing.T) {
+	d := openTest(t, testConfig(true))
+	putTestState(t, d)
+	setPolicy(t, d, pod2, pod2Ingress)
+	setPolicy(t, d, pod1, pod1Egress)
+	for _, c := range []struct {
+		name    string
+		pkt     []byte
+		want    uint32
+		verdict Verdict
+	}{
+		{"pod1 to a Service backend elsewhere, on a port its egress allows", frame(pod1, addr("10.0.2.50"), protoTCP, 40000, 8080), nfAccept, VerdictForwardEgressAllowed},
+		{"pod1 to the internet, before SNAT: its egress denies it", frame(pod1, addr("192.0.2.7"), protoTCP, 40000, 443), nfDrop, VerdictForwardEgressDenied},
+		{"a VPC client to pod2 through a NodePort, after DNAT, on its allowed range", frame(vpcPeer, pod2, protoUDP, 999, 5005), nfAccept, VerdictForwardIngressAllowed},
+		{"a VPC client to pod2 through a NodePort, on a port it does not allow", frame(vpcPeer, pod2, protoUDP, 999, 5011), nfDrop, VerdictForwardIngressDenied},
+		{"SCTP to pod2 on its rule's port", sctpInit(vpcPeer, pod2, 999, 7000), nfAccept, VerdictForwardIngressAllowed},
+		{"SCTP to pod2 on another port", sctpInit(vpcPeer, pod2, 999, 7001), nfDrop, VerdictForwardIngressDenied},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := counterNow(t, d.Reader, c.verdict)
+			ret, err := d.objs.EniwForward.Run(&ebpf.RunOptions{Data: c.pkt, Context: nfHookState{Hook: nfInetForward, PF: nfProtoIPv4}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ret != c.want {
+				t.Errorf("eniw_forward returned %d, want %d", ret, c.want)
+			}
+			if got := counterNow(t, d.Reader, c.verdict) - before; got != 1 {
+				t.Errorf("%s/%s counted %d packets, want 1", c.verdict.Program(), c.verdict, got)
+			}
+		})
+	}
+	t.Run("flows of pods no policy isolates pass uncounted", func(t *testing.T) {
+		if err := d.ClearPodPolicy(context.Background(), pod1); err != nil {
+			t.Fatal(err)
+		}
+		ret, err := d.objs.EniwForward.Run(&ebpf.RunOptions{Data: frame(pod1, addr("192.0.2.7"), protoTCP, 40000, 443), Context: nfHookState{Hook: nfInetForward, PF: nfProtoIPv4}})
+		if err != nil || ret != nfAccept {
+			t.Errorf("eniw_forward = %d, %v; want %d", ret, err, nfAccept)
+		}
+	})
 }

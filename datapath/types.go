@@ -96,6 +96,10 @@ var verdictNames = [...]struct{ program, verdict string }{
 	bpf.EniwireVerdictVERDICT_FROM_POD_INGRESS_ALLOWED: {"from_pod", "policy_ingress_allowed"},
 	bpf.EniwireVerdictVERDICT_TO_POD_EGRESS_ALLOWED:    {"to_pod", "policy_egress_allowed"},
 	bpf.EniwireVerdictVERDICT_TO_POD_INGRESS_ALLOWED:   {"to_pod", "policy_ingress_allowed"},
+	bpf.EniwireVerdictVERDICT_FORWARD_EGRESS_DENIED:    {"forward", "dropped_policy_egress"},
+	bpf.EniwireVerdictVERDICT_FORWARD_INGRESS_DENIED:   {"forward", "dropped_policy_ingress"},
+	bpf.EniwireVerdictVERDICT_FORWARD_EGRESS_ALLOWED:   {"forward", "policy_egress_allowed"},
+	bpf.EniwireVerdictVERDICT_FORWARD_INGRESS_ALLOWED:  {"forward", "policy_ingress_allowed"},
 }
 
 // Verdicts, as the programs count them.
@@ -138,6 +142,10 @@ const (
 	VerdictFromPodIngressAllowed = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_INGRESS_ALLOWED)
 	VerdictToPodEgressAllowed    = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_EGRESS_ALLOWED)
 	VerdictToPodIngressAllowed   = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_INGRESS_ALLOWED)
+	VerdictForwardEgressDenied   = Verdict(bpf.EniwireVerdictVERDICT_FORWARD_EGRESS_DENIED)
+	VerdictForwardIngressDenied  = Verdict(bpf.EniwireVerdictVERDICT_FORWARD_INGRESS_DENIED)
+	VerdictForwardEgressAllowed  = Verdict(bpf.EniwireVerdictVERDICT_FORWARD_EGRESS_ALLOWED)
+	VerdictForwardIngressAllowed = Verdict(bpf.EniwireVerdictVERDICT_FORWARD_INGRESS_ALLOWED)
 	numVerdicts                  = int(bpf.EniwireVerdictVERDICT_MAX)
 )
 

@@ -12,8 +12,8 @@ import (
 	"github.com/eniwire/eniwire/internal/netlinkdump"
 )
 
-// Uninstall detaches every program of ours (pinned tcx links under pinRoot, and eniwire_ cls_bpf filters
-// on the interfaces of the calling network namespace) and unpins our maps, then removes the pin
+// Uninstall detaches every program of ours (pinned tcx links and the forward hook's netfilter link under
+// pinRoot, and eniwire_ cls_bpf filters on the interfaces of the calling network namespace) and unpins our maps, then removes the pin
 // directories if they are empty. Pins and filters of others are left alone. Running it twice is fine.
 func Uninstall(pinRoot string) error {
 	if pinRoot == "" {
@@ -36,6 +36,10 @@ func Uninstall(pinRoot string) error {
 			continue
 		}
 		errs = append(errs, l.Unpin(), l.Close())
+	}
+
+	if err := detachForward(pinRoot); err != nil {
+		errs = append(errs, err)
 	}
 
 	ifaces, err := netlinkdump.Links(nil)
