@@ -1,8 +1,12 @@
 //go:build ignore
 /* SPDX-License-Identifier: GPL-2.0 */
-/* eniwire's tc programs: eniw_from_pod on each pod's host veth (ingress), eniw_to_vpc on every managed ENI
- * (egress), eniw_to_pod on every managed ENI (ingress). Every decision is a hash, LPM or conntrack lookup,
- * so the cost per packet does not grow with the number of pods.
+/* eniwire's programs: the tc programs eniw_from_pod on each pod's host veth (ingress), eniw_to_vpc on every
+ * managed ENI (egress), eniw_to_pod on every managed ENI (ingress), and eniw_forward, a netfilter program at
+ * the node's IPv4 FORWARD hook. Every decision is a hash, LPM or conntrack lookup, so the cost per packet
+ * does not grow with the number of pods, nor with the size of the NetworkPolicy of a pod (policy.h).
+ *
+ * NetworkPolicy on the fast paths: before a packet takes one, its flow is judged against the policies of
+ * the pods at either end (flow_detour), and a denied packet is dropped, never detoured to the host.
  *
  * The fast paths (redirect_peer into a pod, redirect_neigh out of an ENI) behave as a router: a packet of a
  * flow the host carries goes to the host (flow.h), the TTL is decremented and a packet about to expire goes

@@ -83,7 +83,8 @@ enum verdict {
 	VERDICT_WRITE_FAILED = 26,       /* the fast path could not write the TTL (no memory to copy the packet); dropped */
 	/* NetworkPolicy (policy.h). A denied packet is counted under its denial alone; an allowed one under the
 	 * verdict of where it went, and, when it opens a flow that a policy isolates, under the direction
-	 * whose policy allowed it as well: the *_ALLOWED counters count new flows, beside their packets. */
+	 * whose policy allowed it as well: the *_ALLOWED counters count new flows beside their packets (and
+	 * every allowed packet of what has no flow state from tc: ICMP, SCTP, other protocols). */
 	VERDICT_FROM_POD_EGRESS_DENIED = 27,  /* from_pod: dropped, the sender's egress policy allows no such flow */
 	VERDICT_FROM_POD_INGRESS_DENIED = 28, /* from_pod: dropped, the pod it is for (on this node) allows no such flow in */
 	VERDICT_TO_POD_EGRESS_DENIED = 29,    /* to_pod: dropped, the pod's egress policy no longer allows the flow it opened */
