@@ -61,17 +61,6 @@ func (d *Datapath) attachForward() error {
 
 // detachForward unpins the forward hook's link, which detaches it. No pin is no error.
 func detachForward(pinRoot string) error {
-	pin := filepath.Join(pinRoot, linksDir, forwardPinName)
-	l, err := link.LoadPinnedLink(pin, nil)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("opening pinned link %s: %w", pin, err)
-	}
-	defer l.Close()
-	if err := l.Unpin(); err != nil {
-		return fmt.Errorf("unpinning link %s: %w", pin, err)
-	}
-	return nil
+	_, err := unpinLink(filepath.Join(pinRoot, linksDir, forwardPinName))
+	return err
 }

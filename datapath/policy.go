@@ -357,28 +357,16 @@ func (d *Datapath) recoverPolicies() error {
 		ps.ids[id] = e
 		return e
 	}
-	var (
-		pk bpf.EniwirePolicyPeerKey
-		pv bpf.EniwirePolicyPeerValue
-	)
-	pit := d.objs.PolicyPeers.Iterate()
-	for pit.Next(&pk, &pv) {
-		e := entriesOf(pk.PolicyId)
-		e.peers = append(e.peers, pk)
-	}
-	if err := pit.Err(); err != nil {
+	if err := eachKey(d.objs.PolicyPeers, func(k bpf.EniwirePolicyPeerKey) {
+		e := entriesOf(k.PolicyId)
+		e.peers = append(e.peers, k)
+	}); err != nil {
 		return fmt.Errorf("reading policy peers: %w", err)
 	}
-	var (
-		tk bpf.EniwirePolicyPortKey
-		tv bpf.EniwirePolicyPortValue
-	)
-	tit := d.objs.PolicyPorts.Iterate()
-	for tit.Next(&tk, &tv) {
-		e := entriesOf(tk.PolicyId)
-		e.ports = append(e.ports, tk)
-	}
-	if err := tit.Err(); err != nil {
+	if err := eachKey(d.objs.PolicyPorts, func(k bpf.EniwirePolicyPortKey) {
+		e := entriesOf(k.PolicyId)
+		e.ports = append(e.ports, k)
+	}); err != nil {
 		return fmt.Errorf("reading policy ports: %w", err)
 	}
 	for id, e := range ps.ids {
@@ -390,4 +378,17 @@ func (d *Datapath) recoverPolicies() error {
 	}
 	ps.next = highest
 	return nil
+}
+
+// eachKey calls fn with every key of m.
+func eachKey[K any](m *ebpf.Map, fn func(K)) error {
+	var (
+		k K
+		v = make([]byte, m.ValueSize())
+	)
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		fn(k)
+	}
+	return it.Err()
 }

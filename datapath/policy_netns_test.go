@@ -36,36 +36,16 @@ func TestPolicyBetweenPodsOnTheNode(t *testing.T) {
 	}}
 
 	t.Run("under a default-deny ingress policy pod1 cannot reach pod2", func(t *testing.T) {
-		if err := d.SetPodPolicy(ctx, pod2IP, denyAll); err != nil {
-			t.Fatal(err)
-		}
-		before := counterNow(t, d.Reader, VerdictFromPodIngressDenied)
-		if err := tcpExchange(f.pod1, pod2TCP, 700*time.Millisecond); err == nil {
-			t.Fatal("pod1 reached pod2 through a deny-all policy")
-		}
-		waitCounter(t, d.Reader, VerdictFromPodIngressDenied, before+1)
+		setPolicy(t, d, pod2IP, denyAll)
+		wantRefused(t, d, VerdictFromPodIngressDenied, func() error { return tcpExchange(f.pod1, pod2TCP, 700*time.Millisecond) })
 	})
 	var open net.Conn
-	t.Cleanup(func() {
-		if open != nil {
-			_ = open.Close()
-		}
-	})
+	t.Cleanup(func() { closeConn(open) })
 	t.Run("an allow from pod1 on TCP 8080 lets pod1 in, and the replies out", func(t *testing.T) {
-		if err := d.SetPodPolicy(ctx, pod2IP, allowPod1); err != nil {
-			t.Fatal(err)
-		}
+		setPolicy(t, d, pod2IP, allowPod1)
 		allowed := counterNow(t, d.Reader, VerdictFromPodIngressAllowed)
 		peer := counterNow(t, d.Reader, VerdictFromPodToPeer)
-		if err := f.pod1.Do(func(ns.NetNS) (err error) {
-			open, err = net.DialTimeout("tcp4", pod2TCP.String(), 5*time.Second)
-			return err
-		}); err != nil {
-			t.Fatalf("connecting under the allow: %v", err)
-		}
-		if err := echoOn(open, pod2TCP, 5*time.Second); err != nil {
-			t.Fatal(err)
-		}
+		open = dialEcho(t, f.pod1, pod2TCP)
 		waitCounter(t, d.Reader, VerdictFromPodIngressAllowed, allowed+1)
 		// SYN, SYN-ACK, ACK, data, echo at least: both ways on the fast path.
 		waitCounter(t, d.Reader, VerdictFromPodToPeer, peer+5)
@@ -91,34 +71,22 @@ func TestPolicyBetweenPodsOnTheNode(t *testing.T) {
 		t.Errorf("no conntrack entry for %s -> %s", local, pod2TCP)
 	})
 	t.Run("removing the allow cuts the open connection", func(t *testing.T) {
-		if err := d.SetPodPolicy(ctx, pod2IP, denyAll); err != nil {
-			t.Fatal(err)
-		}
-		before := counterNow(t, d.Reader, VerdictFromPodIngressDenied)
-		if err := echoOn(open, pod2TCP, 700*time.Millisecond); err == nil {
-			t.Fatal("the open connection still answered after its allow was removed")
-		} else if !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("the open connection failed otherwise than by silence: %v", err)
-		}
-		waitCounter(t, d.Reader, VerdictFromPodIngressDenied, before+1)
+		setPolicy(t, d, pod2IP, denyAll)
+		wantCut(t, d, VerdictFromPodIngressDenied, open, pod2TCP)
 	})
 	t.Run("an egress policy of pod1 allowing TCP 8080 to pod2 lets it through, and nothing else", func(t *testing.T) {
 		if err := d.ClearPodPolicy(ctx, pod2IP); err != nil {
 			t.Fatal(err)
 		}
-		if err := d.SetPodPolicy(ctx, pod1IP, dptypes.PodPolicy{EgressIsolated: true, Egress: []dptypes.PeerPorts{
+		setPolicy(t, d, pod1IP, dptypes.PodPolicy{EgressIsolated: true, Egress: []dptypes.PeerPorts{
 			{Peer: netip.PrefixFrom(pod2IP, 32), Ports: []dptypes.PortRange{tcp(8080, 8080)}},
-		}}); err != nil {
-			t.Fatal(err)
-		}
+		}})
 		if err := tcpExchange(f.pod1, pod2TCP, 5*time.Second); err != nil {
 			t.Fatalf("TCP 8080 under the egress allow: %v", err)
 		}
-		before := counterNow(t, d.Reader, VerdictFromPodEgressDenied)
-		if err := udpExchange(f.pod1, netip.Addr{}, netip.AddrPortFrom(pod2IP, 7001), 700*time.Millisecond); err == nil {
-			t.Error("UDP left pod1, whose egress allows TCP 8080 only")
-		}
-		waitCounter(t, d.Reader, VerdictFromPodEgressDenied, before+1)
+		wantRefused(t, d, VerdictFromPodEgressDenied, func() error {
+			return udpExchange(f.pod1, netip.Addr{}, netip.AddrPortFrom(pod2IP, 7001), 700*time.Millisecond)
+		})
 	})
 }
 
@@ -139,7 +107,6 @@ func TestPolicyJudgesAServiceOnItsBackend(t *testing.T) {
 		_ = f.node.Do(func(ns.NetNS) error { return Uninstall(root) })
 	})
 	f.wire(t, d)
-	ctx := context.Background()
 	svc := netip.AddrPortFrom(addr("10.96.0.30"), 80)
 	backend := netip.AddrPortFrom(pod2IP, 8080)
 	serveTCPEcho(t, f.pod2, backend)
@@ -151,45 +118,67 @@ func TestPolicyJudgesAServiceOnItsBackend(t *testing.T) {
 	}
 
 	t.Run("an allow of the Service's port alone does not reach the backend", func(t *testing.T) {
-		if err := d.SetPodPolicy(ctx, pod2IP, allow(80)); err != nil {
-			t.Fatal(err)
-		}
-		before := counterNow(t, d.Reader, VerdictForwardIngressDenied)
-		if err := tcpExchange(f.pod1, svc, 700*time.Millisecond); err == nil {
-			t.Fatal("pod1 reached pod2:8080 through the Service with only port 80 allowed")
-		}
-		waitCounter(t, d.Reader, VerdictForwardIngressDenied, before+1)
+		setPolicy(t, d, pod2IP, allow(80))
+		wantRefused(t, d, VerdictForwardIngressDenied, func() error { return tcpExchange(f.pod1, svc, 700*time.Millisecond) })
 	})
 	var open net.Conn
-	t.Cleanup(func() {
-		if open != nil {
-			_ = open.Close()
-		}
-	})
+	t.Cleanup(func() { closeConn(open) })
 	t.Run("an allow of the targetPort does, replies included", func(t *testing.T) {
-		if err := d.SetPodPolicy(ctx, pod2IP, allow(8080)); err != nil {
-			t.Fatal(err)
-		}
+		setPolicy(t, d, pod2IP, allow(8080))
 		before := counterNow(t, d.Reader, VerdictForwardIngressAllowed)
-		if err := f.pod1.Do(func(ns.NetNS) (err error) {
-			open, err = net.DialTimeout("tcp4", svc.String(), 5*time.Second)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
-		if err := echoOn(open, svc, 5*time.Second); err != nil {
-			t.Fatal(err)
-		}
+		open = dialEcho(t, f.pod1, svc)
 		waitCounter(t, d.Reader, VerdictForwardIngressAllowed, before+1)
 	})
 	t.Run("removing the allow cuts the open connection through the Service", func(t *testing.T) {
-		if err := d.SetPodPolicy(ctx, pod2IP, allow(80)); err != nil {
-			t.Fatal(err)
-		}
-		before := counterNow(t, d.Reader, VerdictForwardIngressDenied)
-		if err := echoOn(open, svc, 700*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Fatalf("echo after the allow was removed: %v, want silence", err)
-		}
-		waitCounter(t, d.Reader, VerdictForwardIngressDenied, before+1)
+		setPolicy(t, d, pod2IP, allow(80))
+		wantCut(t, d, VerdictForwardIngressDenied, open, svc)
 	})
+}
+
+// wantRefused runs an exchange that a policy must refuse, and waits for verdict v to count the drop.
+func wantRefused(t *testing.T, d *Datapath, v Verdict, exchange func() error) {
+	t.Helper()
+	before := counterNow(t, d.Reader, v)
+	if err := exchange(); err == nil {
+		t.Fatalf("the exchange succeeded; want it refused, counted as %s/%s", v.Program(), v)
+	}
+	waitCounter(t, d.Reader, v, before+1)
+}
+
+// wantCut sends on an open connection whose allow was removed: no echo may come (silence, not an error
+// of the socket's), and verdict v counts the drop.
+func wantCut(t *testing.T, d *Datapath, v Verdict, open net.Conn, dst netip.AddrPort) {
+	t.Helper()
+	if open == nil {
+		t.Fatal("no open connection")
+	}
+	before := counterNow(t, d.Reader, v)
+	if err := echoOn(open, dst, 700*time.Millisecond); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("echo after the allow was removed: %v, want silence", err)
+	}
+	waitCounter(t, d.Reader, v, before+1)
+}
+
+// dialEcho connects from netns n to dst and checks an echo on the connection, which it returns open: the
+// caller closes it (closeConn), when its test ends rather than the subtest's.
+func dialEcho(t *testing.T, n ns.NetNS, dst netip.AddrPort) net.Conn {
+	t.Helper()
+	var c net.Conn
+	if err := n.Do(func(ns.NetNS) (err error) {
+		c, err = net.DialTimeout("tcp4", dst.String(), 5*time.Second)
+		return err
+	}); err != nil {
+		t.Fatalf("connecting to %s: %v", dst, err)
+	}
+	if err := echoOn(c, dst, 5*time.Second); err != nil {
+		_ = c.Close()
+		t.Fatal(err)
+	}
+	return c
+}
+
+func closeConn(c net.Conn) {
+	if c != nil {
+		_ = c.Close()
+	}
 }
