@@ -222,8 +222,10 @@ static __always_inline enum detour judge_stateless(struct __sk_buff *skb, struct
 			r = POLICY_ALLOWED;
 		}
 	}
-	if (r != POLICY_ALLOWED)
+	if (r != POLICY_ALLOWED) {
+		report_denial(&o, r, r == POLICY_EGRESS_DENIED ? v.egress_denied : v.ingress_denied);
 		return denial(r);
+	}
 	count_opening(&o, v, p->len);
 	return DETOUR_NONE;
 }
@@ -271,8 +273,10 @@ static __always_inline enum detour flow_detour(struct __sk_buff *skb, struct pac
 		return DETOUR_NONE;
 	struct opening o = opening_of(p, e, saddr, daddr, sport, dport, f.protocol, 0);
 	enum policy_result r = judge(&o);
-	if (r != POLICY_ALLOWED)
+	if (r != POLICY_ALLOWED) {
+		report_denial(&o, r, r == POLICY_EGRESS_DENIED ? v.egress_denied : v.ingress_denied);
 		return denial(r);
+	}
 	count_opening(&o, v, p->len);
 	/* An ICMP error about a flow conntrack does not know opens nothing. */
 	if (f.protocol == p->protocol)
@@ -685,17 +689,16 @@ int eniw_forward(struct bpf_nf_ctx *ctx)
 	o.opener_flags = reply ? dst_flags : src_flags;
 	o.responder_flags = reply ? src_flags : dst_flags;
 	o.port = reply ? ports[0] : ports[1];
-	switch (judge(&o)) {
-	case POLICY_EGRESS_DENIED:
-		count(VERDICT_FORWARD_EGRESS_DENIED, len);
+	int opening = !tracked || ctinfo == IP_CT_NEW;
+	enum policy_result r = judge(&o);
+	if (r != POLICY_ALLOWED) {
+		enum verdict v = r == POLICY_EGRESS_DENIED ? VERDICT_FORWARD_EGRESS_DENIED : VERDICT_FORWARD_INGRESS_DENIED;
+		count(v, len);
+		if (opening)
+			report_denial(&o, r, v);
 		return NF_DROP;
-	case POLICY_INGRESS_DENIED:
-		count(VERDICT_FORWARD_INGRESS_DENIED, len);
-		return NF_DROP;
-	default:
-		break;
 	}
-	if (!tracked || ctinfo == IP_CT_NEW) {
+	if (opening) {
 		if (o.opener_flags & POLICY_EGRESS_ISOLATED)
 			count(VERDICT_FORWARD_EGRESS_ALLOWED, len);
 		if (o.responder_flags & POLICY_INGRESS_ISOLATED)

@@ -19,6 +19,13 @@ type EniwireCounter struct {
 	Bytes   uint64
 }
 
+type EniwireDenialBudget struct {
+	_             structs.HostLayout
+	WindowStartNs uint64
+	Sent          uint32
+	Pad           uint32
+}
+
 type EniwireEniValue struct {
 	_               structs.HostLayout
 	Gateway         EniwireIpAddr
@@ -47,6 +54,18 @@ type EniwirePodValue struct {
 	EniIfindex  uint32
 	Flags       uint32
 	Pad         uint32
+}
+
+type EniwirePolicyDenial struct {
+	_         structs.HostLayout
+	Pod       EniwireIpAddr
+	Peer      EniwireIpAddr
+	Flags     uint32
+	Verdict   EniwireVerdict
+	Direction EniwirePolicyDirection
+	Port      uint16
+	Protocol  uint8
+	Pad       uint8
 }
 
 type EniwirePolicyDirection uint32
@@ -151,18 +170,21 @@ const (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	EniwireMapCounters     = "counters"
-	EniwireMapEnis         = "enis"
-	EniwireMapPodStats     = "pod_stats"
-	EniwireMapPods         = "pods"
-	EniwireMapPolicyPeers  = "policy_peers"
-	EniwireMapPolicyPorts  = "policy_ports"
-	EniwireMapRoutes       = "routes"
-	EniwireProgEniwForward = "eniw_forward"
-	EniwireProgEniwFromPod = "eniw_from_pod"
-	EniwireProgEniwToPod   = "eniw_to_pod"
-	EniwireProgEniwToVpc   = "eniw_to_vpc"
-	EniwireVarSnatEnabled  = "snat_enabled"
+	EniwireMapCounters           = "counters"
+	EniwireMapDenialBudgets      = "denial_budgets"
+	EniwireMapEnis               = "enis"
+	EniwireMapPodStats           = "pod_stats"
+	EniwireMapPods               = "pods"
+	EniwireMapPolicyDenials      = "policy_denials"
+	EniwireMapPolicyPeers        = "policy_peers"
+	EniwireMapPolicyPorts        = "policy_ports"
+	EniwireMapRoutes             = "routes"
+	EniwireProgEniwForward       = "eniw_forward"
+	EniwireProgEniwFromPod       = "eniw_from_pod"
+	EniwireProgEniwToPod         = "eniw_to_pod"
+	EniwireProgEniwToVpc         = "eniw_to_vpc"
+	EniwireVarSnatEnabled        = "snat_enabled"
+	EniwireVarUnusedPolicyDenial = "unused_policy_denial"
 )
 
 // LoadEniwire returns the embedded CollectionSpec for Eniwire.
@@ -217,20 +239,23 @@ type EniwireProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type EniwireMapSpecs struct {
-	Counters    *ebpf.MapSpec `ebpf:"counters"`
-	Enis        *ebpf.MapSpec `ebpf:"enis"`
-	PodStats    *ebpf.MapSpec `ebpf:"pod_stats"`
-	Pods        *ebpf.MapSpec `ebpf:"pods"`
-	PolicyPeers *ebpf.MapSpec `ebpf:"policy_peers"`
-	PolicyPorts *ebpf.MapSpec `ebpf:"policy_ports"`
-	Routes      *ebpf.MapSpec `ebpf:"routes"`
+	Counters      *ebpf.MapSpec `ebpf:"counters"`
+	DenialBudgets *ebpf.MapSpec `ebpf:"denial_budgets"`
+	Enis          *ebpf.MapSpec `ebpf:"enis"`
+	PodStats      *ebpf.MapSpec `ebpf:"pod_stats"`
+	Pods          *ebpf.MapSpec `ebpf:"pods"`
+	PolicyDenials *ebpf.MapSpec `ebpf:"policy_denials"`
+	PolicyPeers   *ebpf.MapSpec `ebpf:"policy_peers"`
+	PolicyPorts   *ebpf.MapSpec `ebpf:"policy_ports"`
+	Routes        *ebpf.MapSpec `ebpf:"routes"`
 }
 
 // EniwireVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type EniwireVariableSpecs struct {
-	SnatEnabled *ebpf.VariableSpec `ebpf:"snat_enabled"`
+	SnatEnabled        *ebpf.VariableSpec `ebpf:"snat_enabled"`
+	UnusedPolicyDenial *ebpf.VariableSpec `ebpf:"unused_policy_denial"`
 }
 
 // EniwireObjects contains all objects after they have been loaded into the kernel.
@@ -253,21 +278,25 @@ func (o *EniwireObjects) Close() error {
 //
 // It can be passed to LoadEniwireObjects or ebpf.CollectionSpec.LoadAndAssign.
 type EniwireMaps struct {
-	Counters    *ebpf.Map `ebpf:"counters"`
-	Enis        *ebpf.Map `ebpf:"enis"`
-	PodStats    *ebpf.Map `ebpf:"pod_stats"`
-	Pods        *ebpf.Map `ebpf:"pods"`
-	PolicyPeers *ebpf.Map `ebpf:"policy_peers"`
-	PolicyPorts *ebpf.Map `ebpf:"policy_ports"`
-	Routes      *ebpf.Map `ebpf:"routes"`
+	Counters      *ebpf.Map `ebpf:"counters"`
+	DenialBudgets *ebpf.Map `ebpf:"denial_budgets"`
+	Enis          *ebpf.Map `ebpf:"enis"`
+	PodStats      *ebpf.Map `ebpf:"pod_stats"`
+	Pods          *ebpf.Map `ebpf:"pods"`
+	PolicyDenials *ebpf.Map `ebpf:"policy_denials"`
+	PolicyPeers   *ebpf.Map `ebpf:"policy_peers"`
+	PolicyPorts   *ebpf.Map `ebpf:"policy_ports"`
+	Routes        *ebpf.Map `ebpf:"routes"`
 }
 
 func (m *EniwireMaps) Close() error {
 	return _EniwireClose(
 		m.Counters,
+		m.DenialBudgets,
 		m.Enis,
 		m.PodStats,
 		m.Pods,
+		m.PolicyDenials,
 		m.PolicyPeers,
 		m.PolicyPorts,
 		m.Routes,
@@ -278,7 +307,8 @@ func (m *EniwireMaps) Close() error {
 //
 // It can be passed to LoadEniwireObjects or ebpf.CollectionSpec.LoadAndAssign.
 type EniwireVariables struct {
-	SnatEnabled *ebpf.Variable `ebpf:"snat_enabled"`
+	SnatEnabled        *ebpf.Variable `ebpf:"snat_enabled"`
+	UnusedPolicyDenial *ebpf.Variable `ebpf:"unused_policy_denial"`
 }
 
 // EniwirePrograms contains all programs after they have been loaded into the kernel.

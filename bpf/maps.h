@@ -217,3 +217,41 @@ struct {
 	__type(key, struct policy_port_key);
 	__type(value, struct policy_port_value);
 } policy_ports SEC(".maps");
+
+/* policy_denials: an event for each new flow a policy denied (policy.h, report_denial), for the agent to
+ * log with the policies that isolate the pod. At most DENIALS_PER_SECOND per CPU: a flood of denied packets
+ * costs a counter, not a log line each. */
+struct policy_denial {
+	struct ip_addr pod;  /* the pod whose policy denied the flow */
+	struct ip_addr peer; /* the other end */
+	__u32 flags;         /* the pod's flags: its policy id and isolation */
+	enum verdict verdict;
+	enum policy_direction direction; /* whose rules denied: the pod's egress or its ingress */
+	__u16 port;                      /* the responder's port, host order */
+	__u8 protocol;
+	__u8 pad;
+};
+
+#define DENIALS_PER_SECOND 64
+
+struct denial_budget {
+	__u64 window_start_ns;
+	__u32 sent;
+	__u32 pad;
+};
+
+/* A ring buffer's records carry no BTF of their own: this puts struct policy_denial's in the object, for
+ * bpf2go. */
+const struct policy_denial *unused_policy_denial __attribute__((unused));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} policy_denials SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct denial_budget);
+} denial_budgets SEC(".maps");

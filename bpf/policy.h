@@ -67,6 +67,34 @@ static __always_inline enum policy_result judge(struct opening *o)
 	return POLICY_ALLOWED;
 }
 
+/* report_denial sends a denied new flow to policy_denials, within the CPU's budget of DENIALS_PER_SECOND. */
+static __always_inline void report_denial(struct opening *o, enum policy_result r, enum verdict verdict)
+{
+	__u32 zero = 0;
+	struct denial_budget *b = bpf_map_lookup_elem(&denial_budgets, &zero);
+	if (!b)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	if (now - b->window_start_ns >= 1000000000ull) {
+		b->window_start_ns = now;
+		b->sent = 0;
+	}
+	if (b->sent >= DENIALS_PER_SECOND)
+		return;
+	b->sent++;
+	struct policy_denial e;
+	__builtin_memset(&e, 0, sizeof(e));
+	int egress = r == POLICY_EGRESS_DENIED;
+	ip_addr_from_v4(&e.pod, egress ? o->opener : o->responder);
+	ip_addr_from_v4(&e.peer, egress ? o->responder : o->opener);
+	e.flags = egress ? o->opener_flags : o->responder_flags;
+	e.verdict = verdict;
+	e.direction = egress ? POLICY_EGRESS : POLICY_INGRESS;
+	e.port = bpf_ntohs(o->port);
+	e.protocol = o->protocol;
+	bpf_ringbuf_output(&policy_denials, &e, sizeof(e), 0);
+}
+
 /* How long eniwire's conntrack entry of a fast-path flow lives without a packet, in milliseconds; every
  * packet the policy still allows renews it (bpf_ct_change_timeout). TCP as long as Cilium keeps an idle
  * connection (6 hours), short once a FIN or RST is seen; UDP as the kernel's "stream" UDP timeout. */

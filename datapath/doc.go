@@ -116,6 +116,12 @@
 // probes, a hostNetwork pod) never crosses FORWARD and is always allowed; so is, today, a pod's traffic to
 // the node's own addresses (INPUT is not judged).
 //
+// What is counted and reported: a denied packet under its program's dropped_policy_{egress,ingress}
+// verdict, a new flow a policy allowed under policy_{egress,ingress}_allowed beside its packet's verdict,
+// and each denied new flow as an event in the policy_denials ring buffer (ReadPolicyDenials: the pod, the
+// peer, the port, the pod's policy id and whose rules denied it), at most 64 a second per CPU so that a
+// flood costs counters, not events.
+//
 // # What crosses a pod's veth
 //
 // from_pod takes from a pod untagged IPv4 from the pod's own address (the pod behind that very veth), ARP

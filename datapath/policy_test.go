@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/containernetworking/plugins/pkg/ns"
@@ -372,4 +374,48 @@ func TestForwardVerdicts(t *testing.T) {
 			t.Errorf("eniw_forward = %d, %v; want %d", ret, err, nfAccept)
 		}
 	})
+}
+
+// TestDeniedNewFlowsAreReported: a new flow a policy denies reaches ReadPolicyDenials with the pod, the
+// peer, the port and whose rules denied it; a flood is cut to the per-CPU budget.
+func TestDeniedNewFlowsAreReported(t *testing.T) {
+	d := openTest(t, testConfig(true))
+	putTestState(t, d)
+	n := runNS(t, testVeths...)
+	setPolicy(t, d, pod2, pod2Ingress)
+	setPolicy(t, d, pod1, pod1Egress)
+	const flood = 200
+	runCases(t, d, n, []progCase{
+		{"pod1's egress denies UDP to pod2", fromPod, vethPod1, frame(pod1, pod2, protoUDP, 40002, 80), tcActShot, VerdictFromPodEgressDenied},
+		{"pod2's ingress denies the VPC on UDP 5011", toPod, 0, frame(vpcPeer, pod2, protoUDP, 999, 5011), tcActShot, VerdictToPodIngressDenied},
+	})
+	for i := range flood {
+		if ret, err := runOn(n, d.objs.EniwToPod, 0, frame(vpcPeer, pod2, protoUDP, uint16(2000+i), 5011)); err != nil || ret != tcActShot {
+			t.Fatalf("flood packet %d: %d, %v", i, ret, err)
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var got []PolicyDenial
+	err := d.ReadPolicyDenials(ctx, func(e PolicyDenial) { got = append(got, e) })
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ReadPolicyDenials: %v", err)
+	}
+	if len(got) < 2 {
+		t.Fatalf("%d denials reported, want at least the first two", len(got))
+	}
+	want := []PolicyDenial{
+		{Pod: pod1, Peer: pod2, PolicyID: podFlags(t, d, pod1) & policyIDMask, Egress: true, Protocol: protoUDP, Port: 80, Verdict: VerdictFromPodEgressDenied},
+		{Pod: pod2, Peer: vpcPeer, PolicyID: podFlags(t, d, pod2) & policyIDMask, Egress: false, Protocol: protoUDP, Port: 5011, Verdict: VerdictToPodIngressDenied},
+	}
+	for i, w := range want {
+		if got[i] != w {
+			t.Errorf("denial %d = %+v, want %+v", i, got[i], w)
+		}
+	}
+	if budget := 64 * runtime.NumCPU(); len(got) > budget {
+		t.Errorf("%d denials reported for %d denied flows, want at most %d (64 a second per CPU)", len(got), flood+2, budget)
+	}
+	t.Logf("%d denied new flows, %d reported", flood+2, len(got))
 }
