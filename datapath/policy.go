@@ -85,7 +85,7 @@ func compilePolicy(p dptypes.PodPolicy) (compiledPolicy, error) {
 		dir   bpf.EniwirePolicyDirection
 		peers []dptypes.PeerPorts
 	}{{policyDirIngress, p.Ingress}, {policyDirEgress, p.Egress}} {
-		peers := slices.Clone(d.peers)
+		peers := withIPv4Hole(d.peers)
 		slices.SortFunc(peers, func(a, b dptypes.PeerPorts) int { return strings.Compare(a.Peer.String(), b.Peer.String()) })
 		for _, pp := range peers {
 			k, err := peerKey(d.dir, pp.Peer)
@@ -116,6 +116,31 @@ func compilePolicy(p dptypes.PodPolicy) (compiledPolicy, error) {
 	}
 	c.content = content.String()
 	return c, nil
+}
+
+var (
+	allIPv4    = netip.MustParsePrefix("0.0.0.0/0")
+	mappedIPv4 = netip.MustParseAddr("::ffff:0.0.0.0")
+)
+
+// withIPv4Hole returns the peers, with an entry that allows nothing for the whole of IPv4 when an IPv6
+// prefix covers the IPv4-mapped range (::/0, say) and no IPv4 /0 has its own entry: IPv4 addresses are
+// stored IPv4-mapped, and an IPv6 ipBlock must not take them in.
+func withIPv4Hole(peers []dptypes.PeerPorts) []dptypes.PeerPorts {
+	peers = slices.Clone(peers)
+	hole := false
+	for _, pp := range peers {
+		if pp.Peer.Masked() == allIPv4 {
+			return peers
+		}
+		if pp.Peer.Addr().Is6() && pp.Peer.Bits() <= mappedBits && pp.Peer.Contains(mappedIPv4) {
+			hole = true
+		}
+	}
+	if hole {
+		peers = append(peers, dptypes.PeerPorts{Peer: allIPv4})
+	}
+	return peers
 }
 
 func comparePortRange(a, b dptypes.PortRange) int {

@@ -136,6 +136,15 @@ func TestPolicyVerdicts(t *testing.T) {
 			{"and the allow put back lets it on", fromPod, vethPod1, frame(pod1, pod2, protoTCP, 40000, 80), tcActRedirect, VerdictFromPodToPeer},
 		})
 	})
+	t.Run("an IPv6 ipBlock of ::/0 takes in no IPv4 peer", func(t *testing.T) {
+		setPolicy(t, d, pod2, dptypes.PodPolicy{IngressIsolated: true, Ingress: []dptypes.PeerPorts{
+			{Peer: prefix("::/0"), Ports: []dptypes.PortRange{anyProtocol}},
+		}})
+		runCases(t, d, n, []progCase{
+			{"a VPC peer", toPod, 0, frame(vpcPeer, pod2, protoTCP, 999, 80), tcActShot, VerdictToPodIngressDenied},
+		})
+		setPolicy(t, d, pod2, pod2Ingress)
+	})
 	t.Run("a cleared policy leaves the pod open", func(t *testing.T) {
 		if err := d.ClearPodPolicy(context.Background(), pod1); err != nil {
 			t.Fatal(err)
