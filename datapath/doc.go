@@ -100,7 +100,10 @@
 // packet renews the entry's timeout (6 hours for TCP, 10 seconds after a FIN or RST, 120 seconds for UDP);
 // the kernel expires it, no garbage collector of ours races live flows, and it survives an agent restart.
 // An entry of the host's (no mark) still means the host carries the flow. Flows of pods no policy
-// isolates keep no state, as before. Packets conntrack cannot hold from tc are judged alone: ICMP by its
+// isolates keep no state, as before; so a flow a pod had before a policy isolated it has no entry, and
+// its next packet is judged as a new flow opened the way that packet goes (a TCP flow whose first packet
+// after the change comes from the side the policy refuses waits for the other side's next segment, which
+// opens it the right way). An entry that conntrack's tools or kube-proxy delete is treated the same. Packets conntrack cannot hold from tc are judged alone: ICMP by its
 // type (an echo reply or an error as a reply, the rest as requests), SCTP as a request when it carries an
 // INIT and either way otherwise (the host tracks SCTP; see the forward hook), other protocols as requests;
 // a later fragment passes to the host, which reassembles it with its judged first fragment.
