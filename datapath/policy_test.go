@@ -180,7 +180,7 @@ func icmpEcho(src, dst netip.Addr, typ uint8) []byte {
 }
 
 // policyEntries counts the entries of the two policy maps.
-func policyEntryCount(t *testing.T, d *Datapath) (peers, ports int) {
+func policyEntryCount(t testing.TB, d *Datapath) (peers, ports int) {
 	t.Helper()
 	var (
 		pk bpf.EniwirePolicyPeerKey
