@@ -287,6 +287,10 @@ func TestPodPolicyState(t *testing.T) {
 	if peers != 1 || ports != 2 {
 		t.Errorf("%d peer and %d port entries, want 1 and 2 (one copy of the shared policy)", peers, ports)
 	}
+	n := runNS(t, testVeths...)
+	runCases(t, d, n, []progCase{
+		{"pod3's first packet meets the policy set before its entry existed", fromPod, vethOther, frame(pod3, vpcPeer, protoUDP, 999, 53), tcActShot, VerdictFromPodEgressDenied},
+	})
 
 	d2, err := Load(Config{PinRoot: cfg.PinRoot, Logger: testLogger(t), VPCCIDRs: cfg.VPCCIDRs, NodeIPs: cfg.NodeIPs, HostCIDRs: cfg.HostCIDRs, SNAT: true})
 	if err != nil {
