@@ -100,6 +100,9 @@ func TestPolicyVerdicts(t *testing.T) {
 	runCases(t, d, n, []progCase{
 		{"the reply of the allowed flow passes, though pod2's rules name no such flow", fromPod, vethPod2, frame(pod2, pod1, protoTCP, 80, 40000), tcActRedirect, VerdictFromPodToPeer},
 		{"the allowed flow's next packet passes", fromPod, vethPod1, frame(pod1, pod2, protoTCP, 40000, 80), tcActRedirect, VerdictFromPodToPeer},
+		{"pod2 asks a VPC host over UDP", fromPod, vethPod2, frame(pod2, vpcPeer, protoUDP, 40050, 53), tcActRedirect, VerdictFromPodOutENI},
+		{"the first fragment of the answer passes to the host, which reassembles, though pod2's ingress names no such flow", toPod, 0, asFragment(frame(vpcPeer, pod2, protoUDP, 53, 40050), true, 0), tcActUnspec, VerdictToPodHostFlow},
+		{"a first fragment of a flow pod2's ingress denies is denied", fromPod, vethPod1, asFragment(frame(pod1, pod2, protoTCP, 40009, 8080), true, 0), tcActShot, VerdictFromPodIngressDenied},
 		{"a port pod2's ingress does not name is denied by ingress", fromPod, vethPod1, frame(pod1, pod2, protoTCP, 40001, 8080), tcActShot, VerdictFromPodIngressDenied},
 		{"a protocol pod1's egress does not name is denied by egress", fromPod, vethPod1, frame(pod1, pod2, protoUDP, 40002, 80), tcActShot, VerdictFromPodEgressDenied},
 		{"pod1's egress denies the VPC", fromPod, vethPod1, frame(pod1, vpcPeer, protoTCP, 40003, 443), tcActShot, VerdictFromPodEgressDenied},
