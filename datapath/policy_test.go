@@ -57,12 +57,20 @@ func counterMoves(t *testing.T, d *Datapath, v Verdict, want uint64, f func()) {
 	}
 }
 
-func TestPolicyVerdicts(t *testing.T) {
+// policyTestNode is the programs' test state with pod2Ingress set on pod2 and pod1Egress on pod1,
+// and a namespace to run packets in.
+func policyTestNode(t *testing.T) (*Datapath, ns.NetNS) {
+	t.Helper()
 	d := openTest(t, testConfig(true))
 	putTestState(t, d)
 	n := runNS(t, testVeths...)
 	setPolicy(t, d, pod2, pod2Ingress)
 	setPolicy(t, d, pod1, pod1Egress)
+	return d, n
+}
+
+func TestPolicyVerdicts(t *testing.T) {
+	d, n := policyTestNode(t)
 	// A Service flow the host carries: pod1 asked a ClusterIP, the host DNAT'ed it to pod2:9000.
 	addConntrack(t, n, ctEntry{protoTCP, [2]netip.AddrPort{ap("10.0.1.21:41000"), ap("10.0.200.10:80")}, [2]netip.AddrPort{ap("10.0.2.22:9000"), ap("10.0.1.21:41000")}})
 
@@ -395,11 +403,7 @@ func TestForwardVerdicts(t *testing.T) {
 // TestDeniedNewFlowsAreReported: a new flow a policy denies reaches ReadPolicyDenials with the pod, the
 // peer, the port and whose rules denied it; a flood is cut to the per-CPU budget.
 func TestDeniedNewFlowsAreReported(t *testing.T) {
-	d := openTest(t, testConfig(true))
-	putTestState(t, d)
-	n := runNS(t, testVeths...)
-	setPolicy(t, d, pod2, pod2Ingress)
-	setPolicy(t, d, pod1, pod1Egress)
+	d, n := policyTestNode(t)
 	const flood = 200
 	runCases(t, d, n, []progCase{
 		{"pod1's egress denies UDP to pod2", fromPod, vethPod1, frame(pod1, pod2, protoUDP, 40002, 80), tcActShot, VerdictFromPodEgressDenied},
