@@ -2,6 +2,7 @@ package awscni_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -73,10 +74,20 @@ func checkAWSCNIMetrics(t *testing.T, prefix bool, ipMax float64) {
 	node := w.NewNodeWith(t, controller.Config{PoolInterval: 100 * time.Millisecond, WarmIPTarget: 3, EnablePrefixDelegation: prefix},
 		controller.Deps{EC2: w.EC2With(t, simworld.EC2Options{Metrics: reg}), Registerer: reg})
 	_, c := simworld.Serve(t, node)
+	// An ADD that comes before the pool's first IPs is refused and retried, as kubelet retries it: each
+	// refusal is one awscni_no_available_ip_addresses.
+	refused := 0
 	for i := range 3 {
 		req := api.AssignRequest{Attachment: api.Attachment{ContainerID: fmt.Sprintf("container-%d", i), IfName: "eth0"},
 			Pod: api.PodIdentity{Namespace: "default", Name: fmt.Sprintf("web-%d", i)}, HostVeth: fmt.Sprintf("eniw%d", i)}
-		simworld.WaitStatus(t, c, "assigning", func(*api.Status) bool { _, err := c.Assign(context.Background(), req); return err == nil })
+		simworld.WaitStatus(t, c, "assigning", func(*api.Status) bool {
+			_, err := c.Assign(context.Background(), req)
+			var ae *api.Error
+			if errors.As(err, &ae) && (ae.Code == api.CodeNoIPAvailable || ae.Code == api.CodeMaxPods) {
+				refused++
+			}
+			return err == nil
+		})
 	}
 	translated := awscni.Translate(reg)
 	var got map[string]float64
@@ -96,7 +107,7 @@ func checkAWSCNIMetrics(t *testing.T, prefix bool, ipMax float64) {
 		"awscni_assigned_ip_addresses":     3,
 		"awscni_total_ip_addresses":        float64(st.Assigned + st.Warm + st.Cooldown),
 		"awscni_eni_allocated":             float64(attached),
-		"awscni_no_available_ip_addresses": 0,
+		"awscni_no_available_ip_addresses": float64(refused),
 	}
 	for name, v := range want {
 		if got[name] != v {
