@@ -23,14 +23,20 @@ func (p *ipam) waitForIP(ctx context.Context, t *turn) (now time.Time, view *poo
 	for {
 		now = p.clock.Now()
 		view = pool.NewView(p.books.st, now)
-		if !p.line.behind(w) {
+		behind := p.line.behind(w)
+		if !behind {
 			var ok bool
 			if ip, e, ok = view.Pick(p.avail); ok {
 				p.line.leave(w)
 				return now, view, ip, e, nil
 			}
 		}
-		if err := p.noIPNow(view.Counts(), now); err != nil || p.addWait < 0 {
+		// Behind others, an ADD waits its turn: the one at the head learns first whether an IP can come, and
+		// pokes the next when it leaves.
+		if !behind {
+			err = p.noIPNow(view.Counts(), now)
+		}
+		if err != nil || p.addWait < 0 {
 			p.line.leave(w)
 			p.books.mu.Unlock()
 			p.line.answeredNoIP(now)
@@ -41,12 +47,16 @@ func (p *ipam) waitForIP(ctx context.Context, t *turn) (now time.Time, view *poo
 			p.metrics.assigns.WithLabelValues(assignOutcome(err)).Inc()
 			return now, nil, "", nil, err
 		}
-		if w == nil {
+		joining := w == nil
+		if joining {
 			w = p.line.join()
 			deadline = p.clock.After(p.addWait)
 		}
 		p.books.mu.Unlock()
-		p.wake()
+		if joining {
+			// Once: the Run loop pokes the head after each round, and a wake per poke would spin it.
+			p.wake()
+		}
 		select {
 		case <-w.poke:
 			p.books.mu.Lock()
@@ -77,9 +87,14 @@ func (p *ipam) noIPNow(c pool.Counts, now time.Time) error {
 		return fmt.Errorf("%w; raise MAX_PODS (and kubelet's --max-pods) only if the ENIs can address more",
 			maxPodsReached(assigned, p.targets.MaxPods))
 	}
-	if limit := p.targets.MaxPodsFor(p.limits); c.Total() >= limit {
+	// IPs that are neither assigned nor cooling down are landing (their ENI not up yet): they are worth a wait.
+	if limit := p.targets.MaxPodsFor(p.limits); c.Total() >= limit && c.Free() <= 0 {
+		cooling := 0
+		for _, e := range c.ENIs {
+			cooling += e.Cooldown
+		}
 		return fmt.Errorf("%w: the node holds as many IPs as its max pods (%d), %d of them released and back "+
-			"after IP_COOLDOWN_PERIOD (%s)", ErrNoIP, limit, c.Total()-c.Assigned(), p.cooldown)
+			"after IP_COOLDOWN_PERIOD (%s)", ErrNoIP, limit, cooling, p.cooldown)
 	}
 	if why := p.blocked(now); why != "" {
 		return fmt.Errorf("%w: the node cannot get one now: %s", ErrNoIP, why)
