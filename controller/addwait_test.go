@@ -343,3 +343,26 @@ func TestABurstOnAnEmptyPrefixNodeGetsItsIPsInFewGrowthRounds(t *testing.T) {
 		t.Fatalf("%d assigns and %d creates for a burst of %d; want its prefixes in few calls", assigns, creates, burst)
 	}
 }
+
+// TestAnADDBeforeTheNodeIsReadyWaitsForIt: pods scheduled before the agent has heard from EC2 (the first
+// reconcile takes 5 virtual seconds) get their IPs once the pool has them, instead of "not ready" for kubelet
+// to retry.
+func TestAnADDBeforeTheNodeIsReadyWaitsForIt(t *testing.T) {
+	w := newWorld(t, "m5.large", 50)
+	w.sim.Faults().SetLatency("DescribeNetworkInterfaces", 5*time.Second)
+	cfg := fastConfig(w.dir)
+	cfg.AddWait = time.Minute
+	r := w.start(cfg, nil, nil)
+	if ok, _ := r.node.Ready(); ok {
+		t.Fatal("the node is ready before its first reconcile could end")
+	}
+	var adds []<-chan addAnswer
+	for i := range 3 {
+		adds = append(adds, addAsync(r.node, fmt.Sprint("early-", i)))
+	}
+	for i, ch := range adds {
+		if got := answer(t, fmt.Sprint("ADD ", i), ch); got.err != nil {
+			t.Fatalf("ADD %d before the node was ready: %v", i, got.err)
+		}
+	}
+}
