@@ -38,11 +38,13 @@ type Config struct {
 	WarmPrefixTarget       int
 	// Cooldown keeps a released IP out of use (default 120 s, the conntrack SYN_SENT timeout).
 	Cooldown time.Duration
-	// ReconcileInterval between reconciles (default 60 s, jittered by 10%).
+	// ReconcileInterval between reconciles (default 60 s, jittered by 10%) after one that found something to
+	// set right; see MaxReconcileInterval.
 	ReconcileInterval time.Duration
-	// MaxReconcileInterval caps the stretch of the periodic reconcile while EC2 throttles the node's
-	// DescribeNetworkInterfaces (default 10 min): the interval doubles after each reconcile that saw a throttle
-	// and halves after each that did not. Reconciles asked for by a surprising EC2 answer are never postponed.
+	// MaxReconcileInterval caps the stretch of the periodic reconcile (default 10 min): the interval doubles
+	// after each reconcile that saw EC2 throttle the node's DescribeNetworkInterfaces or found the books and
+	// EC2 agreeing, and is back to ReconcileInterval after one that found something to set right. Reconciles
+	// asked for by a surprising EC2 answer are never postponed.
 	MaxReconcileInterval time.Duration
 	// AddWait bounds how long an ADD that finds the warm pool empty waits for the IPs the pool manager is
 	// bringing (ENIWIRE_ADD_WAIT, default DefaultAddWait); negative: it is answered "no IP" at once. An ADD the

@@ -47,8 +47,10 @@ func (p *ipam) waitForIP(ctx context.Context, t *turn) (now time.Time, view *poo
 		if err != nil || p.addWait < 0 {
 			p.line.leave(w)
 			p.books.mu.Unlock()
-			p.line.answeredNoIP(now)
+			// Only a pod the pool could grow for is demand: one it cannot serve would hold its growth sized
+			// for pods that will not come (a repack at the ENI limit, say).
 			if err == nil {
+				p.line.answeredNoIP(now)
 				err = fmt.Errorf("%w: the pool is refilling", ErrNoIP)
 				p.wake()
 			}

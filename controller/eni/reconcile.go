@@ -41,6 +41,12 @@ type Report struct {
 	LostPodIPs []string
 }
 
+// Quiet reports whether the reconcile found the books and EC2 agreeing: nothing adopted, collected, detached,
+// vanished, moved or lost. ENIs attached by others are left alone, so they do not count.
+func (r Report) Quiet() bool {
+	return len(r.Adopted)+len(r.Collected)+len(r.Detached)+len(r.Vanished)+len(r.Moved)+len(r.GoneIPs)+len(r.LostPodIPs) == 0
+}
+
 func tagValue(ni *types.NetworkInterface, key string) string {
 	for _, t := range ni.TagSet {
 		if aws.ToString(t.Key) == key {
@@ -157,10 +163,10 @@ const ownAvailableEvery = 10
 
 // ownAvailableDue says whether the reconcile also lists the instance's own available ENIs (a second
 // DescribeNetworkInterfaces). They come only from an ENI operation of ours not finished (a create whose answer
-// was lost, an ENI between detach and delete), from an ENI detached behind our back, or from books lost with
-// the journal: so the list is read at the first reconcile, when a surprising answer asked for the reconcile,
-// while the books hold an ENI that is not ready, when an ENI of the books is missing from attached, and
-// otherwise one reconcile in ownAvailableEvery. (Two calls at every periodic reconcile were the most of a
+// was lost, an ENI between detach and delete: each settled by its own operation), from an ENI detached behind
+// our back, or from books lost with the journal: so the list is read at the first reconcile, when a surprising
+// answer asked for the reconcile, when a usable ENI of the books is missing from attached or one was moved,
+// and otherwise one reconcile in ownAvailableEvery. (Two calls at every periodic reconcile were the most of a
 // 1,000-node fleet's describes.)
 func (m *Manager) ownAvailableDue(attached []types.NetworkInterface) bool {
 	m.mu.Lock()
@@ -175,7 +181,9 @@ func (m *Manager) ownAvailableDue(attached []types.NetworkInterface) bool {
 	}
 	m.books.View(func(st *journal.State) {
 		for _, e := range st.ENIs {
-			if !e.Primary && (e.State != journal.Ready || !listed[e.ID]) {
+			// An ENI whose create or attach is under way is settled by its own operation (its ClientToken, a
+			// Describe of it); one that should be attached and is not, or was moved, is looked for.
+			if !e.Primary && (e.State == journal.Moved || e.Usable() && !listed[e.ID]) {
 				due = true
 				return
 			}
