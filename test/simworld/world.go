@@ -44,6 +44,9 @@ type Options struct {
 	Subnet ec2sim.SubnetSpec
 	// Server places the simulator's listeners (default: loopback of the test's own namespace).
 	Server ec2sim.ServerOptions
+	// DualStack gives the VPC the IPv6 /56 ec2sim.DualStackVPCIPv6 and the subnet, unless Subnet names its
+	// own, the /64 ec2sim.DualStackSubnetAIPv6, as an IPv6 EKS cluster's VPC has them.
+	DualStack bool
 }
 
 // World is one simulated VPC with one instance, served (on loopback unless Options.Server says otherwise) until
@@ -96,6 +99,14 @@ func New(tb testing.TB, o Options) *World {
 	sim := ec2sim.New(cfg)
 	if err := sim.AddVPC(VPCID, o.VPCCIDR); err != nil {
 		tb.Fatalf("adding VPC: %v", err)
+	}
+	if o.DualStack {
+		if _, err := sim.AddVPCIPv6Block(VPCID, ec2sim.DualStackVPCIPv6); err != nil {
+			tb.Fatalf("adding the VPC's IPv6 block: %v", err)
+		}
+		if subnet.IPv6CIDR == "" {
+			subnet.IPv6CIDR = ec2sim.DualStackSubnetAIPv6
+		}
 	}
 	if err := sim.AddSubnet(subnet); err != nil {
 		tb.Fatalf("adding subnet: %v", err)
