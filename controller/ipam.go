@@ -60,6 +60,8 @@ type ipam struct {
 
 	// turns puts the requests for one attachment in line (turns.go).
 	turns attachmentTurns
+	// ipv6: pods take addresses of the primary ENI's /80 (Config.EnableIPv6; pick).
+	ipv6 bool
 }
 
 // noIP is ErrNoIP naming what keeps the pool from growing, when something does: the node holds its max
@@ -114,7 +116,7 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 	}
 	now := p.clock.Now()
 	view := pool.NewView(p.books.st, now)
-	ip, e, ok := view.Pick(p.avail)
+	ip, e, ok := p.pick(view)
 	if !ok {
 		assigned := len(p.books.st.Assignments)
 		err := p.noIP(view.Counts())
@@ -149,7 +151,7 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 	// Wake the pool manager only when this assignment left the pool short; a wake per request would put
 	// housekeeping in the way of the next request.
 	view.Assigned(ip)
-	short := p.targets.Short(p.limits, view.Counts()) > 0
+	short := !p.ipv6 && p.targets.Short(p.limits, view.Counts()) > 0
 	p.books.mu.Unlock()
 	if short {
 		p.wake()
