@@ -376,6 +376,9 @@ func (e crashEC2) UnassignPrivateIpAddresses(ctx context.Context, in *ec2.Unassi
 func (e crashEC2) AssignIpv6Addresses(ctx context.Context, in *ec2.AssignIpv6AddressesInput, _ ...func(*ec2.Options)) (*ec2.AssignIpv6AddressesOutput, error) {
 	return call(e.c, "assign-ipv6", e.EC2API.AssignIpv6Addresses, ctx, in)
 }
+func (e crashEC2) UnassignIpv6Addresses(ctx context.Context, in *ec2.UnassignIpv6AddressesInput, _ ...func(*ec2.Options)) (*ec2.UnassignIpv6AddressesOutput, error) {
+	return call(e.c, "unassign-ipv6", e.EC2API.UnassignIpv6Addresses, ctx, in)
+}
 func (e crashEC2) DescribeNetworkInterfaces(ctx context.Context, in *ec2.DescribeNetworkInterfacesInput, o ...func(*ec2.Options)) (*ec2.DescribeNetworkInterfacesOutput, error) {
 	if e.c.dead.Load() {
 		return nil, errCrashed

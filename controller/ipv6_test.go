@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+
 	"github.com/eniwire/eniwire/controller"
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/test/simworld"
@@ -151,5 +154,38 @@ func TestIPv6ModeRefusesCustomNetworking(t *testing.T) {
 	_, err := controller.New(cfg, controller.Deps{EC2: w.ec2(nil), Node: w.nodeInfo()})
 	if !errors.Is(err, controller.ErrIPv6CustomNetworking) {
 		t.Fatalf("got %v, want ErrIPv6CustomNetworking", err)
+	}
+}
+
+// TestIPv6ModeKeepsOneSlash80AndGivesBackASurplusOne: a primary ENI that already holds two /80s (taken by an
+// earlier agent, or by hand) is read at start: the node takes none, adopts them, gives the one no pod holds
+// back with UnassignIpv6Addresses, and hands pods addresses of the one it keeps.
+func TestIPv6ModeKeepsOneSlash80AndGivesBackASurplusOne(t *testing.T) {
+	w := newWorldWith(t, simworld.Options{Type: "m5.large", Factor: 200, DualStack: true})
+	out, err := w.ec2(nil).AssignIpv6Addresses(context.Background(), &ec2.AssignIpv6AddressesInput{
+		NetworkInterfaceId: aws.String(w.inst.PrimaryENI), Ipv6PrefixCount: aws.Int32(2)})
+	if err != nil || len(out.AssignedIpv6Prefixes) != 2 {
+		t.Fatalf("assigning two /80s before the node starts: %v", err)
+	}
+	before := w.sim.Counters()["AssignIpv6Addresses"].Calls
+	r := w.start(ipv6Config(w.dir), nil, nil)
+	waitReady(t, r.node)
+	a := assignRetrying(t, r.node, "pod-0")
+	eventually(t, 20*time.Second, "one /80 left on the primary", func() error {
+		if _, err := w.primaryPrefix(); err != nil {
+			return err
+		}
+		return w.checkBooks(r.node.Snapshot(), map[string]string{"pod-0": a.IP})
+	})
+	kept, _ := w.primaryPrefix()
+	if !slices.Contains(out.AssignedIpv6Prefixes, kept.String()) || !kept.Contains(netip.MustParseAddr(a.IP)) {
+		t.Errorf("kept %s of %v; pod-0 has %s", kept, out.AssignedIpv6Prefixes, a.IP)
+	}
+	c := w.sim.Counters()
+	if n := c["AssignIpv6Addresses"].Calls - before; n != 0 {
+		t.Errorf("the node made %d AssignIpv6Addresses with two /80s on its primary, want none", n)
+	}
+	if n := c["UnassignIpv6Addresses"].Calls; n != 1 {
+		t.Errorf("%d UnassignIpv6Addresses, want 1", n)
 	}
 }

@@ -199,6 +199,10 @@ func (m *Manager) ResumeIPOps(ctx context.Context) error {
 	for _, op := range ops {
 		switch op.Kind {
 		case journal.UnassignIPs:
+			if op.IPv6 {
+				errs = append(errs, m.unassignIPv6(ctx, op))
+				continue
+			}
 			errs = append(errs, m.unassign(ctx, op))
 		case journal.AssignIPs:
 			ni, err := m.describeOne(ctx, op.ENI)
@@ -210,7 +214,7 @@ func (m *Manager) ResumeIPOps(ctx context.Context) error {
 				switch e := st.ENIByID(op.ENI); {
 				case e == nil || ni == nil:
 				case op.IPv6:
-					adoptIPv6Prefixes(e, ni)
+					adoptIPv6Prefixes(st, e, ni)
 				default:
 					m.fillIPs(e, slotsOf(ni), st)
 				}

@@ -2,13 +2,16 @@ package eni
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
+	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/journal"
 )
 
@@ -29,7 +32,7 @@ func (m *Manager) EnsureIPv6Prefix(ctx context.Context, eniID string) (bool, err
 	})
 	switch {
 	case held:
-		return false, nil
+		return m.releaseSurplusIPv6(ctx, eniID)
 	case pending:
 		if err := m.ResumeIPOps(ctx); err != nil {
 			return false, err
@@ -43,7 +46,7 @@ func (m *Manager) EnsureIPv6Prefix(ctx context.Context, eniID string) (bool, err
 	if ni != nil && len(ni.Ipv6Prefixes) > 0 {
 		err := m.books.Update(ctx, func(st *journal.State) error {
 			if e := st.ENIByID(eniID); e != nil {
-				adoptIPv6Prefixes(e, ni)
+				adoptIPv6Prefixes(st, e, ni)
 			}
 			return nil
 		})
@@ -75,10 +78,12 @@ func (m *Manager) EnsureIPv6Prefix(ctx context.Context, eniID string) (bool, err
 	return true, nil
 }
 
-// adoptIPv6Prefixes puts in the books every /80 EC2 shows on the ENI. It runs inside a books update.
-func adoptIPv6Prefixes(e *journal.ENI, ni *types.NetworkInterface) {
+// adoptIPv6Prefixes puts in the books every /80 EC2 shows on the ENI but one an unassign is taking away. It
+// runs inside a books update.
+func adoptIPv6Prefixes(st *journal.State, e *journal.ENI, ni *types.NetworkInterface) {
+	leaving := leavingIPs(st, e.ID)
 	for _, p := range ipv6PrefixesOf(ni) {
-		if !slices.Contains(e.IPv6Prefixes, p) {
+		if !slices.Contains(e.IPv6Prefixes, p) && !leaving[p] {
 			e.IPv6Prefixes = append(e.IPv6Prefixes, p)
 		}
 	}
@@ -93,4 +98,91 @@ func ipv6PrefixesOf(ni *types.NetworkInterface) []string {
 		}
 	}
 	return out
+}
+
+// releaseSurplusIPv6 gives back the /80s of eniID beyond the one IPv6 mode holds (a second one found on the
+// ENI and adopted: taken by an earlier agent, or by hand) when no pod holds an address of them and none cools
+// down: UnassignIpv6Addresses, journaled first; they leave the books with the op, so no pod gets one
+// meanwhile. It reports whether it gave any back.
+func (m *Manager) releaseSurplusIPv6(ctx context.Context, eniID string) (bool, error) {
+	var op journal.IPOp
+	err := m.books.Update(ctx, func(st *journal.State) error {
+		e := st.ENIByID(eniID)
+		if e == nil || len(e.IPv6Prefixes) < 2 {
+			return nil
+		}
+		var busy, idle []string
+		for _, s := range e.IPv6Prefixes {
+			if ipv6PrefixInUse(st, s) {
+				busy = append(busy, s)
+			} else {
+				idle = append(idle, s)
+			}
+		}
+		if len(busy) == 0 {
+			busy, idle = idle[:1], idle[1:] // keep one
+		}
+		if len(idle) == 0 {
+			return nil
+		}
+		op = journal.IPOp{OpID: NewOpID(), Kind: journal.UnassignIPs, ENI: eniID, IPv6: true, IPs: idle, Since: m.clock.Now()}
+		e.IPv6Prefixes = busy
+		st.IPOps = append(st.IPOps, op)
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("journaling the release of surplus IPv6 prefixes of ENI %s: %w", eniID, err)
+	}
+	if op.OpID == "" {
+		return false, nil
+	}
+	return true, m.unassignIPv6(ctx, op)
+}
+
+// ipv6PrefixInUse reports whether a pod holds an address of the /80 s or one of its addresses cools down.
+func ipv6PrefixInUse(st *journal.State, s string) bool {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return true // not ours to judge: keep it
+	}
+	in := func(ip string) bool { a, err := netip.ParseAddr(ip); return err == nil && p.Contains(a) }
+	return slices.ContainsFunc(st.Assignments, func(a journal.Assignment) bool { return in(a.IP) }) ||
+		slices.ContainsFunc(st.Cooldowns, func(c journal.Cooldown) bool { return in(c.IP) })
+}
+
+// unassignIPv6 sends a journaled unassign of /80s and settles it: done (or the ENI gone), the op goes; a
+// transient failure keeps it for ResumeIPOps; a refusal reads the ENI, and the /80s EC2 still shows on it
+// return to the books.
+func (m *Manager) unassignIPv6(ctx context.Context, op journal.IPOp) error {
+	_, err := m.ec2.UnassignIpv6Addresses(ctx, &ec2.UnassignIpv6AddressesInput{NetworkInterfaceId: aws.String(op.ENI), Ipv6Prefixes: op.IPs})
+	var back []string
+	if err != nil && ec2client.ErrorCode(err) != ec2client.CodeENINotFound {
+		err = ec2client.Classify(fmt.Sprintf("unassigning the IPv6 prefixes %v from ENI %s", op.IPs, op.ENI), err)
+		if errors.Is(err, ec2client.ErrTransient) || errors.Is(err, context.Canceled) {
+			return err
+		}
+		ni, derr := m.describeOne(ctx, op.ENI)
+		if derr != nil {
+			return errors.Join(err, derr)
+		}
+		if ni != nil {
+			back = slices.DeleteFunc(ipv6PrefixesOf(ni), func(p string) bool { return !slices.Contains(op.IPs, p) })
+		}
+	} else {
+		err = nil
+	}
+	uerr := m.books.Update(ctx, func(st *journal.State) error {
+		if e := st.ENIByID(op.ENI); e != nil {
+			e.IPv6Prefixes = append(e.IPv6Prefixes, back...)
+		}
+		st.IPOps = slices.DeleteFunc(st.IPOps, func(o journal.IPOp) bool { return o.OpID == op.OpID })
+		return nil
+	})
+	if uerr != nil {
+		return errors.Join(err, fmt.Errorf("journaling the released IPv6 prefixes of ENI %s: %w", op.ENI, uerr))
+	}
+	if err == nil {
+		m.log.Info("surplus IPv6 prefixes released from ENI", "eni", op.ENI, "prefixes", op.IPs)
+	}
+	return err
 }

@@ -105,14 +105,15 @@ const (
 
 // IPOp is a change of an ENI's slots journaled before its EC2 call: an assign of Count secondary IPs, of
 // Count /28 prefixes when Prefixes, or of Count IPv6 /80 prefixes when IPv6 (AssignIpv6Addresses); an
-// unassign of the IPv4 slots in IPs (addresses and prefixes).
+// unassign of the IPv4 slots in IPs (addresses and prefixes), or of the /80s in IPs when IPv6
+// (UnassignIpv6Addresses).
 type IPOp struct {
 	OpID     string   `json:"opID"`
 	Kind     IPOpKind `json:"kind"`
 	ENI      string   `json:"eni"`
 	Count    int      `json:"count,omitempty"`
 	Prefixes bool     `json:"prefixes,omitempty"`
-	// IPv6: an assign of /80s, which bring no IPv4 address.
+	// IPv6: an op on /80s, which bring no IPv4 address.
 	IPv6  bool      `json:"ipv6,omitempty"`
 	IPs   []string  `json:"ips,omitempty"`
 	Since time.Time `json:"since"`
