@@ -41,6 +41,12 @@ type Report struct {
 	LostPodIPs []string
 }
 
+// Quiet reports whether the reconcile found the books and EC2 agreeing: nothing adopted, collected, detached,
+// vanished, moved or lost. ENIs attached by others are left alone, so they do not count.
+func (r Report) Quiet() bool {
+	return len(r.Adopted)+len(r.Collected)+len(r.Detached)+len(r.Vanished)+len(r.Moved)+len(r.GoneIPs)+len(r.LostPodIPs) == 0
+}
+
 func tagValue(ni *types.NetworkInterface, key string) string {
 	for _, t := range ni.TagSet {
 		if aws.ToString(t.Key) == key {
@@ -59,9 +65,11 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	mine, err := m.describeFiltered(ctx, filter("tag:"+TagOwner, m.cfg.InstanceID), filter("status", "available"))
-	if err != nil {
-		return rep, err
+	var mine []types.NetworkInterface
+	if m.ownAvailableDue(attached) {
+		if mine, err = m.describeFiltered(ctx, filter("tag:"+TagOwner, m.cfg.InstanceID), filter("status", "available")); err != nil {
+			return rep, err
+		}
 	}
 	rep.Attached = len(attached)
 	now := m.clock.Now()
@@ -118,6 +126,7 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 	m.mu.Lock()
 	m.occupied = occupied
 	m.needReconcile = false
+	m.reconciles++
 	m.learnLimitLocked(len(occupied), now)
 	foreign := make(map[string]bool, len(rep.Foreign))
 	for _, id := range rep.Foreign {
@@ -147,6 +156,40 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 	errs = append(errs, m.ResumeIPOps(ctx))
 	m.compareIMDS(ctx, &rep)
 	return rep, errors.Join(errs...)
+}
+
+// ownAvailableEvery: one reconcile in this many lists our available ENIs even when nothing points at one.
+const ownAvailableEvery = 10
+
+// ownAvailableDue says whether the reconcile also lists the instance's own available ENIs (a second
+// DescribeNetworkInterfaces). They come only from an ENI operation of ours not finished (a create whose answer
+// was lost, an ENI between detach and delete: each settled by its own operation), from an ENI detached behind
+// our back, or from books lost with the journal: so the list is read at the first reconcile, when a surprising
+// answer asked for the reconcile, when a usable ENI of the books is missing from attached or one was moved,
+// and otherwise one reconcile in ownAvailableEvery. (Two calls at every periodic reconcile were the most of a
+// 1,000-node fleet's describes.)
+func (m *Manager) ownAvailableDue(attached []types.NetworkInterface) bool {
+	m.mu.Lock()
+	due := m.reconciles%ownAvailableEvery == 0 || m.needReconcile
+	m.mu.Unlock()
+	if due {
+		return true
+	}
+	listed := make(map[string]bool, len(attached))
+	for i := range attached {
+		listed[aws.ToString(attached[i].NetworkInterfaceId)] = true
+	}
+	m.books.View(func(st *journal.State) {
+		for _, e := range st.ENIs {
+			// An ENI whose create or attach is under way is settled by its own operation (its ClientToken, a
+			// Describe of it); one that should be attached and is not, or was moved, is looked for.
+			if !e.Primary && (e.State == journal.Moved || e.Usable() && !listed[e.ID]) {
+				due = true
+				return
+			}
+		}
+	})
+	return due
 }
 
 // reconcileAttached folds one ENI EC2 shows attached to us into the books, and notes in suspects the books'
