@@ -146,14 +146,30 @@ func TestAnAmbiguousIPv6AssignIsReadBackBeforeAnyOtherAssign(t *testing.T) {
 	}
 }
 
-// TestIPv6ModeRefusesCustomNetworking: New refuses the two together, saying why.
-func TestIPv6ModeRefusesCustomNetworking(t *testing.T) {
-	w := newWorldWith(t, simworld.Options{Type: "m5.large", Factor: 200, DualStack: true})
-	cfg := ipv6Config(w.dir)
-	cfg.CustomNetworking = true
-	_, err := controller.New(cfg, controller.Deps{EC2: w.ec2(nil), Node: w.nodeInfo()})
-	if !errors.Is(err, controller.ErrIPv6CustomNetworking) {
-		t.Fatalf("got %v, want ErrIPv6CustomNetworking", err)
+// TestIPv6ModeRefusesWhatItCannotServe: New refuses IPv6 mode with custom networking, on a Xen type and in a
+// subnet without an IPv6 /64, saying why.
+func TestIPv6ModeRefusesWhatItCannotServe(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		itype     string
+		dualStack bool
+		custom    bool
+		want      error
+	}{
+		{"custom networking", "m5.large", true, true, controller.ErrIPv6CustomNetworking},
+		{"a Xen type", "m4.large", true, false, controller.ErrIPv6NotNitro},
+		{"a subnet without an IPv6 block", "m5.large", false, false, controller.ErrIPv6NoSubnetBlock},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorldWith(t, simworld.Options{Type: c.itype, Factor: 200, DualStack: c.dualStack})
+			cfg := ipv6Config(w.dir)
+			cfg.CustomNetworking = c.custom
+			_, err := controller.New(cfg, controller.Deps{EC2: w.ec2(nil), Node: w.nodeInfo()})
+			if !errors.Is(err, c.want) {
+				t.Fatalf("got %v, want %v", err, c.want)
+			}
+			t.Logf("refused: %v", err)
+		})
 	}
 }
 

@@ -21,20 +21,27 @@ var (
 	// VPC CNI does not support the two together either).
 	ErrIPv6CustomNetworking = errors.New("ENABLE_IPv6 cannot be used with custom networking (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG): " +
 		"IPv6 pods take addresses of the primary ENI's /80 and no secondary ENI is created")
+	// ErrIPv6NoSubnetBlock: the primary ENI's subnet holds no IPv6 /64 (IMDS lists no subnet-ipv6-cidr-blocks),
+	// so EC2 would refuse every AssignIpv6Addresses.
+	ErrIPv6NoSubnetBlock = errors.New("ENABLE_IPv6 needs the primary ENI's subnet to hold an IPv6 /64 " +
+		"(AssociateSubnetCidrBlock); IMDS lists no subnet-ipv6-cidr-blocks for it")
 	// ErrIPv6NotNitro: EC2 gives IPv6 prefixes to Nitro types only.
 	ErrIPv6NotNitro = errors.New("ENABLE_IPv6 needs a Nitro instance type: EC2 assigns IPv6 /80 prefixes to Nitro types only")
 )
 
-// checkIPv6Mode refuses the settings IPv6 mode cannot serve on node.
+// checkIPv6Mode refuses the settings IPv6 mode cannot serve on node: custom networking, a Xen type, a subnet
+// without an IPv6 block.
 func checkIPv6Mode(cfg Config, node metadata.Node) error {
 	if !cfg.EnableIPv6 {
 		return nil
 	}
-	if cfg.CustomNetworking {
+	switch {
+	case cfg.CustomNetworking:
 		return ErrIPv6CustomNetworking
-	}
-	if node.Limits.Hypervisor == "xen" {
+	case node.Limits.Hypervisor == "xen":
 		return fmt.Errorf("%w (%s is a Xen type)", ErrIPv6NotNitro, node.InstanceType)
+	case len(node.IPv6.SubnetCIDRs) == 0:
+		return fmt.Errorf("%w (subnet %s)", ErrIPv6NoSubnetBlock, node.SubnetID)
 	}
 	return nil
 }

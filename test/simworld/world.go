@@ -6,6 +6,7 @@ package simworld
 
 import (
 	"log/slog"
+	"net/netip"
 	"os"
 	"testing"
 
@@ -158,9 +159,24 @@ func (w *World) EC2With(tb testing.TB, o EC2Options) *ec2client.Client {
 	return c
 }
 
-// NodeInfo is what the agent would read from IMDS and DescribeInstanceTypes for the instance.
+// NodeInfo is what the agent would read from IMDS and DescribeInstanceTypes for the instance: its IPv6 facts
+// are its subnet's and VPC's IPv6 blocks (the /80s it holds come later, from the books).
 func (w *World) NodeInfo() metadata.Node {
-	return NodeOf(w.Instance, LimitsOf(w.limits))
+	n := NodeOf(w.Instance, LimitsOf(w.limits))
+	st := w.Sim.Snapshot()
+	for _, sn := range st.Subnets {
+		if sn.ID == w.Instance.SubnetID && sn.IPv6CIDR != "" {
+			n.IPv6.SubnetCIDRs = append(n.IPv6.SubnetCIDRs, netip.MustParsePrefix(sn.IPv6CIDR))
+		}
+	}
+	for _, v := range st.VPCs {
+		if v.ID == w.Instance.VPCID {
+			for _, b := range v.IPv6CIDRBlocks {
+				n.IPv6.VPCCIDRs = append(n.IPv6.VPCCIDRs, netip.MustParsePrefix(b))
+			}
+		}
+	}
+	return n
 }
 
 // NewNode builds a node controller for the instance with cfg, on the world's clock, EC2 client and log. An
