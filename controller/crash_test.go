@@ -9,7 +9,9 @@ import (
 
 	"github.com/eniwire/eniwire/controller"
 	"github.com/eniwire/eniwire/controller/api"
+	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/test/ec2sim"
+	"github.com/eniwire/eniwire/test/simworld"
 )
 
 // churn is the workload of the crash tests: twelve pods come (the primary fills, a second ENI is created,
@@ -30,6 +32,13 @@ type workload struct {
 	// fragment, when set, puts the node in a /24 whose addresses are scattered and gives a legacy node that
 	// many single IPs first, so that no /28 is free.
 	fragment int
+	// dualStack puts the node in a subnet with an IPv6 /64 (simworld.Options.DualStack).
+	dualStack bool
+	// points are the kinds of crash point the workload must reach (default: every step of the ENI commit and
+	// of the IPv4 assigns and unassigns).
+	points []string
+	// check, when set, is a promise of the workload beyond checkBooks, checked at the steady state.
+	check func(w *world, st *journal.State) error
 }
 
 // secondaryIPChurn: twelve pods on an m5.large with secondary IPs.
@@ -45,6 +54,25 @@ var prefixChurn = workload{itype: "t3.micro", pods: 20, config: prefixChurnConfi
 // runs secondaryIPChurn's twelve pods.
 var fragmentedChurn = workload{itype: "m5.large", pods: churnPods, config: prefixChurnConfig, fragment: 120}
 
+// ipv6Churn: in IPv6 mode on an m5.large in a dual-stack subnet, the node takes one /80 on its primary ENI
+// (journaled, then AssignIpv6Addresses), twelve pods take addresses of it and go. Whatever step a crash
+// hits, the primary ends with exactly one /80, the one the books hold.
+var ipv6Churn = workload{itype: "m5.large", pods: churnPods, config: ipv6ChurnConfig, dualStack: true,
+	points: []string{"journal", "assign-ipv6"}, check: onePrefixOnThePrimary}
+
+func ipv6ChurnConfig(dir string) controller.Config {
+	cfg := fastConfig(dir)
+	cfg.EnableIPv6 = true
+	cfg.EnablePrefixDelegation = true
+	return cfg
+}
+
+// onePrefixOnThePrimary is IPv6 mode's promise: EC2 shows exactly one /80 on the primary ENI.
+func onePrefixOnThePrimary(w *world, _ *journal.State) error {
+	_, err := w.primaryPrefix()
+	return err
+}
+
 func prefixChurnConfig(dir string) controller.Config {
 	cfg := churnConfig(dir)
 	cfg.EnablePrefixDelegation = true
@@ -55,10 +83,13 @@ func prefixChurnConfig(dir string) controller.Config {
 // crash, and returns the crash points it saw. It fails the test if any promise breaks.
 func runChurn(t *testing.T, wl workload, at int64) []string {
 	var w *world
-	if wl.fragment > 0 {
+	switch {
+	case wl.fragment > 0:
 		w = newWorldIn(t, wl.itype, 500, ec2sim.SubnetSpec{ID: "subnet-1", VPCID: "vpc-1", CIDR: "10.0.64.0/24", AZ: "us-west-2a", Scatter: true})
 		w.fragmentSubnet(wl.fragment)
-	} else {
+	case wl.dualStack:
+		w = newWorldWith(t, simworld.Options{Type: wl.itype, Factor: 500, DualStack: true})
+	default:
 		w = newWorld(t, wl.itype, 500)
 	}
 	c := &crash{at: at}
@@ -146,7 +177,14 @@ func runChurn(t *testing.T, wl workload, at int64) []string {
 				return fmt.Errorf("ENI %s still exists (%s); books %+v ipops %+v assignments %d cooldowns %+v status %q", e.ID, e.Status, st.ENIs, st.IPOps, len(st.Assignments), st.Cooldowns, r.node.Status().PoolStatus)
 			}
 		}
-		return w.checkBooks(r.node.Snapshot(), answered)
+		st := r.node.Snapshot()
+		if err := w.checkBooks(st, answered); err != nil {
+			return err
+		}
+		if wl.check != nil {
+			return wl.check(w, st)
+		}
+		return nil
 	})
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -165,6 +203,10 @@ func TestCrashAtEveryStepOfTheSingleIPFallbackLosesNothing(t *testing.T) {
 	crashEveryStep(t, fragmentedChurn)
 }
 
+func TestCrashAtEveryStepOfIPv6ModeLosesNothing(t *testing.T) {
+	crashEveryStep(t, ipv6Churn)
+}
+
 // crashEveryStep runs the workload once to list its crash points, then once per point with a crash there.
 func crashEveryStep(t *testing.T, wl workload) {
 	points := runChurn(t, wl, 0)
@@ -172,7 +214,11 @@ func crashEveryStep(t *testing.T, wl workload) {
 	for _, p := range points {
 		kinds[p]++
 	}
-	for _, want := range []string{"journal", "create", "attach", "modify", "assign-ips", "unassign-ips", "detach", "delete"} {
+	want := wl.points
+	if want == nil {
+		want = []string{"journal", "create", "attach", "modify", "assign-ips", "unassign-ips", "detach", "delete"}
+	}
+	for _, want := range want {
 		if kinds[want] == 0 {
 			t.Fatalf("the workload never reached %q: %v", want, kinds)
 		}

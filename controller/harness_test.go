@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -52,7 +53,16 @@ func newWorldIn(t testing.TB, itype string, factor float64, subnet ec2sim.Subnet
 	if factor == 0 {
 		t.Fatal("the controller tests' world runs on a scaled clock: give it a factor")
 	}
-	sw := simworld.New(t, simworld.Options{Type: itype, Factor: factor, Subnet: subnet})
+	return newWorldWith(t, simworld.Options{Type: itype, Factor: factor, Subnet: subnet})
+}
+
+// newWorldWith is newWorld with the simworld options o (o.Factor must be set).
+func newWorldWith(t testing.TB, o simworld.Options) *world {
+	t.Helper()
+	if o.Factor == 0 {
+		t.Fatal("the controller tests' world runs on a scaled clock: give it a factor")
+	}
+	sw := simworld.New(t, o)
 	return &world{t: t, sw: sw, sim: sw.Sim, inst: sw.Instance, clk: sw.Clock.(*clock.Scaled), dir: t.TempDir()}
 }
 
@@ -192,10 +202,15 @@ func (w *world) checkBooks(st *journal.State, answered map[string]string) error 
 	}
 	ops := map[string]string{}
 	simIPs := map[string][]string{}
+	simIPv6 := map[string][]string{}
 	for _, e := range snap.ENIs {
 		simIPs[e.ID] = e.IPs
 		for _, p := range e.Prefixes {
 			simIPs[e.ID] = append(simIPs[e.ID], journal.Addresses(p)...)
+		}
+		simIPv6[e.ID] = e.IPv6Prefixes
+		if b, ok := books[e.ID]; ok && !sameSet(b.IPv6Prefixes, e.IPv6Prefixes) {
+			return fmt.Errorf("ENI %s holds the IPv6 prefixes %v in EC2, %v in the books", e.ID, e.IPv6Prefixes, b.IPv6Prefixes)
 		}
 		if e.Tags[eni.TagOwner] != w.inst.ID {
 			continue
@@ -231,7 +246,7 @@ func (w *world) checkBooks(st *journal.State, answered map[string]string) error 
 			return fmt.Errorf("IP %s assigned twice: %s and %s", a.IP, other, a.ContainerID)
 		}
 		ips[a.IP] = a.ContainerID
-		if !slices.Contains(simIPs[a.ENI], a.IP) {
+		if !slices.Contains(simIPs[a.ENI], a.IP) && !inIPv6Prefix(simIPv6[a.ENI], a.IP) {
 			return fmt.Errorf("assigned IP %s is not on ENI %s in EC2", a.IP, a.ENI)
 		}
 	}
@@ -242,6 +257,26 @@ func (w *world) checkBooks(st *journal.State, answered map[string]string) error 
 		}
 	}
 	return nil
+}
+
+// sameSet reports whether a and b hold the same strings, in any order.
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
+// inIPv6Prefix reports whether ip lies in one of the prefixes.
+func inIPv6Prefix(prefixes []string, ip string) bool {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return false
+	}
+	return slices.ContainsFunc(prefixes, func(s string) bool {
+		p, err := netip.ParsePrefix(s)
+		return err == nil && p.Contains(a)
+	})
 }
 
 // errCrashed is what every call returns once a simulated crash has happened.
@@ -337,6 +372,12 @@ func (e crashEC2) AssignPrivateIpAddresses(ctx context.Context, in *ec2.AssignPr
 }
 func (e crashEC2) UnassignPrivateIpAddresses(ctx context.Context, in *ec2.UnassignPrivateIpAddressesInput, _ ...func(*ec2.Options)) (*ec2.UnassignPrivateIpAddressesOutput, error) {
 	return call(e.c, "unassign-ips", e.EC2API.UnassignPrivateIpAddresses, ctx, in)
+}
+func (e crashEC2) AssignIpv6Addresses(ctx context.Context, in *ec2.AssignIpv6AddressesInput, _ ...func(*ec2.Options)) (*ec2.AssignIpv6AddressesOutput, error) {
+	return call(e.c, "assign-ipv6", e.EC2API.AssignIpv6Addresses, ctx, in)
+}
+func (e crashEC2) UnassignIpv6Addresses(ctx context.Context, in *ec2.UnassignIpv6AddressesInput, _ ...func(*ec2.Options)) (*ec2.UnassignIpv6AddressesOutput, error) {
+	return call(e.c, "unassign-ipv6", e.EC2API.UnassignIpv6Addresses, ctx, in)
 }
 func (e crashEC2) DescribeNetworkInterfaces(ctx context.Context, in *ec2.DescribeNetworkInterfacesInput, o ...func(*ec2.Options)) (*ec2.DescribeNetworkInterfacesOutput, error) {
 	if e.c.dead.Load() {

@@ -66,6 +66,8 @@ type ipam struct {
 
 	// turns puts the requests for one attachment in line (turns.go).
 	turns attachmentTurns
+	// ipv6: pods take addresses of the primary ENI's /80 (Config.EnableIPv6; pick).
+	ipv6 bool
 }
 
 func validAttachment(a api.Attachment) error {
@@ -134,7 +136,7 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 	// Wake the pool manager only when this assignment left the pool short; a wake per request would put
 	// housekeeping in the way of the next request.
 	view.Assigned(ip)
-	short := p.targets.Short(p.limits, view.Counts()) > 0
+	short := !p.ipv6 && p.targets.Short(p.limits, view.Counts()) > 0
 	p.books.mu.Unlock()
 	if short {
 		p.wake()

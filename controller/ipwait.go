@@ -34,7 +34,7 @@ func (p *ipam) waitForIP(ctx context.Context, t *turn) (now time.Time, view *poo
 		behind := p.line.behind(w) || !ready
 		if !behind {
 			var ok bool
-			if ip, e, ok = view.Pick(p.avail); ok {
+			if ip, e, ok = p.pick(view); ok {
 				p.line.leave(w)
 				return now, view, ip, e, nil
 			}

@@ -56,6 +56,9 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	if deps.EC2 == nil || deps.Node.InstanceID == "" {
 		return nil, errors.New("building node controller: EC2 client and instance id are required")
 	}
+	if err := checkIPv6Mode(cfg, deps.Node); err != nil {
+		return nil, fmt.Errorf("building node controller: %w", err)
+	}
 	if cfg.CustomNetworking && deps.ENIConfigs == nil {
 		return nil, errors.New("building node controller: custom networking needs an ENIConfig source")
 	}
@@ -111,14 +114,14 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	}, deps.EC2, deps.IMDS, n.books, deps.Clock, log)
 	targets, limits := poolTargets(cfg, deps.Node), pool.LimitsOf(deps.Node.Limits)
 	log.Info("pool limits", "maxPods", targets.MaxPods, "prefixDelegation", targets.Prefixes,
-		"subnetDiscovery", !cfg.DisableSubnetDiscovery, "customNetworking", cfg.CustomNetworking)
+		"subnetDiscovery", !cfg.DisableSubnetDiscovery, "customNetworking", cfg.CustomNetworking, "ipv6", cfg.EnableIPv6)
 	if cfg.EnablePrefixDelegation && !targets.Prefixes {
 		log.Warn("prefix delegation asked for, but the instance type does not take prefixes (not Nitro); using secondary IPs",
 			"type", deps.Node.InstanceType)
 	}
 	n.ipam = &ipam{books: n.books, dp: deps.Datapath, cooldown: cfg.Cooldown, targets: targets, limits: limits,
 		podMTU: cfg.PodMTU, clock: deps.Clock, log: log, metrics: m, ready: n.Ready, wake: n.Wake, avail: n.servable,
-		poolStatus: n.status.compose, addWait: cfg.AddWait}
+		poolStatus: n.status.compose, addWait: cfg.AddWait, ipv6: cfg.EnableIPv6}
 	if r, ok := deps.Datapath.(interface{ RemovesHostVeth() bool }); ok {
 		n.ipam.removesVeth = r.RemovesHostVeth()
 	}
@@ -127,7 +130,7 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		cameUp: n.repair.eniUp}
 	n.pool = (&poolManager{books: n.books, eni: n.eni, targets: targets, limits: limits, releaseDelay: cfg.ReleaseDelay,
 		poolInterval: cfg.PoolInterval, subnetID: deps.Node.SubnetID, urgent: deps.Urgent, clock: deps.Clock, log: log,
-		metrics: m, wake: n.Wake, place: n.place, waiting: n.ipam.line.demand}).withParts()
+		metrics: m, wake: n.Wake, place: n.place, waiting: n.ipam.line.demand, ipv6: cfg.EnableIPv6}).withParts()
 	n.ipam.blocked = n.pool.blocked
 	n.house = &housekeeping{eni: n.eni, reconcileInterval: cfg.ReconcileInterval,
 		maxReconcileInterval: cfg.MaxReconcileInterval, orphanSweepInterval: cfg.OrphanSweepInterval,

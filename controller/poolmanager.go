@@ -51,6 +51,8 @@ type poolManager struct {
 	drives   *opDrives      // the drives of ENI operations in flight, and their backoffs
 	// fallback is set while a fragmented subnet refuses prefixes (prefixfallback.go).
 	fallback *prefixFallback
+	// ipv6: the pool is the primary ENI's one /80 (Config.EnableIPv6; stepIPv6), no warm target applies.
+	ipv6 bool
 	// resting is why the pool rests short of its targets (max pods, the ENI limit), set each round it
 	// rests and cleared when it moves; lastFailure is the last failed step's line, until the pool rests.
 	resting, lastFailure statusNote
@@ -105,6 +107,9 @@ func (m *poolManager) step(ctx context.Context) bool {
 	now := m.clock.Now()
 	if m.pause.pausedAt(now) {
 		return false
+	}
+	if m.ipv6 {
+		return m.stepIPv6(ctx)
 	}
 	var d pool.Decision
 	var c pool.Counts

@@ -10,7 +10,7 @@ import (
 // PodSettings are the settings max pods depends on (pool.MaxPods, pool.KubeletMaxPods).
 func (c Config) PodSettings() pool.PodSettings {
 	return pool.PodSettings{MaxPods: c.MaxPods, MaxENI: c.MaxENI, Prefixes: c.EnablePrefixDelegation,
-		CustomNetworking: c.CustomNetworking}
+		CustomNetworking: c.CustomNetworking, IPv6: c.EnableIPv6}
 }
 
 // maxPodsReached says that the pods hold as many IPs as max pods allows: the answer to a pod beyond it, and

@@ -28,7 +28,7 @@ func goBuild(t *testing.T, dir string, extra []string, pkgs ...string) {
 	}
 }
 
-var settingUsage = regexp.MustCompile(`\(env ([A-Z][A-Z0-9_]*), default ("(?:[^"\\]|\\.)*")\)`)
+var settingUsage = regexp.MustCompile(`\(env ([A-Z][A-Za-z0-9_]*), default ("(?:[^"\\]|\\.)*")\)`)
 
 // agentSettings builds cmd/eniwire-agent and reads its settings from its -help output, where every flag's
 // usage names its environment variable and default: the agent's own statement of what it reads.
@@ -129,4 +129,4 @@ func TestTheSettingsDocListsEverySetting(t *testing.T) {
 	}
 }
 
-var settingRow = regexp.MustCompile("(?m)^\\| `([A-Z][A-Z0-9_]*)` \\|")
+var settingRow = regexp.MustCompile("(?m)^\\| `([A-Z][A-Za-z0-9_]*)` \\|")

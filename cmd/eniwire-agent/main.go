@@ -96,7 +96,7 @@ func run() error {
 	ccfg := controller.Config{
 		StateDir: s.stateDir, Cluster: s.cluster, WarmENITarget: s.warmENI, WarmIPTarget: s.warmIP,
 		MinimumIPTarget: s.minIP, MaxENI: s.maxENI, MaxPods: s.maxPods, Cooldown: s.cooldown,
-		EnablePrefixDelegation: s.prefixDelegation, WarmPrefixTarget: s.warmPrefix,
+		EnablePrefixDelegation: s.prefixDelegation, WarmPrefixTarget: s.warmPrefix, EnableIPv6: s.ipv6,
 		DisableSubnetDiscovery: !s.subnetDiscovery,
 		ReconcileInterval:      s.reconcile, MaxReconcileInterval: s.maxReconcile,
 		OrphanSweepInterval: s.orphanSweep, PoolInterval: s.poolInterval, AddWait: s.addWait, ReleaseDelay: s.releaseDelay,

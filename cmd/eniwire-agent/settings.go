@@ -22,7 +22,7 @@ import (
 type settings struct {
 	stateDir, socket, metricsAddr, cluster, logLevel, logFormat, region, datapath string
 	warmENI, warmIP, minIP, maxENI, maxPods, warmPrefix                           int
-	prefixDelegation, subnetDiscovery, awsCNIMetrics                              bool
+	prefixDelegation, subnetDiscovery, awsCNIMetrics, ipv6                        bool
 	cooldown, reconcile, maxReconcile, orphanSweep, poolInterval, releaseDelay    time.Duration
 	gcGrace, jitter, addWait                                                      time.Duration
 	clockFactor                                                                   float64
@@ -58,6 +58,7 @@ var table = []setting{
 	{"warm-ip-target", "WARM_IP_TARGET", "0", "free IPs to keep (0: unset); in prefix mode rounded up to whole prefixes, and it overrides WARM_PREFIX_TARGET"},
 	{"minimum-ip-target", "MINIMUM_IP_TARGET", "0", "IPs to hold at least (0: unset)"},
 	{"enable-prefix-delegation", "ENABLE_PREFIX_DELEGATION", "false", "true: new room comes as /28 prefixes, 16 pod IPs per ENI slot (Nitro types; others keep secondary IPs); a subnet with no free /28 gets single IPs until prefixes can be assigned again"},
+	{"enable-ipv6", "ENABLE_IPv6", "false", "true: pods get IPv6 addresses of one /80 the node takes on its primary ENI at start (AssignIpv6Addresses), as the AWS VPC CNI's IPv6 mode: no secondary ENI, no warm target, no IPv4 pod address; needs ENABLE_PREFIX_DELEGATION=true, a Nitro type and a subnet with an IPv6 /64, and refuses custom networking"},
 	{"enable-subnet-discovery", "ENABLE_SUBNET_DISCOVERY", "true", "true: new ENIs go to the subnet of the node's VPC and zone with the most free addresses among the node's own (unless tagged kubernetes.io/role/cni=0) and those tagged kubernetes.io/role/cni=1 (and, if tagged kubernetes.io/cluster/<name>, for this cluster); false: the node's own subnet only"},
 	{"warm-prefix-target", "WARM_PREFIX_TARGET", "1", "prefix mode: /28 prefixes' worth of free IPs to keep (unused when a WARM_IP/MINIMUM_IP target is set; 0: WARM_ENI_TARGET applies)"},
 	{"max-eni", "MAX_ENI", "0", "ENIs to hold at most, primary included (0: the instance limit)"},
@@ -159,6 +160,12 @@ func parseSettings(args []string) (*settings, error) {
 	if s.customNetwork && s.nodeName == "" {
 		errs = append(errs, errors.New("--custom-network needs --node-name (MY_NODE_NAME)"))
 	}
+	if s.ipv6, err = strconv.ParseBool(str("enable-ipv6")); err != nil {
+		errs = append(errs, fmt.Errorf("--enable-ipv6: %w", err))
+	}
+	if err := s.checkIPv6Mode(); err != nil {
+		errs = append(errs, err)
+	}
 	if s.subnetDiscovery, err = strconv.ParseBool(str("enable-subnet-discovery")); err != nil {
 		errs = append(errs, fmt.Errorf("--enable-subnet-discovery: %w", err))
 	}
@@ -207,6 +214,23 @@ func (s *settings) checkServiceCIDRs() error {
 	return errors.New("--service-cidrs (ENIWIRE_SERVICE_CIDRS) is empty while AWS_VPC_K8S_CNI_EXTERNALSNAT is true: " +
 		"pods' packets to Service IPs would leave by their ENI instead of reaching kube-proxy; set it to the cluster's " +
 		"Service CIDR (kube-apiserver --service-cluster-ip-range)")
+}
+
+// checkIPv6Mode refuses ENABLE_IPv6 with the settings the AWS VPC CNI refuses it with: prefix delegation off
+// (its IPv6 mode is prefix delegation of one /80, and it requires ENABLE_PREFIX_DELEGATION=true) and custom
+// networking (pods of IPv6 mode live on the primary ENI, which custom networking keeps free of pods).
+func (s *settings) checkIPv6Mode() error {
+	switch {
+	case !s.ipv6:
+		return nil
+	case !s.prefixDelegation:
+		return errors.New("--enable-ipv6 (ENABLE_IPv6) needs --enable-prefix-delegation=true (ENABLE_PREFIX_DELEGATION): " +
+			"IPv6 pods take addresses of a /80 prefix on the primary ENI, as with the AWS VPC CNI, which requires both")
+	case s.customNetwork:
+		return errors.New("--enable-ipv6 (ENABLE_IPv6) cannot be used with --custom-network (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG): " +
+			"IPv6 pods take addresses of the primary ENI's /80, and custom networking keeps pods off the primary ENI")
+	}
+	return nil
 }
 
 // parsePrefixes reads a comma-separated CIDR list; empty items are skipped.

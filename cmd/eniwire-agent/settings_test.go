@@ -66,3 +66,34 @@ func TestExternalSNATNeedsTheServiceCIDRs(t *testing.T) {
 		})
 	}
 }
+
+func TestIPv6ModeSettings(t *testing.T) {
+	for _, env := range []string{"ENABLE_IPv6", "ENABLE_PREFIX_DELEGATION", "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG", "MY_NODE_NAME"} {
+		t.Setenv(env, "") // restored after the test
+		os.Unsetenv(env)
+	}
+	t.Setenv("MY_NODE_NAME", "node-1")
+	for _, c := range []struct {
+		what    string
+		args    []string
+		refusal string // "" when the settings are taken
+	}{
+		{"are off by default", nil, ""},
+		{"are taken with prefix delegation", []string{"-enable-ipv6=true", "-enable-prefix-delegation=true"}, ""},
+		{"refuse prefix delegation off, naming it", []string{"-enable-ipv6=true"}, "ENABLE_PREFIX_DELEGATION"},
+		{"refuse custom networking, naming it", []string{"-enable-ipv6=true", "-enable-prefix-delegation=true", "-custom-network=true"},
+			"AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG"},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			s, err := parseSettings(c.args)
+			switch {
+			case c.refusal == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.refusal == "" && s.ipv6 != (len(c.args) > 0):
+				t.Errorf("ipv6 = %v for %v", s.ipv6, c.args)
+			case c.refusal != "" && (err == nil || !strings.Contains(err.Error(), c.refusal)):
+				t.Errorf("err = %v, want a refusal naming %s", err, c.refusal)
+			}
+		})
+	}
+}

@@ -36,20 +36,21 @@ max-pods flags:
   --instance-type T     the type (default: the one the agent cached in --state-dir)
   --prefix-delegation   count /28 prefixes (16 addresses a slot) on Nitro types
   --custom-networking   the primary ENI carries no pods (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG)
+  --ipv6                ENABLE_IPv6: pods on the primary ENI's /80, kubelet's prefix-delegation number (Nitro only)
   --max-eni N           count at most N ENIs (MAX_ENI)
   --show-max-allowed    print what the ENIs can address, without the 110/250 ceiling
   --from-ec2            read the type's facts from EC2 (DescribeInstanceTypes), not the shipped ones
-  --all                 every shipped type in every mode (secondary IPs, prefixes, custom networking)
+  --all                 every shipped type in every mode (secondary IPs, prefixes, custom networking, IPv6)
 `
 
 // options are the flags every command takes.
 type options struct {
 	socket, stateDir, pinRoot, output string
 	// max-pods
-	instanceType                               string
-	prefixes, showMaxAllowed, customNetworking bool
-	fromEC2, all                               bool
-	maxENI                                     int
+	instanceType                                     string
+	prefixes, showMaxAllowed, customNetworking, ipv6 bool
+	fromEC2, all                                     bool
+	maxENI                                           int
 }
 
 type command func(opts options, out io.Writer) error
@@ -98,6 +99,7 @@ func run(args []string, out io.Writer) error {
 	fs.BoolVar(&o.prefixes, "prefix-delegation", false, "count /28 prefixes (max-pods)")
 	fs.IntVar(&o.maxENI, "max-eni", 0, "MAX_ENI (max-pods)")
 	fs.BoolVar(&o.customNetworking, "custom-networking", false, "the primary ENI carries no pods (max-pods)")
+	fs.BoolVar(&o.ipv6, "ipv6", false, "ENABLE_IPv6: pods on the primary ENI's /80 (max-pods)")
 	fs.BoolVar(&o.showMaxAllowed, "show-max-allowed", false, "no 110/250 ceiling (max-pods)")
 	fs.BoolVar(&o.fromEC2, "from-ec2", false, "the type's facts from DescribeInstanceTypes (max-pods)")
 	fs.BoolVar(&o.all, "all", false, "every shipped type in every mode (max-pods)")

@@ -38,7 +38,10 @@ func runMaxPods(o options, out io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("max-pods: %w", err)
 	}
-	pl := pool.KubeletMaxPods(pool.PodSettings{MaxENI: o.maxENI, Prefixes: o.prefixes, CustomNetworking: o.customNetworking}, l)
+	if o.ipv6 && (o.customNetworking || !l.Nitro()) {
+		return fmt.Errorf("max-pods: --ipv6: ENABLE_IPv6 needs a Nitro type (%s: hypervisor %q) and no custom networking", typ, l.Hypervisor)
+	}
+	pl := pool.KubeletMaxPods(pool.PodSettings{MaxENI: o.maxENI, Prefixes: o.prefixes, CustomNetworking: o.customNetworking, IPv6: o.ipv6}, l)
 	if o.prefixes && !pl.Prefixes {
 		fmt.Fprintf(os.Stderr, "eniwirectl: %s is not built on Nitro (hypervisor %q): no prefix delegation, secondary IPs counted\n", typ, l.Hypervisor)
 	}

@@ -86,6 +86,8 @@ func TestMaxPodsCountsOnlyMaxENI(t *testing.T) {
 		{[]string{"--instance-type", "t3.micro", "--max-eni", "1", "--prefix-delegation"}, "18"},        // 1 x 1 x 16 + 2
 		{[]string{"--instance-type", "m5.large", "--custom-networking"}, "20"},                          // (3-1) x 9 + 2, the calculator's --cni-custom-networking-enabled
 		{[]string{"--instance-type", "m5.4xlarge", "--custom-networking", "--show-max-allowed"}, "205"}, // (8-1) x 29 + 2, uncapped
+		{[]string{"--instance-type", "m5.large", "--ipv6"}, "110"},                                      // the prefix-delegation number: 434, capped
+		{[]string{"--instance-type", "t3.micro", "--ipv6"}, "34"},                                       // 2 x 1 x 16 + 2, as with --prefix-delegation
 	} {
 		if got := maxPods(t, c.args...); got != c.want {
 			t.Errorf("max-pods %v = %s, want %s", c.args, got, c.want)

@@ -19,6 +19,8 @@ type maxPodsRow struct {
 	// CustomNetworking and CustomNetworkingPrefixes: the primary ENI carries no pods.
 	CustomNetworking         pool.PodLimit `json:"customNetworking"`
 	CustomNetworkingPrefixes pool.PodLimit `json:"customNetworkingPrefixes"`
+	// IPv6 is ENABLE_IPv6 (pods on the primary ENI's /80); absent on a type that takes no IPv6 prefix.
+	IPv6 *pool.PodLimit `json:"ipv6,omitempty"`
 }
 
 // maxPodsTable is max-pods --all's JSON.
@@ -32,7 +34,7 @@ type maxPodsTable struct {
 // runMaxPodsAll prints kubelet's --max-pods for every instance type shipped with eniwirectl, in every mode
 // (for launch templates and Karpenter's NodePools): no AWS access needed. --max-eni applies to every row.
 func runMaxPodsAll(o options, out io.Writer) error {
-	if o.instanceType != "" || o.prefixes || o.customNetworking || o.showMaxAllowed || o.fromEC2 {
+	if o.instanceType != "" || o.prefixes || o.customNetworking || o.ipv6 || o.showMaxAllowed || o.fromEC2 {
 		return errors.New("max-pods --all: prints every type in every mode; only --max-eni and --output apply")
 	}
 	names, taken := metadata.KnownTypes()
@@ -42,8 +44,13 @@ func runMaxPodsAll(o options, out io.Writer) error {
 		limit := func(prefixes, custom bool) pool.PodLimit {
 			return pool.KubeletMaxPods(pool.PodSettings{MaxENI: o.maxENI, Prefixes: prefixes, CustomNetworking: custom}, l)
 		}
-		tbl.Types = append(tbl.Types, maxPodsRow{InstanceType: name, Limits: l, SecondaryIPs: limit(false, false),
-			PrefixDelegation: limit(true, false), CustomNetworking: limit(false, true), CustomNetworkingPrefixes: limit(true, true)})
+		row := maxPodsRow{InstanceType: name, Limits: l, SecondaryIPs: limit(false, false),
+			PrefixDelegation: limit(true, false), CustomNetworking: limit(false, true), CustomNetworkingPrefixes: limit(true, true)}
+		if l.Nitro() {
+			v6 := pool.KubeletMaxPods(pool.PodSettings{MaxENI: o.maxENI, IPv6: true}, l)
+			row.IPv6 = &v6
+		}
+		tbl.Types = append(tbl.Types, row)
 	}
 	if o.output == "json" {
 		return writeJSON(out, tbl)
@@ -51,15 +58,19 @@ func runMaxPodsAll(o options, out io.Writer) error {
 	fmt.Fprintf(out, "# %s\n", taken)
 	fmt.Fprintln(out, "# UNCAPPED: secondary IPs without kubelet's 110/250 ceiling (eni-max-pods.txt); the other columns are capped.")
 	w := table(out)
-	fmt.Fprintln(w, "TYPE\tENIS\tIPV4/ENI\tHYPERVISOR\tVCPUS\tUNCAPPED\tSECONDARY-IPS\tPREFIXES\tCUSTOM-NETWORKING\tCUSTOM+PREFIXES")
+	fmt.Fprintln(w, "TYPE\tENIS\tIPV4/ENI\tHYPERVISOR\tVCPUS\tUNCAPPED\tSECONDARY-IPS\tPREFIXES\tCUSTOM-NETWORKING\tCUSTOM+PREFIXES\tIPV6")
 	for _, r := range tbl.Types {
 		hv := r.Limits.Hypervisor
 		if hv == "" {
 			hv = "-"
 		}
-		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\n", r.InstanceType, r.Limits.MaxENIs, r.Limits.IPv4PerENI, hv,
+		v6 := "-" // a type that takes no IPv6 prefix
+		if r.IPv6 != nil {
+			v6 = fmt.Sprint(r.IPv6.MaxPods)
+		}
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", r.InstanceType, r.Limits.MaxENIs, r.Limits.IPv4PerENI, hv,
 			r.Limits.VCPUs, r.SecondaryIPs.MaxAllowed, r.SecondaryIPs.MaxPods, r.PrefixDelegation.MaxPods,
-			r.CustomNetworking.MaxPods, r.CustomNetworkingPrefixes.MaxPods)
+			r.CustomNetworking.MaxPods, r.CustomNetworkingPrefixes.MaxPods, v6)
 	}
 	return w.Flush()
 }

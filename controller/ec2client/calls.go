@@ -68,6 +68,18 @@ func (c *Client) UnassignPrivateIpAddresses(ctx context.Context, in *ec2.Unassig
 	})
 }
 
+func (c *Client) AssignIpv6Addresses(ctx context.Context, in *ec2.AssignIpv6AddressesInput, optFns ...func(*ec2.Options)) (*ec2.AssignIpv6AddressesOutput, error) {
+	return call(ctx, c, "AssignIpv6Addresses", "AssignIpv6Addresses", func(ctx context.Context) (*ec2.AssignIpv6AddressesOutput, error) {
+		return c.api.AssignIpv6Addresses(ctx, in, optFns...)
+	})
+}
+
+func (c *Client) UnassignIpv6Addresses(ctx context.Context, in *ec2.UnassignIpv6AddressesInput, optFns ...func(*ec2.Options)) (*ec2.UnassignIpv6AddressesOutput, error) {
+	return call(ctx, c, "UnassignIpv6Addresses", "UnassignIpv6Addresses", func(ctx context.Context) (*ec2.UnassignIpv6AddressesOutput, error) {
+		return c.api.UnassignIpv6Addresses(ctx, in, optFns...)
+	})
+}
+
 func (c *Client) CreateTags(ctx context.Context, in *ec2.CreateTagsInput, optFns ...func(*ec2.Options)) (*ec2.CreateTagsOutput, error) {
 	return call(ctx, c, "CreateTags", "CreateTags", func(ctx context.Context) (*ec2.CreateTagsOutput, error) {
 		return c.api.CreateTags(ctx, in, optFns...)

@@ -31,6 +31,8 @@ var accountBuckets = map[string]struct{ capacity, refill float64 }{
 	"DeleteNetworkInterface":          {100, 5},  // uncategorized
 	"AssignPrivateIpAddresses":        {100, 5},  // uncategorized
 	"UnassignPrivateIpAddresses":      {100, 5},  // uncategorized
+	"AssignIpv6Addresses":             {100, 5},  // uncategorized
+	"UnassignIpv6Addresses":           {50, 5},   // mutating (not on the uncategorized list; docs/ec2-facts.md)
 	"CreateTags":                      {100, 10}, // uncategorized
 	"DescribeNetworkInterfaces":       {100, 20}, // non-mutating
 	"DescribeInstances":               {100, 20}, // non-mutating
@@ -46,8 +48,10 @@ var accountBuckets = map[string]struct{ capacity, refill float64 }{
 // (at least 0.5/s) and a tenth of its capacity (at least 1). The resulting numbers:
 //
 //	CreateNetworkInterface, ModifyNetworkInterfaceAttribute, DeleteNetworkInterface,
-//	AssignPrivateIpAddresses, UnassignPrivateIpAddresses        0.5/s burst 10
-//	AttachNetworkInterface, DetachNetworkInterface              0.5/s burst 5
+//	AssignPrivateIpAddresses, UnassignPrivateIpAddresses,
+//	AssignIpv6Addresses                                         0.5/s burst 10
+//	AttachNetworkInterface, DetachNetworkInterface,
+//	UnassignIpv6Addresses                                       0.5/s burst 5
 //	CreateTags                                                  1/s   burst 10
 //	DescribeNetworkInterfaces, DescribeInstances,
 //	DescribeInstanceTypes, DescribeSubnets, DescribeVpcs        2/s   burst 10

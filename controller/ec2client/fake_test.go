@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -285,6 +286,44 @@ func (f *fakeEC2) UnassignPrivateIpAddresses(ctx context.Context, in *ec2.Unassi
 	}
 	e.PrivateIpAddresses = kept
 	return &ec2.UnassignPrivateIpAddressesOutput{}, nil
+}
+
+// AssignIpv6Addresses gives the ENI the /80s it asks for, one after the other out of 2600:1f14::/64.
+func (f *fakeEC2) AssignIpv6Addresses(ctx context.Context, in *ec2.AssignIpv6AddressesInput, _ ...func(*ec2.Options)) (*ec2.AssignIpv6AddressesOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter(ctx, "AssignIpv6Addresses"); err != nil {
+		return nil, err
+	}
+	e, err := f.eni(in.NetworkInterfaceId)
+	if err != nil {
+		return nil, err
+	}
+	out := &ec2.AssignIpv6AddressesOutput{NetworkInterfaceId: e.NetworkInterfaceId}
+	for range aws.ToInt32(in.Ipv6PrefixCount) {
+		f.nextID++
+		p := fmt.Sprintf("2600:1f14::%x:0:0/80", f.nextID)
+		e.Ipv6Prefixes = append(e.Ipv6Prefixes, types.Ipv6PrefixSpecification{Ipv6Prefix: aws.String(p)})
+		out.AssignedIpv6Prefixes = append(out.AssignedIpv6Prefixes, p)
+	}
+	return out, nil
+}
+
+// UnassignIpv6Addresses takes the named /80s off the ENI.
+func (f *fakeEC2) UnassignIpv6Addresses(ctx context.Context, in *ec2.UnassignIpv6AddressesInput, _ ...func(*ec2.Options)) (*ec2.UnassignIpv6AddressesOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter(ctx, "UnassignIpv6Addresses"); err != nil {
+		return nil, err
+	}
+	e, err := f.eni(in.NetworkInterfaceId)
+	if err != nil {
+		return nil, err
+	}
+	e.Ipv6Prefixes = slices.DeleteFunc(e.Ipv6Prefixes, func(p types.Ipv6PrefixSpecification) bool {
+		return slices.Contains(in.Ipv6Prefixes, aws.ToString(p.Ipv6Prefix))
+	})
+	return &ec2.UnassignIpv6AddressesOutput{NetworkInterfaceId: e.NetworkInterfaceId, UnassignedIpv6Prefixes: in.Ipv6Prefixes}, nil
 }
 
 func (f *fakeEC2) CreateTags(ctx context.Context, in *ec2.CreateTagsInput, _ ...func(*ec2.Options)) (*ec2.CreateTagsOutput, error) {

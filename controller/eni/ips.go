@@ -35,49 +35,72 @@ func (m *Manager) assign(ctx context.Context, eniID string, n int, prefixes bool
 		in.SecondaryPrivateIpAddressCount = aws.Int32(int32(n))
 	}
 	op := journal.IPOp{OpID: NewOpID(), Kind: journal.AssignIPs, ENI: eniID, Count: n, Prefixes: prefixes, Since: m.clock.Now()}
-	if err := m.books.Update(ctx, func(st *journal.State) error { st.IPOps = append(st.IPOps, op); return nil }); err != nil {
-		return fmt.Errorf("journaling assignment of %s on ENI %s: %w", what, eniID, err)
-	}
-	// One attempt: a count of IPs is not idempotent, so a call that may have been applied is never sent again
-	// blindly (the SDK would retry 5xx and transport errors); ResumeIPOps reads the ENI from EC2 instead.
-	out, err := m.ec2.AssignPrivateIpAddresses(ctx, in, func(o *ec2.Options) { o.RetryMaxAttempts = 1 })
-	if err != nil {
-		if ec2client.MayHaveApplied(err) || errors.Is(err, context.Canceled) {
-			// Unknown, not refused: the op stays journaled, and ResumeIPOps reads EC2 before the ENI gets more.
-			return ec2client.Classify(fmt.Sprintf("assigning %s to ENI %s (outcome unknown)", what, eniID), err)
+	ips, err := m.assignJournaled(ctx, op, what, func(ctx context.Context, once func(*ec2.Options)) ([]string, error) {
+		out, err := m.ec2.AssignPrivateIpAddresses(ctx, in, once)
+		if err != nil {
+			return nil, err
 		}
-		err = ec2client.Classify(fmt.Sprintf("assigning %s to ENI %s", what, eniID), err)
-		if errors.Is(err, ec2client.ErrBooksWrong) {
-			m.RequestReconcile()
+		var ips []string
+		for _, a := range out.AssignedPrivateIpAddresses {
+			ips = append(ips, aws.ToString(a.PrivateIpAddress))
 		}
-		// A definite refusal assigned nothing.
-		return errors.Join(err, m.dropIPOp(ctx, op.OpID))
-	}
-	var ips []string
-	for _, a := range out.AssignedPrivateIpAddresses {
-		ips = append(ips, aws.ToString(a.PrivateIpAddress))
-	}
-	for _, p := range out.AssignedIpv4Prefixes {
-		ips = append(ips, aws.ToString(p.Ipv4Prefix))
-	}
-	err = m.books.Update(ctx, func(st *journal.State) error {
-		if e := st.ENIByID(eniID); e != nil {
-			for _, ip := range ips {
-				if !slices.Contains(e.IPs, ip) {
-					e.IPs = append(e.IPs, ip)
-				}
+		for _, p := range out.AssignedIpv4Prefixes {
+			ips = append(ips, aws.ToString(p.Ipv4Prefix))
+		}
+		return ips, nil
+	}, func(st *journal.State, e *journal.ENI, ips []string) {
+		for _, ip := range ips {
+			if !slices.Contains(e.IPs, ip) {
+				e.IPs = append(e.IPs, ip)
 			}
 		}
 		forgetUnassigned(st, ips)
-		st.IPOps = slices.DeleteFunc(st.IPOps, func(o journal.IPOp) bool { return o.OpID == op.OpID })
-		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("journaling IPs of ENI %s: %w", eniID, err)
+		return err
 	}
 	m.noteAssigned(ips)
 	m.log.Info("IPs assigned to ENI", "eni", eniID, "count", len(ips), "prefixes", prefixes)
 	return nil
+}
+
+// assignJournaled is the two-phase commit of an assign, whatever it assigns: op is journaled (durably) before
+// send makes the EC2 call, which it makes once (the once option: a count is not idempotent, so a call that
+// may have been applied is never sent again blindly, by the SDK or anyone); the slots EC2 answered are then
+// recorded on the ENI (record, inside the books update that drops op) and returned. An answer that may have
+// been applied (a 5xx, a timeout, a lost connection, the caller's end) leaves op journaled, and ResumeIPOps
+// reads the ENI from EC2 before the ENI gets more; a definite refusal drops op (and asks for a reconcile
+// when the books are wrong). Errors are classified (ec2client.Classify).
+func (m *Manager) assignJournaled(ctx context.Context, op journal.IPOp, what string,
+	send func(ctx context.Context, once func(*ec2.Options)) ([]string, error),
+	record func(st *journal.State, e *journal.ENI, slots []string)) ([]string, error) {
+	if err := m.books.Update(ctx, func(st *journal.State) error { st.IPOps = append(st.IPOps, op); return nil }); err != nil {
+		return nil, fmt.Errorf("journaling assignment of %s on ENI %s: %w", what, op.ENI, err)
+	}
+	slots, err := send(ctx, func(o *ec2.Options) { o.RetryMaxAttempts = 1 })
+	if err != nil {
+		if ec2client.MayHaveApplied(err) || errors.Is(err, context.Canceled) {
+			// Unknown, not refused: the op stays journaled, and ResumeIPOps reads EC2 before the ENI gets more.
+			return nil, ec2client.Classify(fmt.Sprintf("assigning %s to ENI %s (outcome unknown)", what, op.ENI), err)
+		}
+		err = ec2client.Classify(fmt.Sprintf("assigning %s to ENI %s", what, op.ENI), err)
+		if errors.Is(err, ec2client.ErrBooksWrong) {
+			m.RequestReconcile()
+		}
+		// A definite refusal assigned nothing.
+		return nil, errors.Join(err, m.dropIPOp(ctx, op.OpID))
+	}
+	err = m.books.Update(ctx, func(st *journal.State) error {
+		if e := st.ENIByID(op.ENI); e != nil {
+			record(st, e, slots)
+		}
+		st.IPOps = slices.DeleteFunc(st.IPOps, func(o journal.IPOp) bool { return o.OpID == op.OpID })
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("journaling the %s of ENI %s: %w", what, op.ENI, err)
+	}
+	return slots, nil
 }
 
 // UnassignIPs gives free slots of eniID (secondary IPs and /28 prefixes) back to the subnet. They leave the
@@ -176,6 +199,10 @@ func (m *Manager) ResumeIPOps(ctx context.Context) error {
 	for _, op := range ops {
 		switch op.Kind {
 		case journal.UnassignIPs:
+			if op.IPv6 {
+				errs = append(errs, m.unassignIPv6(ctx, op))
+				continue
+			}
 			errs = append(errs, m.unassign(ctx, op))
 		case journal.AssignIPs:
 			ni, err := m.describeOne(ctx, op.ENI)
@@ -184,7 +211,11 @@ func (m *Manager) ResumeIPOps(ctx context.Context) error {
 				continue
 			}
 			err = m.books.Update(ctx, func(st *journal.State) error {
-				if e := st.ENIByID(op.ENI); e != nil && ni != nil {
+				switch e := st.ENIByID(op.ENI); {
+				case e == nil || ni == nil:
+				case op.IPv6:
+					adoptIPv6Prefixes(st, e, ni)
+				default:
 					m.fillIPs(e, slotsOf(ni), st)
 				}
 				st.IPOps = slices.DeleteFunc(st.IPOps, func(o journal.IPOp) bool { return o.OpID == op.OpID })

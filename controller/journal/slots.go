@@ -17,12 +17,13 @@ const PrefixAddrs = 16
 func IsPrefix(slot string) bool { return strings.Contains(slot, "/") }
 
 // Addresses returns the addresses a slot gives to pods: the address itself, or every address of the prefix.
+// An IPv6 prefix (an /80 an IPv6 op names) is never enumerated: nil.
 func Addresses(slot string) []string {
 	if !IsPrefix(slot) {
 		return []string{slot}
 	}
 	p, err := netip.ParsePrefix(slot)
-	if err != nil {
+	if err != nil || !p.Addr().Is4() {
 		return nil
 	}
 	n := 1 << (32 - p.Bits())
@@ -40,7 +41,7 @@ func AddrCount(slot string) int {
 	if !IsPrefix(slot) {
 		return 1
 	}
-	if p, err := netip.ParsePrefix(slot); err == nil {
+	if p, err := netip.ParsePrefix(slot); err == nil && p.Addr().Is4() {
 		return 1 << (32 - p.Bits())
 	}
 	return 0

@@ -52,6 +52,9 @@ type ENI struct {
 	PrimaryIP  string `json:"primaryIP,omitempty"`
 	// IPs are the IPv4 slots the books hold for pods: secondary private IPs and /28 prefixes (slots.go).
 	IPs []string `json:"ips,omitempty"`
+	// IPv6Prefixes are the IPv6 /80 prefixes the books hold for pods (ENABLE_IPv6: one, on the primary ENI).
+	// Pods take single addresses of them; a /80 is never enumerated.
+	IPv6Prefixes []string `json:"ipv6Prefixes,omitempty"`
 	// WantIPs and WantPrefixes are how many secondary IPs and /28 prefixes the create asks for; part of the
 	// idempotent request.
 	WantIPs      int `json:"wantIPs,omitempty"`
@@ -82,6 +85,7 @@ type Tag struct {
 // Clone returns a copy of e that shares no slice with it.
 func (e ENI) Clone() ENI {
 	e.IPs = slices.Clone(e.IPs)
+	e.IPv6Prefixes = slices.Clone(e.IPv6Prefixes)
 	e.SecurityGroups = slices.Clone(e.SecurityGroups)
 	e.Tags = slices.Clone(e.Tags)
 	return e
@@ -99,20 +103,27 @@ const (
 	UnassignIPs IPOpKind = "unassign"
 )
 
-// IPOp is a change of an ENI's IPv4 slots journaled before its EC2 call: an assign of Count secondary IPs,
-// or of Count /28 prefixes when Prefixes; an unassign of the slots in IPs (addresses and prefixes).
+// IPOp is a change of an ENI's slots journaled before its EC2 call: an assign of Count secondary IPs, of
+// Count /28 prefixes when Prefixes, or of Count IPv6 /80 prefixes when IPv6 (AssignIpv6Addresses); an
+// unassign of the IPv4 slots in IPs (addresses and prefixes), or of the /80s in IPs when IPv6
+// (UnassignIpv6Addresses).
 type IPOp struct {
-	OpID     string    `json:"opID"`
-	Kind     IPOpKind  `json:"kind"`
-	ENI      string    `json:"eni"`
-	Count    int       `json:"count,omitempty"`
-	Prefixes bool      `json:"prefixes,omitempty"`
-	IPs      []string  `json:"ips,omitempty"`
-	Since    time.Time `json:"since"`
+	OpID     string   `json:"opID"`
+	Kind     IPOpKind `json:"kind"`
+	ENI      string   `json:"eni"`
+	Count    int      `json:"count,omitempty"`
+	Prefixes bool     `json:"prefixes,omitempty"`
+	// IPv6: an op on /80s, which bring no IPv4 address.
+	IPv6  bool      `json:"ipv6,omitempty"`
+	IPs   []string  `json:"ips,omitempty"`
+	Since time.Time `json:"since"`
 }
 
-// Addrs is how many addresses an assign brings: Count, times PrefixAddrs for prefixes.
+// Addrs is how many IPv4 addresses an assign brings: Count, times PrefixAddrs for prefixes; none for /80s.
 func (op IPOp) Addrs() int {
+	if op.IPv6 {
+		return 0
+	}
 	if op.Prefixes {
 		return op.Count * PrefixAddrs
 	}

@@ -84,6 +84,7 @@ type IMDSENI struct {
 	NetworkCard int
 	IPs         []netip.Addr // primary first, as IMDS lists them
 	SubnetCIDR  netip.Prefix // invalid when IMDS does not list it
+	IPv6        IPv6Facts
 }
 
 // ENIs reads every ENI IMDS lists for this instance, sorted by network card and device index. A MAC whose
@@ -160,6 +161,9 @@ func readENI(ctx context.Context, md IMDSAPI, mac string) (IMDSENI, bool, error)
 		if eni.SubnetCIDR, err = netip.ParsePrefix(cidr); err != nil {
 			return eni, false, fmt.Errorf("parsing subnet-ipv4-cidr-block of ENI %s: %w", mac, err)
 		}
+	}
+	if eni.IPv6, err = readIPv6(ctx, md, base); err != nil {
+		return eni, false, fmt.Errorf("reading ENI %s: %w", mac, err)
 	}
 	return eni, true, nil
 }

@@ -26,6 +26,19 @@ type Node struct {
 	SubnetCIDR     netip.Prefix
 	SecurityGroups []string // of the primary ENI; new ENIs get the same
 	Limits         Limits
+	// IPv6 is the primary ENI's IPv6 as IMDS showed it at start; its zero value on an IPv4-only subnet.
+	IPv6 IPv6Facts
+}
+
+// IPv6Facts are the IPv6 keys IMDS lists for an ENI (network/interfaces/macs/MAC/...), each absent (404) when
+// there is none: the /80 prefixes (ipv6-prefix), the single addresses (ipv6s), the subnet's /64
+// (subnet-ipv6-cidr-blocks) and the VPC's /56s (vpc-ipv6-cidr-blocks). IMDS shows an assign later than EC2
+// does, so the prefixes are a hint; the books hold the /80 the node took.
+type IPv6Facts struct {
+	Prefixes    []netip.Prefix
+	Addrs       []netip.Addr
+	SubnetCIDRs []netip.Prefix
+	VPCCIDRs    []netip.Prefix
 }
 
 // SubnetCIDRText is SubnetCIDR in CIDR notation, "" when it is not known.
@@ -92,6 +105,9 @@ func Load(ctx context.Context, md IMDSAPI, api ec2client.EC2API, cacheDir string
 		return nil, fmt.Errorf("loading the primary ENI's metadata: vpc-ipv4-cidr-blocks: %w", ErrNotFound)
 	}
 	if n.SecurityGroups, err = getList(ctx, md, base+"security-group-ids"); err != nil {
+		return nil, fmt.Errorf("loading the primary ENI's metadata: %w", err)
+	}
+	if n.IPv6, err = readIPv6(ctx, md, base); err != nil {
 		return nil, fmt.Errorf("loading the primary ENI's metadata: %w", err)
 	}
 

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/feature/ec2/imds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
@@ -17,10 +18,12 @@ import (
 	"github.com/eniwire/eniwire/test/simworld"
 )
 
-func TestLoadAgainstTheSimulator(t *testing.T) {
-	w := simworld.New(t, simworld.Options{Subnet: ec2sim.SubnetSpec{CIDR: "10.0.1.0/24"}})
-	sim, inst := w.Sim, w.Instance
-	imdsURL, err := w.Server.OpenIMDS(inst.ID)
+// simIMDS serves a simworld of o and points the SDK's variables at its EC2 and the instance's IMDS; it
+// returns the world, the bare SDK client, the IMDS client, the wrapped EC2 client and a scratch directory.
+func simIMDS(t *testing.T, o simworld.Options) (*simworld.World, *ec2.Client, *imds.Client, *ec2client.Client, string) {
+	t.Helper()
+	w := simworld.New(t, o)
+	imdsURL, err := w.Server.OpenIMDS(w.Instance.ID)
 	if err != nil {
 		t.Fatalf("opening IMDS: %v", err)
 	}
@@ -33,10 +36,8 @@ func TestLoadAgainstTheSimulator(t *testing.T) {
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "secret")
 	t.Setenv("AWS_CONFIG_FILE", filepath.Join(dir, "config"))
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", filepath.Join(dir, "credentials"))
-
-	ctx := context.Background()
 	// The region comes from the simulator's IMDS, the endpoints from the environment.
-	sdk, md, err := ec2client.NewSDK(ctx, ec2client.SDKOptions{})
+	sdk, md, err := ec2client.NewSDK(context.Background(), ec2client.SDKOptions{})
 	if err != nil {
 		t.Fatalf("building the SDK clients: %v", err)
 	}
@@ -44,6 +45,13 @@ func TestLoadAgainstTheSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatalf("wrapping: %v", err)
 	}
+	return w, sdk, md, api, dir
+}
+
+func TestLoadAgainstTheSimulator(t *testing.T) {
+	w, sdk, md, api, dir := simIMDS(t, simworld.Options{Subnet: ec2sim.SubnetSpec{CIDR: "10.0.1.0/24"}})
+	sim, inst := w.Sim, w.Instance
+	ctx := context.Background()
 	stateDir := filepath.Join(dir, "state")
 	n, err := metadata.Load(ctx, md, api, stateDir)
 	if err != nil {
@@ -98,4 +106,37 @@ func equalNode(a, b metadata.Node) bool {
 	return a.InstanceID == b.InstanceID && a.InstanceType == b.InstanceType && a.AZ == b.AZ && a.Region == b.Region &&
 		a.PrimaryMAC == b.PrimaryMAC && a.PrimaryIP == b.PrimaryIP && a.VPCID == b.VPCID && slices.Equal(a.VPCCIDRs, b.VPCCIDRs) &&
 		a.SubnetID == b.SubnetID && a.SubnetCIDR == b.SubnetCIDR && slices.Equal(a.SecurityGroups, b.SecurityGroups)
+}
+
+// On a dual-stack subnet Load reads the primary ENI's IPv6 facts from IMDS: the /80 assigned to it, the
+// subnet's /64 and the VPC's /56; ENIs shows the same /80. On an IPv4-only subnet they are empty (above).
+func TestLoadReadsThePrimaryENIsIPv6FactsFromTheSimulator(t *testing.T) {
+	w, sdk, md, api, dir := simIMDS(t, simworld.Options{DualStack: true})
+	ctx := context.Background()
+	n, err := metadata.Load(ctx, md, api, dir)
+	if err != nil {
+		t.Fatalf("loading before the assign: %v", err)
+	}
+	if len(n.IPv6.Prefixes) != 0 || len(n.IPv6.Addrs) != 0 {
+		t.Errorf("before any assign IMDS shows IPv6 %+v", n.IPv6)
+	}
+	out, err := sdk.AssignIpv6Addresses(ctx, &ec2.AssignIpv6AddressesInput{NetworkInterfaceId: aws.String(w.Instance.PrimaryENI), Ipv6PrefixCount: aws.Int32(1)})
+	if err != nil || len(out.AssignedIpv6Prefixes) != 1 {
+		t.Fatalf("assigning a /80: %v", err)
+	}
+	n, err = metadata.Load(ctx, md, api, dir)
+	if err != nil {
+		t.Fatalf("loading: %v", err)
+	}
+	want := metadata.IPv6Facts{Prefixes: []netip.Prefix{netip.MustParsePrefix(out.AssignedIpv6Prefixes[0])},
+		SubnetCIDRs: []netip.Prefix{netip.MustParsePrefix(ec2sim.DualStackSubnetAIPv6)},
+		VPCCIDRs:    []netip.Prefix{netip.MustParsePrefix(ec2sim.DualStackVPCIPv6)}}
+	if !slices.Equal(n.IPv6.Prefixes, want.Prefixes) || !slices.Equal(n.IPv6.SubnetCIDRs, want.SubnetCIDRs) ||
+		!slices.Equal(n.IPv6.VPCCIDRs, want.VPCCIDRs) || len(n.IPv6.Addrs) != 0 {
+		t.Errorf("IPv6 facts %+v, want %+v", n.IPv6, want)
+	}
+	enis, err := metadata.ENIs(ctx, md)
+	if err != nil || len(enis) != 1 || !slices.Equal(enis[0].IPv6.Prefixes, want.Prefixes) {
+		t.Errorf("IMDS ENIs %+v (%v), want the primary with the /80 %v", enis, err, want.Prefixes)
+	}
 }

@@ -184,7 +184,7 @@ func (v *View) Counts() Counts {
 	}
 	for _, op := range v.st.IPOps {
 		if op.Kind == journal.AssignIPs {
-			c.PendingIPs += op.Addrs()
+			c.PendingIPs += op.Addrs() // none for an IPv6 /80
 		}
 	}
 	return c

@@ -15,6 +15,9 @@ type PodSettings struct {
 	Prefixes bool
 	// CustomNetworking: the primary ENI carries no pods.
 	CustomNetworking bool
+	// IPv6 is ENABLE_IPv6: pods take addresses of one /80, which never runs out; kubelet's number is the one
+	// of prefix delegation (which IPv6 mode requires), so the 110/250 ceiling is what counts.
+	IPv6 bool
 }
 
 // MaxPods is the most pods the node runs, and so the most IPs the pool holds: MAX_PODS when set, else what
@@ -51,8 +54,10 @@ type PodLimit struct {
 	Ceiling int `json:"ceiling"`
 	// MaxPods is the lesser of the two: the value for kubelet.
 	MaxPods int `json:"maxPods"`
-	// Prefixes says whether /28 prefixes were counted: asked for, and the type is Nitro.
+	// Prefixes says whether /28 prefixes were counted: asked for (or IPv6), and the type is Nitro.
 	Prefixes bool `json:"prefixDelegation"`
+	// IPv6 says the number is for ENABLE_IPv6: pods on the primary ENI's /80, the prefix-delegation number.
+	IPv6 bool `json:"ipv6,omitempty"`
 }
 
 // PodCeiling is the AWS VPC CNI's max-pods-calculator.sh ceiling: 110 pods up to 30 vCPUs, 250 above.
@@ -78,7 +83,7 @@ func KubeletMaxPods(s PodSettings, l metadata.Limits) PodLimit {
 	if s.CustomNetworking {
 		pl.MaxENIs = max(pl.MaxENIs-1, 0)
 	}
-	out := PodLimit{Ceiling: PodCeiling(l.VCPUs), Prefixes: s.Prefixes && l.Nitro()}
+	out := PodLimit{Ceiling: PodCeiling(l.VCPUs), Prefixes: (s.Prefixes || s.IPv6) && l.Nitro(), IPv6: s.IPv6}
 	if out.Prefixes {
 		pl.IPsPerENI *= journal.PrefixAddrs
 	}

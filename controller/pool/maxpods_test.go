@@ -46,6 +46,10 @@ func TestTheAgentsMaxPodsIsKubeletsForItsInstance(t *testing.T) {
 			metadata.Limits{MaxENIs: 2, IPv4PerENI: 10, VCPUs: 2, Hypervisor: "xen"}, 20},
 		{"m5.large, custom networking, MAX_ENI=1: the primary only, which holds no pods: 2", pool.PodSettings{CustomNetworking: true, MaxENI: 1},
 			metadata.Limits{MaxENIs: 3, IPv4PerENI: 10, VCPUs: 2, Hypervisor: "nitro"}, 2},
+		{"m5.large in IPv6 mode: prefix delegation's number, kubelet's ceiling of 110", pool.PodSettings{IPv6: true},
+			metadata.Limits{MaxENIs: 3, IPv4PerENI: 10, VCPUs: 2, Hypervisor: "nitro"}, 110},
+		{"t3.micro in IPv6 mode: 2 x 1 x 16 + 2 = 34, though the /80 holds more", pool.PodSettings{IPv6: true},
+			metadata.Limits{MaxENIs: 2, IPv4PerENI: 2, VCPUs: 2, Hypervisor: "nitro"}, 34},
 		{"MAX_PODS wins", pool.PodSettings{MaxPods: 64, Prefixes: true},
 			metadata.Limits{MaxENIs: 3, IPv4PerENI: 10, VCPUs: 2, Hypervisor: "nitro"}, 64},
 	} {

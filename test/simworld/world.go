@@ -6,6 +6,7 @@ package simworld
 
 import (
 	"log/slog"
+	"net/netip"
 	"os"
 	"testing"
 
@@ -44,6 +45,9 @@ type Options struct {
 	Subnet ec2sim.SubnetSpec
 	// Server places the simulator's listeners (default: loopback of the test's own namespace).
 	Server ec2sim.ServerOptions
+	// DualStack gives the VPC the IPv6 /56 ec2sim.DualStackVPCIPv6 and the subnet, unless Subnet names its
+	// own, the /64 ec2sim.DualStackSubnetAIPv6, as an IPv6 EKS cluster's VPC has them.
+	DualStack bool
 }
 
 // World is one simulated VPC with one instance, served (on loopback unless Options.Server says otherwise) until
@@ -97,6 +101,14 @@ func New(tb testing.TB, o Options) *World {
 	if err := sim.AddVPC(VPCID, o.VPCCIDR); err != nil {
 		tb.Fatalf("adding VPC: %v", err)
 	}
+	if o.DualStack {
+		if _, err := sim.AddVPCIPv6Block(VPCID, ec2sim.DualStackVPCIPv6); err != nil {
+			tb.Fatalf("adding the VPC's IPv6 block: %v", err)
+		}
+		if subnet.IPv6CIDR == "" {
+			subnet.IPv6CIDR = ec2sim.DualStackSubnetAIPv6
+		}
+	}
 	if err := sim.AddSubnet(subnet); err != nil {
 		tb.Fatalf("adding subnet: %v", err)
 	}
@@ -147,9 +159,24 @@ func (w *World) EC2With(tb testing.TB, o EC2Options) *ec2client.Client {
 	return c
 }
 
-// NodeInfo is what the agent would read from IMDS and DescribeInstanceTypes for the instance.
+// NodeInfo is what the agent would read from IMDS and DescribeInstanceTypes for the instance: its IPv6 facts
+// are its subnet's and VPC's IPv6 blocks (the /80s it holds come later, from the books).
 func (w *World) NodeInfo() metadata.Node {
-	return NodeOf(w.Instance, LimitsOf(w.limits))
+	n := NodeOf(w.Instance, LimitsOf(w.limits))
+	st := w.Sim.Snapshot()
+	for _, sn := range st.Subnets {
+		if sn.ID == w.Instance.SubnetID && sn.IPv6CIDR != "" {
+			n.IPv6.SubnetCIDRs = append(n.IPv6.SubnetCIDRs, netip.MustParsePrefix(sn.IPv6CIDR))
+		}
+	}
+	for _, v := range st.VPCs {
+		if v.ID == w.Instance.VPCID {
+			for _, b := range v.IPv6CIDRBlocks {
+				n.IPv6.VPCCIDRs = append(n.IPv6.VPCCIDRs, netip.MustParsePrefix(b))
+			}
+		}
+	}
+	return n
 }
 
 // NewNode builds a node controller for the instance with cfg, on the world's clock, EC2 client and log. An
