@@ -31,6 +31,16 @@ const (
 	eksAlertExpr  = `sum by(instance) (awscni_ip_max) - sum by(instance) (awscni_assigned_ip_addresses) < 10`
 )
 
+// awscniSelectors select the awscni_* series ENIWIRE_AWSCNI_METRICS serves with the AWS VPC CNI's labels
+// (awscni_aws_api_error_count appears with EC2's first error only).
+var awscniSelectors = []string{
+	`awscni_ip_max`, `awscni_eni_max`, `awscni_eni_allocated`, `awscni_total_ip_addresses`,
+	`awscni_assigned_ip_addresses`, `awscni_no_available_ip_addresses`,
+	`awscni_ec2api_req_count{fn!=""}`, `awscni_ec2api_error_count{fn!=""}`,
+	`awscni_aws_api_latency_ms_count{api!="",error=~"true|false",status!=""}`,
+	`awscni_aws_api_latency_ms_sum{api!="",error=~"true|false",status!=""}`,
+}
+
 // metricsPort is where the agents serve /metrics (ENIWIRE_METRICS_ADDR in deploy/manifests), the AWS VPC
 // CNI's port.
 const metricsPort = 61678
@@ -152,6 +162,17 @@ func (s *suite) prometheusScrape(t *testing.T) string {
 	awscni, err := prom.query(ctx, `count by (__name__) ({__name__=~"awscni_.+"})`)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The AWS VPC CNI's names (utils/prometheusmetrics) that every node serves, the API families once a call
+	// was made, with their labels.
+	for _, expr := range awscniSelectors {
+		res, err := prom.query(ctx, expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res) < len(targets) {
+			t.Errorf("%s: %d series, want one per node at least", expr, len(res))
+		}
 	}
 	samples, err := prom.query(ctx, `scrape_samples_scraped`)
 	if err != nil {
