@@ -90,8 +90,21 @@ func newMetrics(reg prometheus.Registerer, journalBroken func() error) (*metrics
 			return nil, fmt.Errorf("registering metrics: %w", err)
 		}
 	}
+	// Every result starts at 0: a series born at 1 shows no increase(), and the alerts read the first "no IP yet".
+	for _, r := range assignResults {
+		m.assigns.WithLabelValues(r)
+	}
+	for _, r := range releaseResults {
+		m.releases.WithLabelValues(r)
+	}
 	return m, nil
 }
+
+// The values of eniwire_assign_total's and eniwire_release_total's result label (ipam.go counts with them).
+var (
+	assignResults  = []string{"ok", "repeat", "no_ip", "max_pods", "error"}
+	releaseResults = []string{"ok", "unknown", "error"}
+)
 
 func (m *metrics) observeReconcile(rep eni.Report, err error) {
 	result := "ok"

@@ -1,8 +1,7 @@
 package deploy
 
 import (
-	"encoding/json"
-	"os"
+	"fmt"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -11,11 +10,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"sigs.k8s.io/yaml"
 
 	"github.com/eniwire/eniwire/controller"
 	"github.com/eniwire/eniwire/controller/awscni"
 	"github.com/eniwire/eniwire/datapath"
+	"github.com/eniwire/eniwire/deploy/monitoring"
 	"github.com/eniwire/eniwire/test/simworld"
 )
 
@@ -116,36 +115,6 @@ func TestMetricNamesOfAQuery(t *testing.T) {
 	}
 }
 
-// ruleFile is a Prometheus rules file (and a PrometheusRule's spec).
-type ruleFile struct {
-	Groups []struct {
-		Name  string `json:"name"`
-		Rules []struct {
-			Alert       string            `json:"alert"`
-			Record      string            `json:"record"`
-			Expr        string            `json:"expr"`
-			For         string            `json:"for"`
-			Labels      map[string]string `json:"labels"`
-			Annotations map[string]string `json:"annotations"`
-		} `json:"rules"`
-	} `json:"groups"`
-}
-
-// dashboard is the part of a Grafana dashboard that holds queries.
-type dashboard struct {
-	Panels []struct {
-		Title   string `json:"title"`
-		Targets []struct {
-			Expr string `json:"expr"`
-		} `json:"targets"`
-	} `json:"panels"`
-	Templating struct {
-		List []struct {
-			Definition string `json:"definition"`
-		} `json:"list"`
-	} `json:"templating"`
-}
-
 var labelValuesQuery = regexp.MustCompile(`^label_values\((\w+),\s*\w+\)$`)
 
 // Every metric the shipped dashboard and alert rules read is one the agent serves, so neither shows an empty
@@ -153,13 +122,9 @@ var labelValuesQuery = regexp.MustCompile(`^label_values\((\w+),\s*\w+\)$`)
 func TestTheDashboardAndAlertsReadOnlyTheAgentsMetrics(t *testing.T) {
 	names := agentMetricNames(t)
 	queries := map[string]string{} // where: expression
-	var rules ruleFile
-	raw, err := os.ReadFile(filepath.Join("monitoring", "alerts.yaml"))
+	rules, err := monitoring.ReadRules(filepath.Join("monitoring", monitoring.AlertsFile))
 	if err != nil {
 		t.Fatal(err)
-	}
-	if err := yaml.UnmarshalStrict(raw, &rules); err != nil {
-		t.Fatalf("alerts.yaml: %v", err)
 	}
 	for _, g := range rules.Groups {
 		for _, r := range g.Rules {
@@ -169,18 +134,12 @@ func TestTheDashboardAndAlertsReadOnlyTheAgentsMetrics(t *testing.T) {
 			queries["alert "+r.Alert] = r.Expr
 		}
 	}
-	raw, err = os.ReadFile(filepath.Join("monitoring", "grafana-dashboard.json"))
+	dash, err := monitoring.ReadDashboard(filepath.Join("monitoring", monitoring.DashboardFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var dash dashboard
-	if err := json.Unmarshal(raw, &dash); err != nil {
-		t.Fatalf("grafana-dashboard.json: %v", err)
-	}
-	for _, p := range dash.Panels {
-		for i, tg := range p.Targets {
-			queries["panel "+p.Title+" query "+string(rune('A'+i))] = tg.Expr
-		}
+	for i, q := range dash.Queries() {
+		queries[fmt.Sprintf("panel %q (query %d)", q.Panel, i+1)] = q.Expr
 	}
 	for _, v := range dash.Templating.List {
 		if m := labelValuesQuery.FindStringSubmatch(v.Definition); m != nil {

@@ -4,13 +4,14 @@
 // Meanings follow the AWS VPC CNI: awscni_ip_max and awscni_eni_max leave out ENIs someone else attached;
 // awscni_total_ip_addresses counts every pod IP in the books (assigned, warm and in cooldown);
 // awscni_eni_allocated counts the attached ENIs, primary included. The AWS API families count EC2 attempts as
-// eniwire's client makes them. awscni_aws_api_latency_ms carries the api label only: eniwire times its calls
-// by action, not by outcome, so the error and status labels are absent.
+// eniwire's client makes them; awscni_aws_api_latency_ms has the AWS VPC CNI's api, error and status labels, its
+// count and milliseconds from eniwire_ec2_calls_total and eniwire_ec2_call_seconds_total.
 package awscni
 
 import (
 	"cmp"
 	"slices"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -107,18 +108,31 @@ func apiFamilies(f families) []*dto.MetricFamily {
 	latency := &dto.MetricFamily{Name: proto.String("awscni_aws_api_latency_ms"), Help: proto.String("AWS API call latency in ms."), Type: dto.MetricType_SUMMARY.Enum()}
 	perFn := map[string][2]float64{} // action: requests, errors
 	perCode := map[[2]string]float64{}
+	perStatus := map[[3]string][2]float64{} // api, error, status: attempts, seconds
+	seconds := map[[3]string]float64{}
+	if d := f["eniwire_ec2_call_seconds_total"]; d != nil {
+		for _, m := range d.Metric {
+			seconds[[3]string{label(m, "action"), label(m, "outcome"), label(m, "code")}] += m.GetCounter().GetValue()
+		}
+	}
 	if calls := f["eniwire_ec2_calls_total"]; calls != nil {
 		for _, m := range calls.Metric {
-			action, n := label(m, "action"), m.GetCounter().GetValue()
+			action, outcome, code, n := label(m, "action"), label(m, "outcome"), label(m, "code"), m.GetCounter().GetValue()
 			c := perFn[action]
 			c[0] += n
-			if slices.Contains(failedOutcomes, label(m, "outcome")) {
+			failed := slices.Contains(failedOutcomes, outcome)
+			if failed {
 				c[1] += n
-				if code := label(m, "code"); label(m, "outcome") != "canceled" && !slices.Contains(apiErrorCodes, code) {
+				if outcome != "canceled" && !slices.Contains(apiErrorCodes, code) {
 					perCode[[2]string{action, code}] += n
 				}
 			}
 			perFn[action] = c
+			key := [3]string{action, strconv.FormatBool(failed), status(outcome, code)}
+			st := perStatus[key]
+			st[0] += n
+			st[1] += seconds[[3]string{action, outcome, code}]
+			perStatus[key] = st
 		}
 	}
 	for action, c := range perFn {
@@ -128,14 +142,11 @@ func apiFamilies(f families) []*dto.MetricFamily {
 	for k, n := range perCode {
 		apiErrs.Metric = append(apiErrs.Metric, counterSample(n, "api", k[0], "error", k[1]))
 	}
-	if d := f["eniwire_ec2_call_duration_seconds"]; d != nil {
-		for _, m := range d.Metric {
-			h := m.GetHistogram()
-			latency.Metric = append(latency.Metric, &dto.Metric{
-				Label:   labels("api", label(m, "action")),
-				Summary: &dto.Summary{SampleCount: proto.Uint64(h.GetSampleCount()), SampleSum: proto.Float64(h.GetSampleSum() * 1000)},
-			})
-		}
+	for k, st := range perStatus {
+		latency.Metric = append(latency.Metric, &dto.Metric{
+			Label:   labels("api", k[0], "error", k[1], "status", k[2]),
+			Summary: &dto.Summary{SampleCount: proto.Uint64(uint64(st[0])), SampleSum: proto.Float64(st[1] * 1000)},
+		})
 	}
 	var out []*dto.MetricFamily
 	for _, fam := range []*dto.MetricFamily{reqs, errs, apiErrs, latency} {
@@ -145,6 +156,18 @@ func apiFamilies(f families) []*dto.MetricFamily {
 		}
 	}
 	return out
+}
+
+// status is the AWS VPC CNI's status label of an attempt: "200" when it worked, EC2's error code when EC2
+// answered with one, empty when the call got no answer (transport failure, context ended).
+func status(outcome, code string) string {
+	switch {
+	case outcome == "success":
+		return "200"
+	case outcome == "canceled" || slices.Contains(apiErrorCodes, code):
+		return ""
+	}
+	return code
 }
 
 func gauge(name, help string, v float64) *dto.MetricFamily {

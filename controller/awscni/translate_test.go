@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -121,10 +122,13 @@ func checkAWSCNIMetrics(t *testing.T, prefix bool, ipMax float64) {
 	own := samples(t, reg)
 	var calls float64
 	for _, action := range []string{"DescribeNetworkInterfaces", "AssignPrivateIpAddresses"} {
-		var n float64
+		var n, ok float64
 		for k, v := range own {
 			if strings.HasPrefix(k, "eniwire_ec2_calls_total{") && strings.Contains(k, `action="`+action+`"`) {
 				n += v
+				if strings.Contains(k, `outcome="success"`) {
+					ok += v
+				}
 			}
 		}
 		key := `awscni_ec2api_req_count{fn="` + action + `"}`
@@ -132,12 +136,48 @@ func checkAWSCNIMetrics(t *testing.T, prefix bool, ipMax float64) {
 			t.Errorf("%s = %v, want at least the %v attempts eniwire counted before", key, got[key], n)
 		}
 		calls += n
-		lat := `awscni_aws_api_latency_ms_count{api="` + action + `"}`
-		if got[lat] < n || got[`awscni_aws_api_latency_ms_sum{api="`+action+`"}`] <= 0 {
-			t.Errorf("%s = %v (sum %v), want at least %v timed calls", lat, got[lat], got[`awscni_aws_api_latency_ms_sum{api="`+action+`"}`], n)
+		series := `{api="` + action + `",error="false",status="200"}`
+		if got["awscni_aws_api_latency_ms_count"+series] < ok || got["awscni_aws_api_latency_ms_sum"+series] <= 0 {
+			t.Errorf("awscni_aws_api_latency_ms_count%s = %v (sum %v), want at least the %v successful calls", series,
+				got["awscni_aws_api_latency_ms_count"+series], got["awscni_aws_api_latency_ms_sum"+series], ok)
 		}
 	}
 	if calls == 0 {
 		t.Fatal("no EC2 call counted")
+	}
+}
+
+// awscni_aws_api_latency_ms carries the AWS VPC CNI's labels: api, error ("true" or "false") and status ("200",
+// EC2's error code, or empty when the call got no answer), with the count and milliseconds of eniwire's attempts.
+func TestAWSAPILatencyCarriesTheErrorAndStatusLabels(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	calls := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eniwire_ec2_calls_total"}, []string{"action", "outcome", "code"})
+	seconds := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "eniwire_ec2_call_seconds_total"}, []string{"action", "outcome", "code"})
+	reg.MustRegister(calls, seconds)
+	for _, a := range []struct {
+		outcome, code string
+		n, seconds    float64
+	}{
+		{"success", "none", 3, 0.3},
+		{"throttled", "RequestLimitExceeded", 2, 0.1},
+		{"error", "transport", 1, 2},
+		{"canceled", "context", 1, 10},
+	} {
+		calls.WithLabelValues("DeleteNetworkInterface", a.outcome, a.code).Add(a.n)
+		seconds.WithLabelValues("DeleteNetworkInterface", a.outcome, a.code).Add(a.seconds)
+	}
+	got := samples(t, awscni.Translate(reg))
+	for series, want := range map[string][2]float64{
+		`{api="DeleteNetworkInterface",error="false",status="200"}`:                 {3, 300},
+		`{api="DeleteNetworkInterface",error="true",status="RequestLimitExceeded"}`: {2, 100},
+		`{api="DeleteNetworkInterface",error="true",status=""}`:                     {2, 12000},
+	} {
+		count, sum := got["awscni_aws_api_latency_ms_count"+series], got["awscni_aws_api_latency_ms_sum"+series]
+		if count != want[0] || math.Abs(sum-want[1]) > 1e-6 {
+			t.Errorf("awscni_aws_api_latency_ms%s: count %v, sum %v ms; want %v, %v", series, count, sum, want[0], want[1])
+		}
+	}
+	if got[`awscni_aws_api_error_count{api="DeleteNetworkInterface",error="RequestLimitExceeded"}`] != 2 {
+		t.Errorf("awscni_aws_api_error_count: %v, want 2 RequestLimitExceeded", got)
 	}
 }

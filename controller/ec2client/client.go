@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,6 +64,11 @@ func New(api EC2API, cfg Config, reg prometheus.Registerer, log *slog.Logger) (*
 	}
 	for action := range cfg.Buckets {
 		c.limiter(action)
+	}
+	// Every action's throttle counter starts at 0, so that an alert's rate() counts the first throttles too.
+	for bucket := range DefaultBuckets() {
+		action, _, _ := strings.Cut(bucket, "/")
+		m.throttled.WithLabelValues(action)
 	}
 	return c, nil
 }

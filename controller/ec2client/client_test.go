@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/eniwire/eniwire/internal/clock"
@@ -137,8 +138,44 @@ func TestUnauthorizedOperationIsNotRetried(t *testing.T) {
 	if got := testutil.ToFloat64(c.metrics.calls.WithLabelValues("CreateNetworkInterface", OutcomeError, CodeUnauthorizedOperation)); got != 1 {
 		t.Errorf("counted %v denied calls, want 1", got)
 	}
-	if n, err := testutil.GatherAndCount(reg, "eniwire_ec2_throttled_total"); err != nil || n != 0 {
-		t.Errorf("throttle series = %d (%v), want none", n, err)
+	if got := sumOf(t, reg, "eniwire_ec2_throttled_total"); got != 0 {
+		t.Errorf("throttled_total sums to %v, want 0", got)
+	}
+}
+
+// sumOf is the sum of the samples of the counter or gauge family name in reg.
+func sumOf(t *testing.T, reg prometheus.Gatherer, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gathering: %v", err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+// Every action's throttle counter is there at 0 before the first call, so that rate() and increase() in an
+// alert count the first throttles too (a series born at 1 has no increase to show).
+func TestEveryActionHasAThrottleSeriesAtZeroFromTheStart(t *testing.T) {
+	_, reg := newTestClient(t, newFakeEC2(clock.NewScaled(10)), Config{})
+	actions := map[string]bool{}
+	for bucket := range DefaultBuckets() {
+		action, _, _ := strings.Cut(bucket, "/")
+		actions[action] = true
+	}
+	n, err := testutil.GatherAndCount(reg, "eniwire_ec2_throttled_total")
+	if err != nil || n != len(actions) {
+		t.Errorf("throttled_total has %d series (%v), want one per action (%d)", n, err, len(actions))
+	}
+	if got := sumOf(t, reg, "eniwire_ec2_throttled_total"); got != 0 {
+		t.Errorf("throttled_total sums to %v before any call, want 0", got)
 	}
 }
 

@@ -24,7 +24,10 @@ const (
 )
 
 type metrics struct {
-	calls     *prometheus.CounterVec
+	calls *prometheus.CounterVec
+	// seconds is the time spent in attempts by calls' labels: with calls, the mean duration of each outcome
+	// (awscni.Translate's awscni_aws_api_latency_ms, whose error and status labels are outcome and code).
+	seconds   *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
 	throttled *prometheus.CounterVec
 	rate      *prometheus.GaugeVec
@@ -36,6 +39,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "eniwire", Subsystem: "ec2", Name: "calls_total",
 			Help: "EC2 API attempts by action, outcome (success, throttled, error, canceled) and EC2 error code.",
+		}, []string{"action", "outcome", "code"}),
+		seconds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "eniwire", Subsystem: "ec2", Name: "call_seconds_total",
+			Help: "Seconds spent in EC2 API attempts, by action, outcome and EC2 error code (the labels of eniwire_ec2_calls_total).",
 		}, []string{"action", "outcome", "code"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "eniwire", Subsystem: "ec2", Name: "call_duration_seconds",
@@ -57,7 +64,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"action", "priority"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.calls, m.duration, m.throttled, m.rate, m.wait} {
+		for _, c := range []prometheus.Collector{m.calls, m.seconds, m.duration, m.throttled, m.rate, m.wait} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}
@@ -70,6 +77,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 func (m *metrics) observe(action string, err error, took time.Duration) {
 	outcome, code := outcomeOf(err)
 	m.calls.WithLabelValues(action, outcome, code).Inc()
+	m.seconds.WithLabelValues(action, outcome, code).Add(took.Seconds())
 	m.duration.WithLabelValues(action).Observe(took.Seconds())
 	if outcome == OutcomeThrottled {
 		m.throttled.WithLabelValues(action).Inc()

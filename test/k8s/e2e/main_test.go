@@ -148,6 +148,7 @@ func TestKubernetesNode(t *testing.T) {
 	results.run(t, fullNodeReadyCase, s.fullNodeStayedReady)
 	results.run(t, "5a. DaemonSet rolling update to a second tag while a flow runs", s.rollingUpdate)
 	results.run(t, "5b. agent pod deleted during a scale-up; scale to 0 and back", s.agentKilledDuringScaleUp)
+	results.run(t, prometheusCase, s.prometheusScrape)
 	results.run(t, "6. uninstall: the node holds nothing of eniwire", s.uninstall)
 	results.run(t, "7. Helm chart (helm's own engine) installs a working eniwire", s.helm)
 	results.run(t, "8. prefix delegation: 110 pods on an m5.large", s.prefixDelegation)
