@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,8 +30,8 @@ var fullNodeWords = []struct {
 	what string
 	any  []string
 }{
-	{"why: the ENI and IP limits", []string{"ENI and IP limits"}},
-	{"the fix", []string{"ENABLE_PREFIX_DELEGATION", "larger instance type"}},
+	{"why: the ENI and IP limits", []string{"at the ENI limit", "ENI and IP limits"}},
+	{"the fix", []string{"larger instance type", "ENABLE_PREFIX_DELEGATION"}},
 }
 
 // namesFullCause says what a full node's failed ADD message lacks, nil when it names the cause and the fix.
@@ -42,7 +43,11 @@ func namesFullCause(msg string) error {
 			found = found || strings.Contains(msg, a)
 		}
 		if !found {
-			lacks = append(lacks, fmt.Sprintf("%s (%q)", w.what, strings.Join(w.any, `" or "`)))
+			quoted := make([]string, len(w.any))
+			for i, a := range w.any {
+				quoted[i] = strconv.Quote(a)
+			}
+			lacks = append(lacks, fmt.Sprintf("%s (%s)", w.what, strings.Join(quoted, " or ")))
 		}
 	}
 	if len(lacks) > 0 {
