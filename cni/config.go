@@ -16,7 +16,7 @@ import (
 
 // Defaults of the plugin's configuration.
 const (
-	DefaultTimeout  = 10 * time.Second
+	DefaultTimeout  = 30 * time.Second
 	DefaultLogLevel = "info"
 )
 

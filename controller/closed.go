@@ -99,6 +99,9 @@ func (m *poolManager) closeIfFull(ctx context.Context, eniID, subnetID string, e
 // addresses do not count: the pool grows elsewhere, and the ENI goes by the surplus path once its pods have.
 func (m *poolManager) counts(v *pool.View) pool.Counts {
 	c := v.Counts()
+	if m.waiting != nil {
+		c.Waiting = m.waiting(m.clock.Now())
+	}
 	retired := m.place.Retired()
 	m.closed.mark(&c)
 	for i := range c.ENIs {

@@ -44,6 +44,10 @@ type Config struct {
 	// DescribeNetworkInterfaces (default 10 min): the interval doubles after each reconcile that saw a throttle
 	// and halves after each that did not. Reconciles asked for by a surprising EC2 answer are never postponed.
 	MaxReconcileInterval time.Duration
+	// AddWait bounds how long an ADD that finds the warm pool empty waits for the IPs the pool manager is
+	// bringing (ENIWIRE_ADD_WAIT, default DefaultAddWait); negative: it is answered "no IP" at once. An ADD the
+	// node cannot serve soon (max pods, the ENI limit, a full subnet, EC2 refusing) is answered at once.
+	AddWait time.Duration
 	// PoolInterval between pool checks when nothing wakes the manager (default 5 s).
 	PoolInterval time.Duration
 	// ReleaseDelay is the hysteresis: surplus must persist this long before it is released (default 60 s).
@@ -83,6 +87,10 @@ type Config struct {
 	VPCRefreshInterval time.Duration
 }
 
+// DefaultAddWait is ENIWIRE_ADD_WAIT's default: long enough for an ENI's create and attach, well under the
+// plugin's own timeout (cni.DefaultTimeout, the shipped conflists' "timeout") and the runtime's.
+const DefaultAddWait = 10 * time.Second
+
 // prefixMode says whether the node grows in /28 prefixes: asked for, on a type that takes them.
 func prefixMode(cfg Config, node metadata.Node) bool {
 	return cfg.EnablePrefixDelegation && node.Limits.Hypervisor != "xen"
@@ -121,6 +129,9 @@ func (c *Config) defaults() {
 	}
 	if c.MaxReconcileInterval < c.ReconcileInterval {
 		c.MaxReconcileInterval = max(10*time.Minute, c.ReconcileInterval)
+	}
+	if c.AddWait == 0 {
+		c.AddWait = DefaultAddWait
 	}
 	if c.PoolInterval == 0 {
 		c.PoolInterval = 5 * time.Second

@@ -19,7 +19,8 @@ import (
 
 // Errors Assign, Release and Check return; the agent maps them to API error codes.
 var (
-	// ErrNoIP: the warm pool is empty; the pool manager has been woken. Retryable.
+	// ErrNoIP: the warm pool is empty, and either no IP came within the ADD's wait or the node cannot get one
+	// soon; the error names the cause and what fixes it. Retryable.
 	ErrNoIP = errors.New("no free IP in the warm pool")
 	// ErrMaxPods: the pods hold as many IPs as max pods allows, and the pool holds no free one; the error says
 	// the numbers. Retryable once pods leave.
@@ -50,8 +51,13 @@ type ipam struct {
 	// ready says whether the node may hand out IPs; wake asks the pool manager to look at the pool.
 	ready func() (bool, string)
 	wake  func()
-	// poolStatus is the pool manager's status line (why the pool cannot reach its targets, or "").
+	// poolStatus is the node's status line (why the pool is short of its targets, or "").
 	poolStatus func() string
+	// blocked is why the pool cannot bring an IP soon (the pool manager's word, naming the fix), or "".
+	blocked func(now time.Time) string
+	// addWait bounds an ADD's wait for the IPs the pool is bringing; line is the ADDs waiting (addwait.go).
+	addWait time.Duration
+	line    addLine
 
 	// podMTU is what every answer tells the plugin to set on the pod's veth.
 	podMTU int
@@ -62,19 +68,6 @@ type ipam struct {
 	turns attachmentTurns
 }
 
-// noIP is ErrNoIP naming what keeps the pool from growing, when something does: the node holds its max
-// pods' worth of IPs, or the pool manager's status line says why (the ENI limit, a subnet out of addresses, a
-// backoff). Without either, the pool is refilling.
-func (p *ipam) noIP(c pool.Counts) error {
-	if limit := p.targets.MaxPodsFor(p.limits); c.Total() >= limit {
-		return fmt.Errorf("%w: the node holds as many IPs as its max pods (%d)", ErrNoIP, limit)
-	}
-	if why := p.poolStatus(); why != "" {
-		return fmt.Errorf("%w: %s", ErrNoIP, why)
-	}
-	return ErrNoIP
-}
-
 func validAttachment(a api.Attachment) error {
 	if a.ContainerID == "" || a.IfName == "" {
 		return fmt.Errorf("%w: containerID and ifName are required", ErrBadRequest)
@@ -82,8 +75,10 @@ func validAttachment(a api.Attachment) error {
 	return nil
 }
 
-// Assign gives the attachment an IP from the warm pool, journals it, sets up the datapath and returns it. It
-// never waits on EC2. A repeated request for the same attachment returns the same assignment.
+// Assign gives the attachment an IP from the warm pool, journals it, sets up the datapath and returns it. When
+// the pool is empty it waits, first come first served, for the IPs the pool manager is bringing, at most
+// addWait (a DEL of the attachment ends the wait); when the node cannot get an IP soon it answers at once with
+// the cause (waitForIP). A repeated request for the same attachment returns the same assignment.
 func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignment, error) {
 	if err := validAttachment(req.Attachment); err != nil {
 		return nil, err
@@ -112,19 +107,8 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		}
 		return out, supersededErr(t, out.IP)
 	}
-	now := p.clock.Now()
-	view := pool.NewView(p.books.st, now)
-	ip, e, ok := view.Pick(p.avail)
-	if !ok {
-		assigned := len(p.books.st.Assignments)
-		err := p.noIP(view.Counts())
-		p.books.mu.Unlock()
-		if assigned >= p.targets.MaxPods {
-			p.metrics.assigns.WithLabelValues("max_pods").Inc()
-			return nil, maxPodsReached(assigned, p.targets.MaxPods)
-		}
-		p.wake()
-		p.metrics.assigns.WithLabelValues("no_ip").Inc()
+	now, view, ip, e, err := p.waitForIP(ctx, t)
+	if err != nil {
 		return nil, err
 	}
 	a := journal.Assignment{
@@ -232,6 +216,9 @@ func (p *ipam) release(ctx context.Context, att api.Attachment, cooldown bool) (
 	if err != nil {
 		p.metrics.releases.WithLabelValues("error").Inc()
 		return nil, fmt.Errorf("journaling release of %s: %w", rel.IP, err)
+	}
+	if !cooldown {
+		p.line.pokeFirst() // the IP is free at once: the ADD waiting first may take it
 	}
 	if err := p.podDown(ctx, *out); err != nil {
 		p.log.Warn("tearing down pod datapath", "ip", rel.IP, "error", err)

@@ -118,7 +118,7 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	}
 	n.ipam = &ipam{books: n.books, dp: deps.Datapath, cooldown: cfg.Cooldown, targets: targets, limits: limits,
 		podMTU: cfg.PodMTU, clock: deps.Clock, log: log, metrics: m, ready: n.Ready, wake: n.Wake, avail: n.servable,
-		poolStatus: n.status.compose}
+		poolStatus: n.status.compose, addWait: cfg.AddWait}
 	if r, ok := deps.Datapath.(interface{ RemovesHostVeth() bool }); ok {
 		n.ipam.removesVeth = r.RemovesHostVeth()
 	}
@@ -127,7 +127,8 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		cameUp: n.repair.eniUp}
 	n.pool = (&poolManager{books: n.books, eni: n.eni, targets: targets, limits: limits, releaseDelay: cfg.ReleaseDelay,
 		poolInterval: cfg.PoolInterval, subnetID: deps.Node.SubnetID, urgent: deps.Urgent, clock: deps.Clock, log: log,
-		metrics: m, wake: n.Wake, place: n.place}).withParts()
+		metrics: m, wake: n.Wake, place: n.place, waiting: n.ipam.line.demand}).withParts()
+	n.ipam.blocked = n.pool.blocked
 	n.house = &housekeeping{eni: n.eni, reconcileInterval: cfg.ReconcileInterval,
 		maxReconcileInterval: cfg.MaxReconcileInterval, orphanSweepInterval: cfg.OrphanSweepInterval,
 		clock: deps.Clock, log: log, metrics: m, reconcileEvery: cfg.ReconcileInterval}
@@ -262,7 +263,10 @@ func (n *Node) tick(ctx context.Context) {
 			break
 		}
 		n.enis.sync(ctx)
+		n.ipam.line.pokeFirst()
 	}
 	n.repair.run(ctx)
+	// The ADD waiting first looks again: IPs may have landed, or the pool may have found it cannot grow.
+	n.ipam.line.pokeFirst()
 	n.metrics.refresh(n.Status())
 }

@@ -39,6 +39,8 @@ type poolManager struct {
 	wake func()
 	// place says where new ENIs go and which ENIs pods may no longer use.
 	place *subnet.Placer
+	// waiting is the pods waiting for an IP at now (addLine.demand): growth is sized for them too.
+	waiting func(now time.Time) int
 
 	// surplusSince is when the pool last went over its targets; Run loop only.
 	surplusSince time.Time
@@ -52,6 +54,8 @@ type poolManager struct {
 	// resting is why the pool rests short of its targets (max pods, the ENI limit), set each round it
 	// rests and cleared when it moves; lastFailure is the last failed step's line, until the pool rests.
 	resting, lastFailure statusNote
+	// held is the refusal that held the last growth back (every call it needed was paused), or "".
+	held statusNote
 }
 
 // withParts makes m's parts and returns m.
@@ -73,6 +77,20 @@ func (m *poolManager) status() string {
 		}
 	}
 	return ""
+}
+
+// blocked is why the pool cannot bring a pod an IP soon, naming the setting or action that fixes it, or ""
+// while it is growing or will at its next round: it rests at max pods or the ENI limit, growth is paused
+// after a refusal a retry will not fix (a full subnet, IAM, no subnet for a new ENI), or EC2 refuses both the
+// assign or the create that the pool's last growth needed (held). Any goroutine.
+func (m *poolManager) blocked(now time.Time) string {
+	if s := m.resting.get(); s != "" {
+		return s
+	}
+	if s := m.pause.status(); s != "" && m.pause.pausedAt(now) {
+		return s
+	}
+	return m.held.get()
 }
 
 // targetsAt are the targets in force at now: in prefix mode, growth in single IPs while the fallback holds.
@@ -104,6 +122,7 @@ func (m *poolManager) step(ctx context.Context) bool {
 	if d.AddIPs == 0 && !d.NewENI && d.ReleaseIPs == 0 && d.ReleaseENI == "" {
 		m.surplusSince = time.Time{}
 		m.lastFailure.set("")
+		m.held.set("")
 		switch {
 		case c.Free() == 0 && c.Assigned() >= targets.MaxPods:
 			m.resting.set(maxPodsReached(c.Assigned(), targets.MaxPods).Error())
@@ -175,7 +194,7 @@ func (m *poolManager) atLimitNote(t pool.Targets, c pool.Counts) string {
 		s += fmt.Sprintf("; %d slots hold single IPs, so the node addresses %d IPs, not max pods %d, "+
 			"until they are free and given back for /28 prefixes", n, c.Total(), t.MaxPods)
 	}
-	return s
+	return s + "; more IPs need a larger instance type, ENABLE_PREFIX_DELEGATION, or MAX_ENI raised if it is set"
 }
 
 // grow closes the whole deficit in one round: it asks the arithmetic again and again, counting each answer as
@@ -195,6 +214,7 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 	prefixes := grain > 1
 	var adds []addIPs
 	var plans []int
+	held := false
 	m.books.View(func(st *journal.State) {
 		c := m.counts(pool.NewView(st, now))
 		// An ENI with an assign in flight or of unknown outcome gets no more until EC2 has been read back.
@@ -208,6 +228,7 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 			d := targets.Decide(limits, c)
 			if d.AddIPs > 0 {
 				if m.refusals.pausedAt(actionAssign, now) {
+					held = true
 					break
 				}
 				i := slices.IndexFunc(c.ENIs, func(e pool.ENICount) bool {
@@ -224,6 +245,7 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 			}
 			if d.NewENI {
 				if m.refusals.pausedAt(actionCreate, now) || m.refusals.pausedAt(actionAttach, now) {
+					held = true
 					break
 				}
 				k := slotsFor(d.NewENIIPs, grain)
@@ -235,6 +257,11 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 			break
 		}
 	})
+	if held && len(adds) == 0 && len(plans) == 0 {
+		m.held.set(m.refusals.status())
+	} else {
+		m.held.set("")
+	}
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex

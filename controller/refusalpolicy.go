@@ -93,7 +93,8 @@ var refusalPolicy = map[refusalKind]refusalOutcome{
 	kindNoPrefix: {pauses: []string{actionUnassign}, retry: retryBounds},
 	kindSubnetFull: {pauses: []string{actionUnassign}, pausesPool: true, pause: capacityBounds, retry: capacityBounds,
 		why: func(_, subnetID string, err error) string {
-			return "subnet " + subnetID + " has no free addresses (" + ec2client.ErrorCode(err) + ")"
+			return "subnet " + subnetID + " has no free addresses (" + ec2client.ErrorCode(err) + "): free some, or tag " +
+				"another subnet of the zone kubernetes.io/role/cni=1 (ENABLE_SUBNET_DISCOVERY)"
 		}},
 	kindUnauthorized: {pauses: []string{actionUnassign}, pausesPool: true, pause: capacityBounds, retry: capacityBounds,
 		why: func(string, string, error) string {

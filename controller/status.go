@@ -23,7 +23,7 @@ func (n *Node) Status() *api.Status {
 	}
 	out := &api.Status{Ready: ready, Reason: why, Journal: journalHealth, Datapath: datapathHealth, InstanceID: n.info.InstanceID, InstanceType: n.info.InstanceType,
 		MaxENIs: n.eni.MaxENIs(), PoolStatus: n.status.compose(), ENIs: []api.ENIStatus{}, Pending: []api.PendingOp{},
-		VPCCIDRs: n.vpc.list()}
+		VPCCIDRs: n.vpc.list(), AddsWaiting: n.ipam.line.waiting()}
 	n.pool.report(out, n.clock.Now())
 	out.Subnets = n.place.Candidates()
 	n.books.View(func(st *journal.State) {

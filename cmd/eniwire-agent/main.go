@@ -99,7 +99,7 @@ func run() error {
 		EnablePrefixDelegation: s.prefixDelegation, WarmPrefixTarget: s.warmPrefix,
 		DisableSubnetDiscovery: !s.subnetDiscovery,
 		ReconcileInterval:      s.reconcile, MaxReconcileInterval: s.maxReconcile,
-		OrphanSweepInterval: s.orphanSweep, PoolInterval: s.poolInterval, ReleaseDelay: s.releaseDelay,
+		OrphanSweepInterval: s.orphanSweep, PoolInterval: s.poolInterval, AddWait: s.addWait, ReleaseDelay: s.releaseDelay,
 		GCGrace: s.gcGrace, StartJitter: s.jitter, JournalSync: s.journalSync,
 		// The pods' veths follow AWS_VPC_ENI_MTU, capped by the primary ENI's: every assignment says it.
 		PodMTU: nodenet.PodMTU(meta.PrimaryMAC, s.eniMTU, log),

@@ -24,7 +24,7 @@ type settings struct {
 	warmENI, warmIP, minIP, maxENI, maxPods, warmPrefix                           int
 	prefixDelegation, subnetDiscovery, awsCNIMetrics                              bool
 	cooldown, reconcile, maxReconcile, orphanSweep, poolInterval, releaseDelay    time.Duration
-	gcGrace, jitter                                                               time.Duration
+	gcGrace, jitter, addWait                                                      time.Duration
 	clockFactor                                                                   float64
 	journalSync                                                                   journal.SyncPolicy
 
@@ -66,6 +66,7 @@ var table = []setting{
 	{"reconcile-interval", "ENIWIRE_RECONCILE_INTERVAL", "60s", "time between reconciles with EC2"},
 	{"max-reconcile-interval", "ENIWIRE_MAX_RECONCILE_INTERVAL", "10m", "while EC2 throttles this node's describes, the reconcile interval stretches up to this"},
 	{"orphan-sweep-interval", "ENIWIRE_ORPHAN_SWEEP_INTERVAL", "5m", "mean time between this node's sweeps for the cluster's ENIs whose owner instance is gone"},
+	{"add-wait", "ENIWIRE_ADD_WAIT", "10s", "an ADD that finds the warm pool empty waits this long for the IPs the pool is bringing, first come first served (negative: answered \"no IP\" at once); when the node cannot get an IP (max pods, the ENI limit, a full subnet, EC2 refusing) it fails at once naming the cause; keep it under the plugin's timeout in the conflist"},
 	{"pool-interval", "ENIWIRE_POOL_INTERVAL", "5s", "time between pool checks when nothing wakes the pool manager"},
 	{"release-delay", "ENIWIRE_RELEASE_DELAY", "60s", "hysteresis: surplus must last this long before IPs or ENIs are released"},
 	{"gc-grace", "ENIWIRE_GC_GRACE", "5m", "our available ENIs younger than this are not collected"},
@@ -139,7 +140,7 @@ func parseSettings(args []string) (*settings, error) {
 		maxENI: num("max-eni"), maxPods: num("max-pods"), warmPrefix: num("warm-prefix-target"),
 		cooldown: dur("ip-cooldown-period"), reconcile: dur("reconcile-interval"), maxReconcile: dur("max-reconcile-interval"),
 		orphanSweep: dur("orphan-sweep-interval"), poolInterval: dur("pool-interval"),
-		releaseDelay: dur("release-delay"), gcGrace: dur("gc-grace"), jitter: dur("start-jitter"), clockFactor: factor,
+		releaseDelay: dur("release-delay"), gcGrace: dur("gc-grace"), jitter: dur("start-jitter"), addWait: dur("add-wait"), clockFactor: factor,
 		pinRoot: str("bpf-pin-root"), sysctlRoot: str("sysctl-root"), serviceCIDRs: str("service-cidrs"), externalSNAT: str("external-snat"),
 		excludeSNAT: str("exclude-snat-cidrs"), randomizeSNAT: str("randomize-snat"), eniMTU: num("eni-mtu"),
 		cniBinDir: str("cni-bin-dir"), cniConfDir: str("cni-conf-dir"), cniConflist: str("cni-conflist"),

@@ -103,6 +103,9 @@ func printStatus(out io.Writer, s *api.Status, pods []api.Assignment) error {
 	}
 	fmt.Fprintf(out, "instance %s (%s)  ready: %s\nlimits: %d ENIs, %d IPs per ENI, %d pods\nIPs: %d assigned, %d warm, %d cooldown\n",
 		s.InstanceID, s.InstanceType, ready, s.MaxENIs, s.IPsPerENI, s.MaxPods, s.Assigned, s.Warm, s.Cooldown)
+	if s.AddsWaiting > 0 {
+		fmt.Fprintf(out, "ADDs waiting for an IP: %d\n", s.AddsWaiting)
+	}
 	if s.PrefixDelegation {
 		fmt.Fprintln(out, "prefix delegation: on (/28 prefixes, 16 IPs each)")
 	}

@@ -141,21 +141,49 @@ func TestAPIAnswersGoodAndBadRequests(t *testing.T) {
 	})
 }
 
-func TestAnEmptyPoolFailsFastAndRetryably(t *testing.T) {
+// TestAnEmptyPoolFailsFastAndRetryablyWithoutTheADDWait: with ENIWIRE_ADD_WAIT off, an ADD that finds the pool
+// empty is answered at once, retryably.
+func TestAnEmptyPoolFailsFastAndRetryablyWithoutTheADDWait(t *testing.T) {
+	s := serve(t, 50, func(c *controller.Config) { c.AddWait = -1 })
+	last := exhaust(t, s)
+	var ae *api.Error
+	if !errors.As(last, &ae) || ae.Code != api.CodeNoIPAvailable || !ae.Retryable {
+		t.Fatalf("exhausting the pool ended with %v, want a retryable %s", last, api.CodeNoIPAvailable)
+	}
+}
+
+// TestADDsWaitForTheRefillUntilMaxPodsThenFailFastAndRetryably: with the default ADD wait, ADDs that find the
+// pool empty wait for its growth and succeed, up to max pods; the next is answered at once, retryably, naming
+// the cause.
+func TestADDsWaitForTheRefillUntilMaxPodsThenFailFastAndRetryably(t *testing.T) {
 	s := serve(t, 50)
+	last := exhaust(t, s)
+	var ae *api.Error
+	if !errors.As(last, &ae) || ae.Code != api.CodeMaxPods || !ae.Retryable || !strings.Contains(ae.Message, "MAX_PODS") {
+		t.Fatalf("filling the node ended with %v, want a retryable %s naming MAX_PODS", last, api.CodeMaxPods)
+	}
+	st, err := s.client.Status(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Assigned != st.MaxPods {
+		t.Fatalf("the first failing ADD came at %d pods assigned, want max pods %d", st.Assigned, st.MaxPods)
+	}
+}
+
+// exhaust sends ADDs until one fails, checks that the failing answer came at once, and returns it.
+func exhaust(t *testing.T, s *served) error {
+	t.Helper()
 	ctx := context.Background()
 	var last error
 	for i := 0; i < 500 && last == nil; i++ {
 		start := time.Now()
 		_, last = s.client.Assign(ctx, api.AssignRequest{Attachment: api.Attachment{ContainerID: fmt.Sprintf("x%d", i), IfName: "eth0"}})
 		if last != nil && time.Since(start) > 100*time.Millisecond {
-			t.Fatalf("empty-pool answer took %s: it waited on EC2", time.Since(start))
+			t.Fatalf("the failing answer took %s: it waited on EC2", time.Since(start))
 		}
 	}
-	var ae *api.Error
-	if !errors.As(last, &ae) || ae.Code != api.CodeNoIPAvailable || !ae.Retryable {
-		t.Fatalf("exhausting the pool ended with %v, want a retryable %s", last, api.CodeNoIPAvailable)
-	}
+	return last
 }
 
 func TestACorruptJournalStopsTheStart(t *testing.T) {

@@ -180,7 +180,9 @@ type Status struct {
 	Assigned int         `json:"assigned"`
 	Warm     int         `json:"warm"`
 	Cooldown int         `json:"cooldown"`
-	Pending  []PendingOp `json:"pending"`
+	// AddsWaiting are the ADDs waiting for an IP while the pool refills (ENIWIRE_ADD_WAIT).
+	AddsWaiting int         `json:"addsWaiting,omitempty"`
+	Pending     []PendingOp `json:"pending"`
 	// PoolStatus is the pool manager's last word, e.g. "subnet exhausted, backing off until ...".
 	PoolStatus string `json:"poolStatus,omitempty"`
 	// PrefixDelegation says whether new room comes as /28 prefixes; PrefixFallback, while set, why it comes

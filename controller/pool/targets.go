@@ -66,6 +66,9 @@ type Counts struct {
 	PendingENIs int
 	// PendingIPs are the addresses the pending ENIs and IP assignments in flight will bring.
 	PendingIPs int
+	// Waiting are the pods waiting for an IP (ADDs waiting, and ADDs answered "no IP" lately): the targets
+	// count them as if they held IPs already, so growth is sized for them and the warm pool on top.
+	Waiting int
 }
 
 // Total is the number of IPs held.
@@ -171,9 +174,14 @@ func (t Targets) MaxPodsFor(l Limits) int {
 	return t.maxENIs(l)*l.IPsPerENI*t.slotAddrs() + 2
 }
 
-// Short returns how many IPs the pool lacks (0 when it is at or above target), capped by MaxPods.
+// spare is the free IPs left once the pods waiting have theirs (negative when they are more than the free).
+func (c Counts) spare() int { return c.Free() - c.Waiting }
+
+// Short returns how many IPs the pool lacks (0 when it is at or above target), capped by MaxPods: the pods
+// waiting count as holding IPs, so a burst gets what it needs plus the warm target, as a MINIMUM_IP_TARGET
+// tuned for it would.
 func (t Targets) Short(l Limits, c Counts) int {
-	total, free := c.Total(), c.Free()
+	total, free := c.Total(), c.spare()
 	var short int
 	if t.ipMode() {
 		short = max(t.WarmIP-free, t.MinimumIP-total, 0)
@@ -183,9 +191,10 @@ func (t Targets) Short(l Limits, c Counts) int {
 	return min(short, max(t.MaxPodsFor(l)-total, 0))
 }
 
-// Surplus returns how many free IPs exceed the target: what may be released after the hysteresis.
+// Surplus returns how many free IPs exceed the target (the pods waiting taken out): what may be released
+// after the hysteresis.
 func (t Targets) Surplus(l Limits, c Counts) int {
-	total, free := c.Total(), c.Free()
+	total, free := c.Total(), c.spare()
 	capped := max(total-t.MaxPodsFor(l), 0)
 	if !t.releasesIPs() {
 		return capped
@@ -282,14 +291,14 @@ func (t Targets) Decide(l Limits, c Counts) Decision {
 		if e.Primary || e.Assigned > 0 || e.Cooldown > 0 {
 			continue
 		}
-		rest := Counts{PendingENIs: c.PendingENIs}
+		rest := Counts{PendingENIs: c.PendingENIs, Waiting: c.Waiting}
 		for _, o := range c.ENIs {
 			if o.ID != e.ID {
 				rest.ENIs = append(rest.ENIs, o)
 			}
 		}
 		short := t.Short(l, rest)
-		if short == 0 && (t.ipMode() || rest.Free() >= t.warmFree(l)) ||
+		if short == 0 && (t.ipMode() || rest.spare() >= t.warmFree(l)) ||
 			e.EmptyPrefixes > 0 && short > 0 && short <= t.room(l, rest) {
 			d.ReleaseENI = e.ID
 			return d

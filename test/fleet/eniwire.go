@@ -31,11 +31,18 @@ type member interface {
 	books() map[string]bool
 	// assign gives a pod an IP; release frees it.
 	assign(ctx context.Context, pod string) (string, error)
+	// addWaits reports whether the node's ADD now waits for its pool's refill (eniwire's, once the node is
+	// ready: before, its startup taint keeps pods off), so that kubelet's pod workers send every pod's ADD at
+	// once; else the node answers at once and its pods are asked for in turn.
+	addWaits() bool
 	release(ctx context.Context, pod string) error
 }
 
-// errNoIP is a member's "no free IP now, retry".
-var errNoIP = errors.New("no free IP")
+// errNoIP is a member's "no free IP now, retry"; errNotReady is "not ready for pods yet".
+var (
+	errNoIP     = errors.New("no free IP")
+	errNotReady = errors.New("not ready for pods")
+)
 
 // nodeSettings is what a scenario asks of every node.
 type nodeSettings struct {
@@ -47,6 +54,8 @@ type nodeSettings struct {
 	// discovery: the node knows its VPC, so subnet discovery (on by default in the product) finds the pod
 	// subnets; the other scenarios keep the node's own subnet only.
 	discovery bool
+	// addWait is the nodes' ENIWIRE_ADD_WAIT (0: the default; negative: ADDs answered at once).
+	addWait   time.Duration
 	ec2Config ec2client.Config
 	log       *slog.Logger
 }
@@ -103,7 +112,7 @@ func (n *eniwireNode) start(ctx context.Context) error {
 		warm = n.it.MaxENIs
 	}
 	node, err := controller.New(controller.Config{StateDir: n.dir, Cluster: "fleet", WarmENITarget: warm, StartJitter: startJitter,
-		EnablePrefixDelegation: n.set.prefix, MinimumIPTarget: n.set.minimumIP,
+		EnablePrefixDelegation: n.set.prefix, MinimumIPTarget: n.set.minimumIP, AddWait: n.set.addWait,
 		// The fleet's pods have no network namespaces: none of them vanished.
 		VanishedPodGrace: -1},
 		controller.Deps{EC2: api, Node: n.nodeInfo(), Clock: n.w.clk, Registerer: nopRegisterer{}, Logger: n.set.log,
@@ -171,13 +180,24 @@ func opKey(op string) string { return "op:" + op }
 
 func (n *eniwireNode) assign(ctx context.Context, pod string) (string, error) {
 	a, err := n.ctl().Assign(ctx, api.AssignRequest{Attachment: api.Attachment{ContainerID: pod, IfName: "eth0"}, Netns: "/var/run/netns/" + pod})
-	if errors.Is(err, controller.ErrNoIP) || errors.Is(err, controller.ErrMaxPods) || errors.Is(err, controller.ErrNotReady) {
+	if errors.Is(err, controller.ErrNotReady) {
+		return "", errNotReady
+	}
+	if errors.Is(err, controller.ErrNoIP) || errors.Is(err, controller.ErrMaxPods) {
 		return "", errNoIP
 	}
 	if err != nil {
 		return "", err
 	}
 	return a.IP, nil
+}
+
+func (n *eniwireNode) addWaits() bool {
+	if n.set.addWait < 0 {
+		return false
+	}
+	ok, _ := n.ctl().Ready()
+	return ok
 }
 
 func (n *eniwireNode) release(ctx context.Context, pod string) error {

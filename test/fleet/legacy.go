@@ -81,6 +81,9 @@ func (n *legacyNode) start(ctx context.Context) error {
 
 func (n *legacyNode) stop() { n.run.stop() }
 
+// addWaits: the model answers an ADD at once.
+func (n *legacyNode) addWaits() bool { return false }
+
 func (n *legacyNode) loop(ctx context.Context) { ipamdLoop(ctx, n.w.clk, n.nodeInit, n.increasePool) }
 
 // ipamdLoop runs an ipamd model as the AWS VPC CNI's daemon runs: nodeInit until it succeeds, then the pool

@@ -52,11 +52,13 @@ type Result struct {
 	InsufficientCidr int64      `json:"insufficient_cidr_blocks,omitempty"`
 	Fragmentation    *fillStats `json:"fragmentation,omitempty"`
 	PodsFailed       int        `json:"pods_failed,omitempty"`
-	Kills            int        `json:"controller_kills,omitempty"`
-	DroppedResponses int64      `json:"dropped_responses,omitempty"`
-	VirtualSeconds   float64    `json:"virtual_seconds"`
-	WallSeconds      float64    `json:"wall_seconds"`
-	Speedup          float64    `json:"speedup"`
+	// AddsNoIP are the prefix scenarios' ADDs answered "no IP" (kubelet: FailedCreatePodSandBox, then a retry).
+	AddsNoIP         int     `json:"adds_answered_no_ip"`
+	Kills            int     `json:"controller_kills,omitempty"`
+	DroppedResponses int64   `json:"dropped_responses,omitempty"`
+	VirtualSeconds   float64 `json:"virtual_seconds"`
+	WallSeconds      float64 `json:"wall_seconds"`
+	Speedup          float64 `json:"speedup"`
 }
 
 // TotalEC2Calls is the run's EC2 calls of every action.
@@ -163,6 +165,7 @@ func (f *fleet) measure(res *Result) {
 	if d := f.filled; d != nil {
 		res.PodsStarted, res.PodsStuck, res.PodsPerMinute = d.started, d.left(), d.perMinute
 		res.PodIPsNotOnNode = d.offNode()
+		res.AddsNoIP = d.noIP
 		calls := res.TotalEC2Calls()
 		if d.started > 0 {
 			res.EC2CallsPerPod = float64(calls) / float64(d.started)

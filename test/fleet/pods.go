@@ -73,7 +73,7 @@ func (d *podDriver) tick(ctx context.Context) {
 			p.ip, p.ending = ip, now+p.ending
 			d.byIP[ip] = p
 			d.running[p.name] = p
-		case errors.Is(err, errNoIP) && now-p.since < podPatience:
+		case (errors.Is(err, errNoIP) || errors.Is(err, errNotReady)) && now-p.since < podPatience:
 			waiting = append(waiting, p)
 		default:
 			d.stats.failed++

@@ -104,6 +104,7 @@ func (f *fleet) podRollout(ctx context.Context) (Result, error) {
 		}
 		sleepCtx(ctx, f.w.clk, podTick)
 	}
+	d.wait()
 	var err2 error
 	if res.ExhaustedAtSeconds, err2 = exhausted(); err2 != nil {
 		return res, err2

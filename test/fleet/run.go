@@ -187,6 +187,9 @@ func Run(ctx context.Context, opts Options, strategy Strategy, scenario Scenario
 		rng: rand.New(rand.NewPCG(uint64(opts.Seed), 0xf1ee7))}
 	if scenario == Churn {
 		f.set.warmENI = 1
+		// The churn's pods are asked for in turn, one tick at a time, and its nodes are stopped mid-work: their
+		// ADDs answer at once, as before the ADD waited.
+		f.set.addWait = -1
 	}
 	f.set.prefix = prefixScenario(scenario)
 	f.set.discovery = scenario == Exhausted

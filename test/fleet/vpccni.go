@@ -75,6 +75,9 @@ func (n *vpcCNINode) start(ctx context.Context) error {
 
 func (n *vpcCNINode) stop() { n.run.stop() }
 
+// addWaits: the model answers an ADD at once.
+func (n *vpcCNINode) addWaits() bool { return false }
+
 func (n *vpcCNINode) loop(ctx context.Context) { ipamdLoop(ctx, n.w.clk, n.nodeInit, n.increasePool) }
 
 // nodeInit reads the instance's ENIs, their IPs and prefixes from EC2 into the books.
