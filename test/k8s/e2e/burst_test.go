@@ -21,9 +21,9 @@ import (
 // A burst meets an empty pool: the 100 pods of one Deployment land together on a node that has just joined
 // the cluster, as after an autoscaler's scale-up, and whose pool holds next to nothing: the case sets
 // WARM_IP_TARGET=1, so the pool keeps one free IP (one /28 prefix in prefix mode, which rounds up to whole
-// prefixes) and every other IP the pods need is asked of EC2 while they arrive. EC2 answers as slowly as it
-// does in AWS rather than at once: while the burst runs, CreateNetworkInterface, AttachNetworkInterface and
-// AssignPrivateIpAddresses answer after burstCallLatency and an attachment takes burstAttachDelay. Every pod
+// prefixes) and every other IP the pods need is asked of EC2 while they arrive. EC2 takes time to answer, as
+// in AWS, rather than answering at once: while the burst runs, CreateNetworkInterface, AttachNetworkInterface
+// and AssignPrivateIpAddresses answer after burstCallLatency and an attachment takes burstAttachDelay. Every pod
 // must run without one failed sandbox: an ADD that finds no free IP while the pool grows must wait for the
 // growth rather than fail (kubelet reports each failure as a FailedCreatePodSandBox event and retries the
 // pod only after a back-off).
@@ -169,12 +169,4 @@ func lastStarted(pods []corev1.Pod) time.Time {
 		}
 	}
 	return last
-}
-
-// setAgentEnv sets environment variables of the agent (KEY=VALUE) on the DaemonSet and waits until the
-// rollout is done; a value it already has changes nothing.
-func (s *suite) setAgentEnv(t *testing.T, env ...string) {
-	t.Helper()
-	kubectl(t, s.c, append([]string{"set", "env", "-n", "kube-system", "daemonset/eniwire", "-c", "agent"}, env...)...)
-	kubectl(t, s.c, "rollout", "status", "-n", "kube-system", "daemonset/eniwire", "--timeout=3m")
 }

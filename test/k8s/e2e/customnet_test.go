@@ -132,6 +132,14 @@ func kubectl(t *testing.T, c *cluster.Cluster, args ...string) string {
 	return out
 }
 
+// setAgentEnv sets environment variables of the agent (KEY=VALUE) on the DaemonSet and waits until the
+// rollout is done; a value it already has changes nothing.
+func (s *suite) setAgentEnv(t *testing.T, env ...string) {
+	t.Helper()
+	kubectl(t, s.c, append([]string{"set", "env", "-n", "kube-system", "daemonset/eniwire", "-c", "agent"}, env...)...)
+	kubectl(t, s.c, "rollout", "status", "-n", "kube-system", "daemonset/eniwire", "--timeout=3m")
+}
+
 // waitAgentLog waits until the log of n's agent holds want: the agent's own word on what it read from the
 // Kubernetes API.
 func waitAgentLog(ctx context.Context, c *cluster.Cluster, n *cluster.Node, want string) error {
