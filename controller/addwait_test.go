@@ -50,6 +50,18 @@ func waitAddsWaiting(t *testing.T, n *controller.Node, k int) {
 	})
 }
 
+// drainedNode starts an m5.large node with WARM_IP_TARGET warm and ENIWIRE_ADD_WAIT wait, and takes its warm
+// pool (drainFree).
+func drainedNode(t *testing.T, warm int, wait time.Duration) (*world, *running, []string) {
+	t.Helper()
+	w := newWorld(t, "m5.large", 50)
+	cfg := fastConfig(w.dir)
+	cfg.WarmIPTarget, cfg.AddWait = warm, wait
+	r := w.start(cfg, nil, nil)
+	waitReady(t, r.node)
+	return w, r, drainFree(t, r.node, "early")
+}
+
 // drainFree waits for the warm pool, then assigns pods until it has no free IP, and returns their ids.
 func drainFree(t *testing.T, n *controller.Node, prefix string) []string {
 	t.Helper()
@@ -91,12 +103,7 @@ func answer(t *testing.T, what string, ch <-chan addAnswer) addAnswer {
 // TestAnADDWaitsOutARefillAndGetsTheIPsThatLand: the pool is empty and its growth takes 20 virtual seconds;
 // the ADDs that come meanwhile wait for it and get IPs, instead of "no IP" for kubelet to retry.
 func TestAnADDWaitsOutARefillAndGetsTheIPsThatLand(t *testing.T) {
-	w := newWorld(t, "m5.large", 50)
-	cfg := fastConfig(w.dir)
-	cfg.WarmIPTarget, cfg.AddWait = 1, time.Minute
-	r := w.start(cfg, nil, nil)
-	waitReady(t, r.node)
-	drainFree(t, r.node, "early")
+	w, r, _ := drainedNode(t, 1, time.Minute)
 	slowGrowth(w, 15*time.Second)
 	start := w.clk.Now()
 	var adds []<-chan addAnswer
@@ -118,12 +125,7 @@ func TestAnADDWaitsOutARefillAndGetsTheIPsThatLand(t *testing.T) {
 // after the calls' deadline, so they fail and are retried); the first IP
 // that frees goes to the first of them, the next to the second, even to the disadvantage of a newcomer.
 func TestTheWaitingADDsAreServedFirstComeFirstServed(t *testing.T) {
-	w := newWorld(t, "m5.large", 50)
-	cfg := fastConfig(w.dir)
-	cfg.WarmIPTarget, cfg.AddWait = 2, 10*time.Minute
-	r := w.start(cfg, nil, nil)
-	waitReady(t, r.node)
-	pods := drainFree(t, r.node, "early")
+	w, r, pods := drainedNode(t, 2, 10*time.Minute)
 	if len(pods) < 2 {
 		t.Fatalf("only %d pods took the warm pool", len(pods))
 	}
@@ -167,12 +169,7 @@ func TestTheWaitingADDsAreServedFirstComeFirstServed(t *testing.T) {
 // calls' deadline) and sends its DEL: the ADD ends at once, superseded, and when the IPs land the container
 // holds none.
 func TestADELEndsTheWaitOfItsADD(t *testing.T) {
-	w := newWorld(t, "m5.large", 50)
-	cfg := fastConfig(w.dir)
-	cfg.WarmIPTarget, cfg.AddWait = 1, 10*time.Minute
-	r := w.start(cfg, nil, nil)
-	waitReady(t, r.node)
-	drainFree(t, r.node, "early")
+	w, r, _ := drainedNode(t, 1, 10*time.Minute)
 	slowGrowth(w, time.Minute)
 	add := addAsync(r.node, "given-up")
 	waitAddsWaiting(t, r.node, 1)
@@ -197,12 +194,7 @@ func TestADELEndsTheWaitOfItsADD(t *testing.T) {
 // TestAnADDWaitsNoLongerThanTheSetting: growth is held (EC2 answers after the calls' deadline); an ADD with ENIWIRE_ADD_WAIT 10s is
 // answered "no IP" after 10 s, naming the setting.
 func TestAnADDWaitsNoLongerThanTheSetting(t *testing.T) {
-	w := newWorld(t, "m5.large", 50)
-	cfg := fastConfig(w.dir)
-	cfg.WarmIPTarget, cfg.AddWait = 1, 10*time.Second
-	r := w.start(cfg, nil, nil)
-	waitReady(t, r.node)
-	drainFree(t, r.node, "early")
+	w, r, _ := drainedNode(t, 1, 10*time.Second)
 	slowGrowth(w, time.Minute)
 	start := w.clk.Now()
 	got := answer(t, "the ADD", addAsync(r.node, "late"))
@@ -341,5 +333,28 @@ func TestABurstOnAnEmptyPrefixNodeGetsItsIPsInFewGrowthRounds(t *testing.T) {
 	// ADDs that came after the first call had gone.
 	if assigns > 3 || creates > 0 {
 		t.Fatalf("%d assigns and %d creates for a burst of %d; want its prefixes in few calls", assigns, creates, burst)
+	}
+}
+
+// TestAnADDBeforeTheNodeIsReadyWaitsForIt: pods scheduled before the agent has heard from EC2 (the first
+// reconcile takes 5 virtual seconds) get their IPs once the pool has them, instead of "not ready" for kubelet
+// to retry.
+func TestAnADDBeforeTheNodeIsReadyWaitsForIt(t *testing.T) {
+	w := newWorld(t, "m5.large", 50)
+	w.sim.Faults().SetLatency("DescribeNetworkInterfaces", 5*time.Second)
+	cfg := fastConfig(w.dir)
+	cfg.AddWait = time.Minute
+	r := w.start(cfg, nil, nil)
+	if ok, _ := r.node.Ready(); ok {
+		t.Fatal("the node is ready before its first reconcile could end")
+	}
+	var adds []<-chan addAnswer
+	for i := range 3 {
+		adds = append(adds, addAsync(r.node, fmt.Sprint("early-", i)))
+	}
+	for i, ch := range adds {
+		if got := answer(t, fmt.Sprint("ADD ", i), ch); got.err != nil {
+			t.Fatalf("ADD %d before the node was ready: %v", i, got.err)
+		}
 	}
 }

@@ -83,7 +83,8 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 	if err := validAttachment(req.Attachment); err != nil {
 		return nil, err
 	}
-	if ok, why := p.ready(); !ok {
+	// Before EC2's first answer an ADD may wait for it, as for a refill (waitForIP); a broken journal, never.
+	if ok, why := p.ready(); !ok && (p.addWait < 0 || p.books.Broken() != nil) {
 		return nil, fmt.Errorf("%w: %s", ErrNotReady, why)
 	}
 	// A retry waits for the attempt ahead of it; a DEL that comes meanwhile supersedes both.

@@ -10,8 +10,9 @@ import (
 	"github.com/eniwire/eniwire/controller/pool"
 )
 
-// waitForIP picks a free IP for the ADD of turn t, waiting for one while the pool refills. It is called with
-// the books' lock held and returns with it held when it found an IP, released when it returns an error:
+// waitForIP picks a free IP for the ADD of turn t, waiting for one while the pool refills (or, before EC2's
+// first answer, while the node gets ready). It is called with the books' lock held and returns with it held
+// when it found an IP, released when it returns an error:
 //   - the pods hold max pods' worth of IPs: ErrMaxPods at once;
 //   - the node cannot get an IP soon (its IPs at max pods, the ENI limit, a full subnet, EC2 refusing): ErrNoIP
 //     at once, naming the cause and its fix (noIPNow);
@@ -23,7 +24,14 @@ func (p *ipam) waitForIP(ctx context.Context, t *turn) (now time.Time, view *poo
 	for {
 		now = p.clock.Now()
 		view = pool.NewView(p.books.st, now)
-		behind := p.line.behind(w)
+		ready, why := p.ready()
+		if !ready && p.books.Broken() != nil {
+			p.line.leave(w)
+			p.books.mu.Unlock()
+			return now, nil, "", nil, fmt.Errorf("%w: %s", ErrNotReady, why)
+		}
+		// Until EC2 has answered once, the books may not match it: the ADD waits its turn like one behind.
+		behind := p.line.behind(w) || !ready
 		if !behind {
 			var ok bool
 			if ip, e, ok = view.Pick(p.avail); ok {
@@ -69,7 +77,9 @@ func (p *ipam) waitForIP(ctx context.Context, t *turn) (now time.Time, view *poo
 			err = fmt.Errorf("waiting for an IP: %w", err)
 		case <-deadline:
 			err = fmt.Errorf("%w: none came within ENIWIRE_ADD_WAIT (%s)", ErrNoIP, p.addWait)
-			if why := p.poolStatus(); why != "" {
+			if ok, why := p.ready(); !ok {
+				err = fmt.Errorf("%w: %s, for ENIWIRE_ADD_WAIT (%s)", ErrNotReady, why, p.addWait)
+			} else if why := p.poolStatus(); why != "" {
 				err = fmt.Errorf("%w; pool: %s", err, why)
 			}
 		}

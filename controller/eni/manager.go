@@ -76,6 +76,8 @@ type Manager struct {
 	occupied map[int]string
 	// needReconcile is set by a surprising answer; attaches wait for a reconcile.
 	needReconcile bool
+	// reconciles counts the reconciles that reached the books (ownAvailableDue).
+	reconciles int
 	// limitCap lowers MaxENIs when EC2 refused an attach that our count allowed: it is set by the reconcile
 	// that follows the refusal (capAtReconcile) to the number of ENIs EC2 then shows attached.
 	limitCap       int

@@ -31,9 +31,9 @@ type member interface {
 	books() map[string]bool
 	// assign gives a pod an IP; release frees it.
 	assign(ctx context.Context, pod string) (string, error)
-	// addWaits reports whether the node's ADD now waits for its pool's refill (eniwire's, once the node is
-	// ready: before, its startup taint keeps pods off), so that kubelet's pod workers send every pod's ADD at
-	// once; else the node answers at once and its pods are asked for in turn.
+	// addWaits reports whether the node's ADD waits for its pool's refill (eniwire's; before the node is ready,
+	// for EC2's first answer), so that kubelet's pod workers send every pod's ADD at once; else the node
+	// answers at once and its pods are asked for in turn.
 	addWaits() bool
 	release(ctx context.Context, pod string) error
 }
@@ -192,13 +192,7 @@ func (n *eniwireNode) assign(ctx context.Context, pod string) (string, error) {
 	return a.IP, nil
 }
 
-func (n *eniwireNode) addWaits() bool {
-	if n.set.addWait < 0 {
-		return false
-	}
-	ok, _ := n.ctl().Ready()
-	return ok
-}
+func (n *eniwireNode) addWaits() bool { return n.set.addWait >= 0 }
 
 func (n *eniwireNode) release(ctx context.Context, pod string) error {
 	_, err := n.ctl().Release(ctx, api.ReleaseRequest{Attachment: api.Attachment{ContainerID: pod, IfName: "eth0"}})

@@ -52,6 +52,9 @@ type Result struct {
 	InsufficientCidr int64      `json:"insufficient_cidr_blocks,omitempty"`
 	Fragmentation    *fillStats `json:"fragmentation,omitempty"`
 	PodsFailed       int        `json:"pods_failed,omitempty"`
+	// DescribesToAddressed are the DescribeNetworkInterfaces calls until every pod had its IP (the prefix
+	// scenarios; fragmented runs its whole window after, and its periodic reconciles go on describing).
+	DescribesToAddressed int64 `json:"describes_to_all_addressed,omitempty"`
 	// AddsNoIP are the prefix scenarios' ADDs answered "no IP" (kubelet: FailedCreatePodSandBox, then a retry).
 	AddsNoIP         int     `json:"adds_answered_no_ip"`
 	Kills            int     `json:"controller_kills,omitempty"`

@@ -13,6 +13,9 @@ import (
 // onto new nodes would, and measures until every pod has an IP. fragmented does the same in subnets that single
 // IPs have fragmented (fragment.go), with as many pods per node as its ENIs can address with single IPs.
 
+// describeENIs is the action whose calls the prefix scenarios count until every pod is addressed.
+const describeENIs = "DescribeNetworkInterfaces"
+
 // ipsPerPrefix is the addresses of one /28.
 const ipsPerPrefix = 16
 
@@ -98,6 +101,9 @@ func (f *fleet) podRollout(ctx context.Context) (Result, error) {
 	last := time.Now()
 	for ctx.Err() == nil && (d.left() > 0 || f.scenario == Fragmented) && f.now() < until {
 		d.tick(ctx)
+		if d.left() == 0 && res.DescribesToAddressed == 0 {
+			res.DescribesToAddressed = minus(f.w.sim.Counters()[describeENIs], f.base[describeENIs]).Calls
+		}
 		if time.Since(last) > 2*time.Second {
 			last = time.Now()
 			f.progress("%d/%d pods started", d.started, total)

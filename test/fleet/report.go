@@ -80,7 +80,7 @@ func verdict(r Result) string {
 // the first minutes and stuck at the end, EC2 calls per pod, and the calls the subnet refused.
 func writePodTable(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "strategy\tscenario\tnodes\tpods\tall addressed s\tlower bound s\tratio\tpods/min, min 1-5\tstuck\tec2 calls\tcalls/pod\tthrottled\tno /28 refusals\tdescribes (needed)\tADDs answered no IP\tleaked\tdup IPs\tIP off node\twall s\ttargets\t")
+	fmt.Fprintln(tw, "strategy\tscenario\tnodes\tpods\tall addressed s\tlower bound s\tratio\tpods/min, min 1-5\tstuck\tec2 calls\tcalls/pod\tthrottled\tno /28 refusals\tdescribes: to all addressed, in all (needed)\tADDs answered no IP\tleaked\tdup IPs\tIP off node\twall s\ttargets\t")
 	for _, r := range rs {
 		calls := r.TotalEC2Calls()
 		conv, ratio := fmt.Sprintf("never (%d left)", r.PodsStuck), "-"
@@ -95,9 +95,9 @@ func writePodTable(w io.Writer, rs []Result) error {
 		for i := 0; i < 5 && i < len(r.PodsPerMinute); i++ {
 			perMin = append(perMin, fmt.Sprint(r.PodsPerMinute[i]))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%.0f\t%s\t%s\t%d\t%d\t%.3f\t%d\t%d\t%d (%d)\t%d\t%d\t%d\t%d\t%.0f\t%s\t\n", strategy, r.Scenario,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%.0f\t%s\t%s\t%d\t%d\t%.3f\t%d\t%d\t%d, %d (%d)\t%d\t%d\t%d\t%d\t%.0f\t%s\t\n", strategy, r.Scenario,
 			r.Nodes, r.PodsWanted, conv, r.LowerBoundSeconds, ratio, strings.Join(perMin, " "), r.PodsStuck, calls, r.EC2CallsPerPod,
-			r.ThrottledCalls, r.InsufficientCidr, r.EC2Calls["DescribeNetworkInterfaces"], r.CallsNeeded["DescribeNetworkInterfaces"], r.AddsNoIP, r.LeakedENIs, r.DuplicateIPs, r.PodIPsNotOnNode, r.WallSeconds, verdict(r))
+			r.ThrottledCalls, r.InsufficientCidr, r.DescribesToAddressed, r.EC2Calls["DescribeNetworkInterfaces"], r.CallsNeeded["DescribeNetworkInterfaces"], r.AddsNoIP, r.LeakedENIs, r.DuplicateIPs, r.PodIPsNotOnNode, r.WallSeconds, verdict(r))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
