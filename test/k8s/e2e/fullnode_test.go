@@ -148,23 +148,19 @@ func (s *suite) fullNodeStayedReady(t *testing.T) string {
 }
 
 // emptyNode deletes the full Deployment and waits until its pods are gone.
-func (s *suite) emptyNode(t *testing.T) { s.deleteDeployment(t, fullApp) }
-
-// deleteDeployment deletes the Deployment of the app and waits until its pods are gone (each pod's CNI DEL
-// runs while the agent still serves).
-func (s *suite) deleteDeployment(t *testing.T, app string) {
+func (s *suite) emptyNode(t *testing.T) {
 	ctx := context.Background()
-	if err := s.c.Client.AppsV1().Deployments(ns).Delete(ctx, app, metav1.DeleteOptions{}); err != nil {
-		t.Errorf("deleting Deployment %s: %v", app, err)
+	if err := s.c.Client.AppsV1().Deployments(ns).Delete(ctx, fullApp, metav1.DeleteOptions{}); err != nil {
+		t.Errorf("deleting Deployment %s: %v", fullApp, err)
 		return
 	}
 	for end := time.Now().Add(2 * time.Minute); ; time.Sleep(time.Second) {
-		pods, err := s.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + app})
+		pods, err := s.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + fullApp})
 		if err == nil && len(pods.Items) == 0 {
 			return
 		}
 		if time.Now().After(end) {
-			t.Errorf("the pods of Deployment %s did not go within 2 minutes", app)
+			t.Errorf("the pods of Deployment %s did not go within 2 minutes", fullApp)
 			return
 		}
 	}
