@@ -124,19 +124,11 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, fmt.Errorf("starting the VPC fabric: %w", err)
 	}
 	for _, typ := range opts.NodeTypes {
-		inst, err := c.Sim.AddInstance(ec2sim.InstanceSpec{Type: typ, SubnetID: subnetID})
-		if err != nil {
-			return nil, fmt.Errorf("adding a %s: %w", typ, err)
-		}
-		wctx, wcancel := context.WithTimeout(ctx, 20*time.Second)
-		netns, err := c.Fabric.WaitNode(wctx, inst.ID)
-		wcancel()
+		n, err := c.newInstance(ctx, typ)
 		if err != nil {
 			return nil, err
 		}
-		name := "ip-" + strings.ReplaceAll(inst.PrimaryIP, ".", "-") + "." + cfg.Region + ".compute.internal"
-		c.Nodes = append(c.Nodes, &Node{Name: name, Instance: inst, Netns: netns, Dir: filepath.Join(c.Dir, "nodes", name),
-			Cgroup: cgroupPrefix + c.Name + "-" + strings.SplitN(name, ".", 2)[0], kube: c.Bins.Kube})
+		c.Nodes = append(c.Nodes, n)
 	}
 
 	if c.PKI, err = NewPKI(filepath.Join(c.Dir, "pki")); err != nil {
@@ -173,6 +165,24 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	opts.Logf("cluster up in %s: %d nodes registered, no network plugin yet", time.Since(upStart).Round(time.Second), len(c.Nodes))
 	return c, nil
+}
+
+// newInstance launches an instance of the type in the cluster's subnet and waits for the fabric to wire its
+// network namespace: the node to be, not started yet.
+func (c *Cluster) newInstance(ctx context.Context, typ string) (*Node, error) {
+	inst, err := c.Sim.AddInstance(ec2sim.InstanceSpec{Type: typ, SubnetID: subnetID})
+	if err != nil {
+		return nil, fmt.Errorf("adding a %s: %w", typ, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	netns, err := c.Fabric.WaitNode(wctx, inst.ID)
+	if err != nil {
+		return nil, err
+	}
+	name := "ip-" + strings.ReplaceAll(inst.PrimaryIP, ".", "-") + "." + c.Sim.Config().Region + ".compute.internal"
+	return &Node{Name: name, Instance: inst, Netns: netns, Dir: filepath.Join(c.Dir, "nodes", name),
+		Cgroup: cgroupPrefix + c.Name + "-" + strings.SplitN(name, ".", 2)[0], kube: c.Bins.Kube}, nil
 }
 
 // startNode gives the node its mount namespace, the CNI plugins its OS would carry (loopback, portmap),

@@ -91,14 +91,19 @@ func (c *Cluster) waitNodesRegistered(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for _, n := range c.Nodes {
-		if err := waitFor(wctx, "node "+n.Name+" to register", n.kubelet, func() error {
-			_, err := c.Client.CoreV1().Nodes().Get(wctx, n.Name, metav1.GetOptions{})
-			return err
-		}); err != nil {
+		if err := c.waitRegistered(wctx, n); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// waitRegistered waits until the node has registered with the API server, or its kubelet exits.
+func (c *Cluster) waitRegistered(ctx context.Context, n *Node) error {
+	return waitFor(ctx, "node "+n.Name+" to register", n.kubelet, func() error {
+		_, err := c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		return err
+	})
 }
 
 // NodeReady says whether the node's Ready condition is True, and its message.

@@ -57,8 +57,7 @@ func (s *suite) customNetworking(t *testing.T) string {
 	applyENIConfig(t, s.c, zone, podSubnet)
 	kubectl(t, s.c, "label", "node", n.Name, eniConfigLabel+"="+zone, "--overwrite")
 	t.Cleanup(func() { _, _ = s.c.Kubectl(ctx, "label", "node", n.Name, eniConfigLabel+"-") })
-	kubectl(t, s.c, "set", "env", "-n", "kube-system", "daemonset/eniwire", "-c", "agent", "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG=true")
-	kubectl(t, s.c, "rollout", "status", "-n", "kube-system", "daemonset/eniwire", "--timeout=3m")
+	s.setAgentEnv(t, "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG=true")
 	if err := s.c.WaitNodesReady(ctx, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -116,8 +115,7 @@ func (s *suite) customNetworking(t *testing.T) string {
 	}
 
 	s.deleteWorkloads(t)
-	kubectl(t, s.c, "set", "env", "-n", "kube-system", "daemonset/eniwire", "-c", "agent", "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG=false")
-	kubectl(t, s.c, "rollout", "status", "-n", "kube-system", "daemonset/eniwire", "--timeout=3m")
+	s.setAgentEnv(t, "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG=false")
 	return fmt.Sprintf("%s: %d pods Running in %.0fs with addresses of %s (%s); from one: %s",
 		short(n.Name), len(pods), took.Seconds(), podSubnet, podSubnetCIDR, strings.Join(figures, ", "))
 }
@@ -132,6 +130,14 @@ func kubectl(t *testing.T, c *cluster.Cluster, args ...string) string {
 		t.Fatalf("kubectl %s: %v: %s", strings.Join(args, " "), err, out)
 	}
 	return out
+}
+
+// setAgentEnv sets environment variables of the agent (KEY=VALUE) on the DaemonSet and waits until the
+// rollout is done; a value it already has changes nothing.
+func (s *suite) setAgentEnv(t *testing.T, env ...string) {
+	t.Helper()
+	kubectl(t, s.c, append([]string{"set", "env", "-n", "kube-system", "daemonset/eniwire", "-c", "agent"}, env...)...)
+	kubectl(t, s.c, "rollout", "status", "-n", "kube-system", "daemonset/eniwire", "--timeout=3m")
 }
 
 // waitAgentLog waits until the log of n's agent holds want: the agent's own word on what it read from the

@@ -47,6 +47,8 @@ type fullNode struct {
 	since   time.Time
 	maxPods int
 	watch   *readyWatch
+	// failedADDs is what case 2c counted of the failing pods' FailedCreatePodSandBox events.
+	failedADDs int
 }
 
 // fullNodeWait is how long the full node must stay Ready: E2E_FULL_NODE_MINUTES, default 10.
@@ -130,6 +132,13 @@ func (s *suite) fullNodeStayedReady(t *testing.T) string {
 	f, err := s.fullPods(ctx, n, full.maxPods)
 	if err != nil {
 		t.Errorf("after %s full: %v", time.Since(full.since).Round(time.Second), err)
+	} else {
+		if f.failedADDs <= full.failedADDs {
+			t.Errorf("the pods failing ADD count %d FailedCreatePodSandBox, %d at case 2c: kubelet stopped retrying", f.failedADDs, full.failedADDs)
+		}
+		if err := namesFullCause(f.cause); err != nil {
+			t.Errorf("the pod's FailedCreatePodSandBox after %s full: %v", time.Since(full.since).Round(time.Second), err)
+		}
 	}
 	if err := cniStatus(ctx, n); err != nil {
 		t.Errorf("CNI STATUS on the full node: %v", err)
@@ -178,6 +187,8 @@ type fullPods struct {
 	running, failingADD, pending int
 	cause                        string
 	enis, assigned               int
+	// failedADDs counts the failing pods' FailedCreatePodSandBox events (kubelet's retries of their ADD).
+	failedADDs int
 }
 
 func (f fullPods) String() string {
@@ -217,14 +228,16 @@ func (s *suite) fullPods(ctx context.Context, n *cluster.Node, maxPods int) (ful
 			}
 			f.pending++
 		default:
-			msg, err := s.sandboxFailure(ctx, p)
+			failed, err := s.sandboxFailures(ctx, "involvedObject.name="+p.Name, func(string) bool { return true })
 			if err != nil {
 				return f, err
 			}
+			msg := failed.latest
 			if !strings.Contains(msg, noIPCause) || !strings.Contains(msg, agentNoIPCause) {
 				return f, fmt.Errorf("pod %s on the node, not running: %q; want its ADD failing with %q and the agent's cause", p.Name, msg, noIPCause)
 			}
 			f.failingADD++
+			f.failedADDs += failed.count
 			f.cause = msg[strings.Index(msg, noIPCause):]
 		}
 	}
@@ -244,47 +257,68 @@ func unschedulable(p *corev1.Pod) string {
 	return ""
 }
 
-// sandboxFailure is the message of the pod's latest FailedCreatePodSandBox event, "" when it has none.
-func (s *suite) sandboxFailure(ctx context.Context, p *corev1.Pod) (string, error) {
-	evs, err := s.c.Client.CoreV1().Events(p.Namespace).List(ctx, metav1.ListOptions{
-		FieldSelector: "involvedObject.name=" + p.Name + ",reason=FailedCreatePodSandBox"})
-	if err != nil {
-		return "", err
-	}
-	var msg string
-	var last time.Time
-	for _, e := range evs.Items {
-		if t := e.LastTimestamp.Time; msg == "" || t.After(last) {
-			msg, last = e.Message, t
-		}
-	}
-	return msg, nil
+// sandboxFailed is what the FailedCreatePodSandBox events of some pods say: how many failures they count
+// (kubelet folds repeats of one message into one event with a count) and the latest message.
+type sandboxFailed struct {
+	count  int
+	latest string
+	last   time.Time
 }
 
-// cniStatus runs the plugin's STATUS on the node as a runtime does: the conflist's eniwire entry with the
-// list's name and spec version 1.1.0 (the first with STATUS) on stdin.
+// sandboxFailures adds up the FailedCreatePodSandBox events of the test's namespace that the field selector
+// (on top of the reason) and pod, given the pod's name, select.
+func (s *suite) sandboxFailures(ctx context.Context, selector string, pod func(name string) bool) (sandboxFailed, error) {
+	var f sandboxFailed
+	fields := "reason=FailedCreatePodSandBox"
+	if selector != "" {
+		fields += "," + selector
+	}
+	evs, err := s.c.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields})
+	if err != nil {
+		return f, err
+	}
+	for _, e := range evs.Items {
+		if e.InvolvedObject.Kind != "Pod" || !pod(e.InvolvedObject.Name) {
+			continue
+		}
+		f.count += max(int(e.Count), 1)
+		if t := e.LastTimestamp.Time; f.latest == "" || t.After(f.last) {
+			f.latest, f.last = e.Message, t
+		}
+	}
+	return f, nil
+}
+
+// cniStatus runs the plugin's STATUS on the node as a runtime does.
 func cniStatus(ctx context.Context, n *cluster.Node) error {
+	if out, err := cniPlugin(ctx, n, "CNI_COMMAND=STATUS"); err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	return nil
+}
+
+// cniPlugin runs the node's eniwire plugin on the node as a runtime does: the conflist's eniwire entry with
+// the list's name and spec version 1.1.0 (the first with STATUS) on stdin, the CNI_ variables in env. It
+// returns the plugin's standard output: its result, or its error as JSON.
+func cniPlugin(ctx context.Context, n *cluster.Node, env ...string) ([]byte, error) {
 	raw, err := os.ReadFile(filepath.Join(n.Mount.Root, "etc/cni/net.d/10-eniwire.conflist"))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var list struct {
 		Name    string           `json:"name"`
 		Plugins []map[string]any `json:"plugins"`
 	}
 	if err := json.Unmarshal(raw, &list); err != nil || len(list.Plugins) == 0 {
-		return fmt.Errorf("reading the node's conflist: %v (%d plugins)", err, len(list.Plugins))
+		return nil, fmt.Errorf("reading the node's conflist: %v (%d plugins)", err, len(list.Plugins))
 	}
 	conf := list.Plugins[0]
 	conf["name"], conf["cniVersion"] = list.Name, "1.1.0"
 	stdin, _ := json.Marshal(conf)
 	cmd := n.NS().Command(ctx, "/opt/cni/bin/eniwire")
-	cmd.Env = append(os.Environ(), "CNI_COMMAND=STATUS", "CNI_PATH=/opt/cni/bin")
+	cmd.Env = append(append(os.Environ(), "CNI_PATH=/opt/cni/bin"), env...)
 	cmd.Stdin = bytes.NewReader(stdin)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("%v: %s", err, out)
-	}
-	return nil
+	return cmd.Output()
 }
 
 // readyWatch polls a node's Ready condition until stopped, keeping every poll that did not find it True.

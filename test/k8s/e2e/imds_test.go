@@ -167,7 +167,5 @@ func (s *suite) setExternalSNAT(t *testing.T, v string) {
 	if v == "true" {
 		cidrs = cluster.ServiceCIDR
 	}
-	kubectl(t, s.c, "set", "env", "-n", "kube-system", "daemonset/eniwire", "-c", "agent",
-		"AWS_VPC_K8S_CNI_EXTERNALSNAT="+v, "ENIWIRE_SERVICE_CIDRS="+cidrs)
-	kubectl(t, s.c, "rollout", "status", "-n", "kube-system", "daemonset/eniwire", "--timeout=3m")
+	s.setAgentEnv(t, "AWS_VPC_K8S_CNI_EXTERNALSNAT="+v, "ENIWIRE_SERVICE_CIDRS="+cidrs)
 }

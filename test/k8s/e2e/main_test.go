@@ -129,6 +129,7 @@ func TestKubernetesNode(t *testing.T) {
 	}
 	results.run(t, "2. Deployment of 30 pods: VPC addresses, books = EC2 = BPF map", s.deployment)
 	results.run(t, fillNodeCase, s.fillNode)
+	results.run(t, fullCauseCase, s.fullNodeCause)
 	for _, mode := range []string{"iptables", "nftables"} {
 		if mode != c.ProxyMode {
 			if err := s.switchProxy(ctx, mode); err != nil {
@@ -153,6 +154,8 @@ func TestKubernetesNode(t *testing.T) {
 	results.run(t, "7. Helm chart (helm's own engine) installs a working eniwire", s.helm)
 	results.run(t, "8. prefix delegation: 110 pods on an m5.large", s.prefixDelegation)
 	results.run(t, customNetworkingCase, s.customNetworking)
+	results.run(t, burstPrefixCase, s.burstCase(true))
+	results.run(t, burstSecondaryCase, s.burstCase(false))
 
 	table := results.table()
 	fmt.Println("\n" + table)

@@ -24,13 +24,7 @@ func (s *suite) prefixDelegation(t *testing.T) string {
 	if err := s.c.InstallEniwire(ctx, "k8s-test"); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := s.c.Kubectl(ctx, "set", "env", "-n", "kube-system", "daemonset/eniwire", "-c", "agent",
-		"ENABLE_PREFIX_DELEGATION=true"); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if out, err := s.c.Kubectl(ctx, "rollout", "status", "-n", "kube-system", "daemonset/eniwire", "--timeout=3m"); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
+	s.setAgentEnv(t, "ENABLE_PREFIX_DELEGATION=true")
 	maxPods, err := cluster.MaxPods(n.Instance.Type, true)
 	if err != nil {
 		t.Fatal(err)
