@@ -26,7 +26,7 @@ func agentError(op, socket string, err error) *types.Error {
 	switch ae.Code {
 	case api.CodeNoIPAvailable:
 		return types.NewError(types.ErrTryAgainLater,
-			fmt.Sprintf("eniwire: %s: no IP address is free on this node; retry shortly", op),
+			fmt.Sprintf("eniwire: %s: no IP address is free on this node", op),
 			ae.Message)
 	case api.CodeNotReady:
 		return types.NewError(types.ErrTryAgainLater,
