@@ -195,6 +195,9 @@ type Status struct {
 	CustomNetworking string `json:"customNetworking,omitempty"`
 	// VPCCIDRs are the VPC's IPv4 blocks as the datapath and SNAT treat them (inside the VPC).
 	VPCCIDRs []string `json:"vpcCIDRs,omitempty"`
+	// NetworkPolicy is the enforcement's status line while it is on: the watch's state, the pods isolated,
+	// and the pods whose policy could not be written (isolated, allowing nothing).
+	NetworkPolicy string `json:"networkPolicy,omitempty"`
 }
 
 // Healthy is Status.Journal and Status.Datapath when they work.
