@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/eniwire/eniwire/datapath/dptypes"
@@ -262,4 +263,19 @@ func (w *Watcher) apply(changed []netip.Addr) {
 		}
 		w.written(a, ok, err)
 	}
+}
+
+// NewClient is a Kubernetes client from a kubeconfig file, or the pod's in-cluster configuration when
+// kubeconfig is "".
+func NewClient(kubeconfig string) (kubernetes.Interface, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("reading the Kubernetes API configuration: %w", err)
+	}
+	rc.UserAgent = "eniwire-agent"
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("building the Kubernetes API client: %w", err)
+	}
+	return client, nil
 }
