@@ -237,7 +237,9 @@ static __always_inline enum detour judge_stateless(struct __sk_buff *skb, struct
  *     lives on;
  *   - none, with a pod at either end isolated: a new flow, judged on this packet's tuple and, allowed,
  *     given an entry of eniwire's (ct_insert) so that its replies pass;
- *   - none, no pod isolated: the fast path as without policy, no state kept. */
+ *   - none, no pod isolated: the fast path as without policy, no state kept.
+ * A first fragment of a TCP or UDP flow is judged so too when a pod is isolated (it carries the ports; a
+ * fragmented reply passes as a reply), then goes to the host, which reassembles it; it opens no entry. */
 static __always_inline enum detour flow_detour(struct __sk_buff *skb, struct packet *p, struct ends e,
 					       struct fast_verdicts v)
 {
@@ -245,7 +247,9 @@ static __always_inline enum detour flow_detour(struct __sk_buff *skb, struct pac
 	int isolated = ((e.src_flags | e.dst_flags) & ISOLATED) != 0;
 
 	flow_of(skb, p, &f);
-	if (f.path != FLOW_LOOKUP) {
+	int fragment = isolated && f.path == FLOW_HOST && first_fragment_flow(skb, p, &f) == 0;
+	enum detour allowed = fragment ? DETOUR_HOST_FLOW : DETOUR_NONE;
+	if (f.path != FLOW_LOOKUP && !fragment) {
 		if (isolated) {
 			enum detour d = judge_stateless(skb, p, e, v);
 			if (d != DETOUR_NONE)
@@ -267,7 +271,7 @@ static __always_inline enum detour flow_detour(struct __sk_buff *skb, struct pac
 		if (r == POLICY_ALLOWED)
 			bpf_ct_change_timeout(ct, ct_timeout(skb, p));
 		bpf_ct_release(ct);
-		return denial(r);
+		return r == POLICY_ALLOWED ? allowed : denial(r);
 	}
 	if (!isolated)
 		return DETOUR_NONE;
@@ -278,10 +282,10 @@ static __always_inline enum detour flow_detour(struct __sk_buff *skb, struct pac
 		return denial(r);
 	}
 	count_opening(&o, v, p->len);
-	/* An ICMP error about a flow conntrack does not know opens nothing. */
-	if (f.protocol == p->protocol)
+	/* An ICMP error about a flow conntrack does not know opens nothing; nor does a fragment. */
+	if (f.protocol == p->protocol && !fragment)
 		ct_insert(skb, &f, ct_timeout(skb, p));
-	return DETOUR_NONE;
+	return allowed;
 }
 
 /* detour_of says whether a packet may take the fast path to interface target_ifindex. The policies come

@@ -172,6 +172,22 @@ static __always_inline void flow_of(struct __sk_buff *skb, struct packet *p, str
 	f->path = FLOW_HOST;
 }
 
+/* first_fragment_flow fills f with the TCP or UDP flow of a first fragment, which carries the ports (its
+ * path stays FLOW_HOST: the host reassembles it). It returns 0 when it did. */
+static __always_inline int first_fragment_flow(struct __sk_buff *skb, struct packet *p, struct flow *f)
+{
+	__be16 ports[2];
+	if (p->fragment != FRAGMENT_FIRST || (p->protocol != IPPROTO_TCP && p->protocol != IPPROTO_UDP) ||
+	    ports_at(skb, p->l4_off, ports) < 0)
+		return -1;
+	f->protocol = p->protocol;
+	f->tuple.ipv4.saddr = p->saddr;
+	f->tuple.ipv4.daddr = p->daddr;
+	f->tuple.ipv4.sport = ports[0];
+	f->tuple.ipv4.dport = ports[1];
+	return 0;
+}
+
 /* ct_lookup looks the flow up in conntrack; the caller releases what it returns. *dir is the direction of
  * the packet's tuple in the entry (0 original, 1 reply). */
 static __always_inline struct nf_conn *ct_lookup(struct __sk_buff *skb, struct flow *f, __u8 *dir)

@@ -105,8 +105,10 @@
 // after the change comes from the side the policy refuses waits for the other side's next segment, which
 // opens it the right way). An entry that conntrack's tools or kube-proxy delete is treated the same. Packets conntrack cannot hold from tc are judged alone: ICMP by its
 // type (an echo reply or an error as a reply, the rest as requests), SCTP as a request when it carries an
-// INIT and either way otherwise (the host tracks SCTP; see the forward hook), other protocols as requests;
-// a later fragment passes to the host, which reassembles it with its judged first fragment.
+// INIT and either way otherwise (the host tracks SCTP; see the forward hook), other protocols as requests.
+// A first fragment of TCP or UDP carries its ports and is judged on its flow's conntrack entry like any
+// packet of the flow (a fragmented reply passes as a reply); a later fragment passes to the host, which
+// reassembles it with its judged first fragment.
 //
 // Flows the host carries: the forward hook. A Service's flow, a NodePort's, a pod's flow to the internet
 // and the fast path's detours (SCTP, fragments, IPv4 options, packets too big) cross the host stack's IPv4

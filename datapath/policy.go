@@ -41,9 +41,11 @@ func (e *PolicyTooLargeError) Error() string {
 
 func (e *PolicyTooLargeError) Unwrap() error { return e.Err }
 
-// policies is the datapath's part that owns the policy maps and the policy bits of the pods map's flags;
-// its lock also covers PutPod's write of the pods map, so flags written by SetPodPolicy are never lost.
+// policies is the datapath's part that owns the policy maps and the policy bits of the pods map's flags.
+// changeMu orders SetPodPolicy and ClearPodPolicy; mu guards the fields below and covers every write of
+// the pods map (PutPod's too), so flags written by SetPodPolicy are never lost.
 type policies struct {
+	changeMu  sync.Mutex
 	mu        sync.Mutex
 	flags     map[netip.Addr]uint32 // each pod with a policy: its flags, as in its pods entry
 	ids       map[uint32]*policyEntries
@@ -212,18 +214,33 @@ func (d *Datapath) SetPodPolicy(ctx context.Context, pod netip.Addr, p dptypes.P
 		return fmt.Errorf("setting policy of pod %s: %w", pod, err)
 	}
 	ps := &d.policies
+	// Changes come one at a time, in order; the map writes run outside mu, so PutPod (a CNI ADD) never
+	// waits on a large policy being written.
+	ps.changeMu.Lock()
+	defer ps.changeMu.Unlock()
 	ps.mu.Lock()
-	defer ps.mu.Unlock()
 	if id, ok := ps.byContent[c.content]; ok {
 		ps.ids[id].refs++
-		return d.flipPolicy(pod, key, id|c.isolation)
+		stale, err := d.flipPolicy(pod, key, id|c.isolation)
+		ps.mu.Unlock()
+		d.deletePolicyEntries(stale)
+		return err
 	}
 	id := ps.allocateID()
+	ps.ids[id] = &policyEntries{content: c.content} // reserved while written; no pod uses it yet
+	ps.mu.Unlock()
+
 	e, werr := d.writePolicy(id, c)
+
+	ps.mu.Lock()
 	if werr != nil {
 		// Fail closed: isolated both ways under id 0, which holds no entry, so nothing is allowed.
+		delete(ps.ids, id)
+		stale, err := d.flipPolicy(pod, key, ingressIsolated|egressIsolated)
+		ps.mu.Unlock()
 		d.deletePolicyEntries(e)
-		if err := d.flipPolicy(pod, key, ingressIsolated|egressIsolated); err != nil {
+		d.deletePolicyEntries(stale)
+		if err != nil {
 			return fmt.Errorf("setting policy of pod %s: %w (isolating it after: %w)", pod, werr, err)
 		}
 		d.log.Warn("pod policy does not fit; the pod allows nothing", "pod", pod, "entries", len(c.peers)+len(c.ports), "err", werr)
@@ -235,7 +252,10 @@ func (d *Datapath) SetPodPolicy(ctx context.Context, pod netip.Addr, p dptypes.P
 	e.refs = 1
 	ps.ids[id] = e
 	ps.byContent[c.content] = id
-	if err := d.flipPolicy(pod, key, id|c.isolation); err != nil {
+	stale, err := d.flipPolicy(pod, key, id|c.isolation)
+	ps.mu.Unlock()
+	d.deletePolicyEntries(stale)
+	if err != nil {
 		return err
 	}
 	d.log.Info("pod policy set", "pod", pod, "policy_id", id, "peers", len(c.peers), "port_prefixes", len(c.ports))
@@ -248,12 +268,17 @@ func (d *Datapath) ClearPodPolicy(_ context.Context, pod netip.Addr) error {
 	if err != nil {
 		return fmt.Errorf("clearing policy of pod %s: %w", pod, err)
 	}
+	d.policies.changeMu.Lock()
+	defer d.policies.changeMu.Unlock()
 	d.policies.mu.Lock()
-	defer d.policies.mu.Unlock()
 	if _, ok := d.policies.flags[pod]; !ok {
+		d.policies.mu.Unlock()
 		return nil
 	}
-	return d.flipPolicy(pod, key, 0)
+	stale, err := d.flipPolicy(pod, key, 0)
+	d.policies.mu.Unlock()
+	d.deletePolicyEntries(stale)
+	return err
 }
 
 // writePolicy writes c's entries under id; on failure it returns those it wrote, for the caller to delete.
@@ -277,8 +302,9 @@ func (d *Datapath) writePolicy(id uint32, c compiledPolicy) (*policyEntries, err
 }
 
 // flipPolicy gives the pod its new flags (in its pods entry when it has one, and in memory for PutPod),
-// then releases the id it had. The caller holds policies.mu.
-func (d *Datapath) flipPolicy(pod netip.Addr, key bpf.EniwireIpAddr, flags uint32) error {
+// then releases the id it had, returning that id's entries when no pod uses them any more: the caller
+// deletes them once it no longer holds mu. The caller holds changeMu and mu.
+func (d *Datapath) flipPolicy(pod netip.Addr, key bpf.EniwireIpAddr, flags uint32) (*policyEntries, error) {
 	ps := &d.policies
 	old, had := ps.flags[pod]
 	var v bpf.EniwirePodValue
@@ -286,40 +312,44 @@ func (d *Datapath) flipPolicy(pod netip.Addr, key bpf.EniwireIpAddr, flags uint3
 	case err == nil:
 		v.Flags = flags
 		if err := d.objs.Pods.Update(key, v, ebpf.UpdateExist); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			return fmt.Errorf("setting policy flags of pod %s: %w", pod, err)
+			return nil, fmt.Errorf("setting policy flags of pod %s: %w", pod, err)
 		}
 	case !errors.Is(err, ebpf.ErrKeyNotExist):
-		return fmt.Errorf("reading pod %s: %w", pod, err)
+		return nil, fmt.Errorf("reading pod %s: %w", pod, err)
 	}
 	if flags == 0 {
 		delete(ps.flags, pod)
 	} else {
 		ps.flags[pod] = flags
 	}
-	if had {
-		d.releasePolicy(old & policyIDMask)
+	if !had {
+		return nil, nil
 	}
-	return nil
+	return ps.release(old & policyIDMask), nil
 }
 
-// releasePolicy drops one pod's use of a policy id and deletes its entries when it was the last.
-func (d *Datapath) releasePolicy(id uint32) {
-	ps := &d.policies
+// release drops one pod's use of a policy id and, when it was the last, forgets the id and returns its
+// entries for deletion. The caller holds mu.
+func (ps *policies) release(id uint32) *policyEntries {
 	e, ok := ps.ids[id]
 	if !ok {
-		return
+		return nil
 	}
 	if e.refs--; e.refs > 0 {
-		return
+		return nil
 	}
 	delete(ps.ids, id)
 	if ps.byContent[e.content] == id {
 		delete(ps.byContent, e.content)
 	}
-	d.deletePolicyEntries(e)
+	return e
 }
 
+// deletePolicyEntries deletes the entries of a policy id no pod uses (nil: none).
 func (d *Datapath) deletePolicyEntries(e *policyEntries) {
+	if e == nil {
+		return
+	}
 	for _, k := range e.peers {
 		if err := d.objs.PolicyPeers.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
 			d.log.Warn("deleting a policy peer entry", "policy_id", k.PolicyId, "err", err)

@@ -57,12 +57,20 @@ func counterMoves(t *testing.T, d *Datapath, v Verdict, want uint64, f func()) {
 	}
 }
 
-func TestPolicyVerdicts(t *testing.T) {
+// policyTestNode is the programs' test state with pod2Ingress set on pod2 and pod1Egress on pod1,
+// and a namespace to run packets in.
+func policyTestNode(t *testing.T) (*Datapath, ns.NetNS) {
+	t.Helper()
 	d := openTest(t, testConfig(true))
 	putTestState(t, d)
 	n := runNS(t, testVeths...)
 	setPolicy(t, d, pod2, pod2Ingress)
 	setPolicy(t, d, pod1, pod1Egress)
+	return d, n
+}
+
+func TestPolicyVerdicts(t *testing.T) {
+	d, n := policyTestNode(t)
 	// A Service flow the host carries: pod1 asked a ClusterIP, the host DNAT'ed it to pod2:9000.
 	addConntrack(t, n, ctEntry{protoTCP, [2]netip.AddrPort{ap("10.0.1.21:41000"), ap("10.0.200.10:80")}, [2]netip.AddrPort{ap("10.0.2.22:9000"), ap("10.0.1.21:41000")}})
 
@@ -100,6 +108,9 @@ func TestPolicyVerdicts(t *testing.T) {
 	runCases(t, d, n, []progCase{
 		{"the reply of the allowed flow passes, though pod2's rules name no such flow", fromPod, vethPod2, frame(pod2, pod1, protoTCP, 80, 40000), tcActRedirect, VerdictFromPodToPeer},
 		{"the allowed flow's next packet passes", fromPod, vethPod1, frame(pod1, pod2, protoTCP, 40000, 80), tcActRedirect, VerdictFromPodToPeer},
+		{"pod2 asks a VPC host over UDP", fromPod, vethPod2, frame(pod2, vpcPeer, protoUDP, 40050, 53), tcActRedirect, VerdictFromPodOutENI},
+		{"the first fragment of the answer passes to the host, which reassembles, though pod2's ingress names no such flow", toPod, 0, asFragment(frame(vpcPeer, pod2, protoUDP, 53, 40050), true, 0), tcActUnspec, VerdictToPodHostFlow},
+		{"a first fragment of a flow pod2's ingress denies is denied", fromPod, vethPod1, asFragment(frame(pod1, pod2, protoTCP, 40009, 8080), true, 0), tcActShot, VerdictFromPodIngressDenied},
 		{"a port pod2's ingress does not name is denied by ingress", fromPod, vethPod1, frame(pod1, pod2, protoTCP, 40001, 8080), tcActShot, VerdictFromPodIngressDenied},
 		{"a protocol pod1's egress does not name is denied by egress", fromPod, vethPod1, frame(pod1, pod2, protoUDP, 40002, 80), tcActShot, VerdictFromPodEgressDenied},
 		{"pod1's egress denies the VPC", fromPod, vethPod1, frame(pod1, vpcPeer, protoTCP, 40003, 443), tcActShot, VerdictFromPodEgressDenied},
@@ -180,7 +191,7 @@ func icmpEcho(src, dst netip.Addr, typ uint8) []byte {
 }
 
 // policyEntries counts the entries of the two policy maps.
-func policyEntryCount(t *testing.T, d *Datapath) (peers, ports int) {
+func policyEntryCount(t testing.TB, d *Datapath) (peers, ports int) {
 	t.Helper()
 	var (
 		pk bpf.EniwirePolicyPeerKey
@@ -287,6 +298,10 @@ func TestPodPolicyState(t *testing.T) {
 	if peers != 1 || ports != 2 {
 		t.Errorf("%d peer and %d port entries, want 1 and 2 (one copy of the shared policy)", peers, ports)
 	}
+	n := runNS(t, testVeths...)
+	runCases(t, d, n, []progCase{
+		{"pod3's first packet meets the policy set before its entry existed", fromPod, vethOther, frame(pod3, vpcPeer, protoUDP, 999, 53), tcActShot, VerdictFromPodEgressDenied},
+	})
 
 	d2, err := Load(Config{PinRoot: cfg.PinRoot, Logger: testLogger(t), VPCCIDRs: cfg.VPCCIDRs, NodeIPs: cfg.NodeIPs, HostCIDRs: cfg.HostCIDRs, SNAT: true})
 	if err != nil {
@@ -388,11 +403,7 @@ func TestForwardVerdicts(t *testing.T) {
 // TestDeniedNewFlowsAreReported: a new flow a policy denies reaches ReadPolicyDenials with the pod, the
 // peer, the port and whose rules denied it; a flood is cut to the per-CPU budget.
 func TestDeniedNewFlowsAreReported(t *testing.T) {
-	d := openTest(t, testConfig(true))
-	putTestState(t, d)
-	n := runNS(t, testVeths...)
-	setPolicy(t, d, pod2, pod2Ingress)
-	setPolicy(t, d, pod1, pod1Egress)
+	d, n := policyTestNode(t)
 	const flood = 200
 	runCases(t, d, n, []progCase{
 		{"pod1's egress denies UDP to pod2", fromPod, vethPod1, frame(pod1, pod2, protoUDP, 40002, 80), tcActShot, VerdictFromPodEgressDenied},
