@@ -173,6 +173,12 @@ func run() error {
 		if err := loaded.Attach(ctx, enis, pods); err != nil {
 			return err
 		}
+		if !s.enforcesNetworkPolicy() {
+			// Enforcement off: no pod keeps the isolation an earlier agent wrote into the pinned maps.
+			if err := policywatch.ClearAll(ctx, loaded, podAddrs(pods)); err != nil {
+				return fmt.Errorf("turning NetworkPolicy enforcement off: %w", err)
+			}
+		}
 	}
 
 	sock, err := agent.ListenSocket(s.socket)

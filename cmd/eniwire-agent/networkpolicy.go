@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"net/netip"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
@@ -24,4 +25,13 @@ func (s *settings) newNetworkPolicy(driver dptypes.PolicyDriver, reg prometheus.
 	}
 	log.Info("network policy enforced", "node", s.nodeName)
 	return policywatch.New(policywatch.Config{NodeName: s.nodeName, Client: client, Driver: driver, Registerer: reg, Logger: log})
+}
+
+// podAddrs are the pods' addresses.
+func podAddrs(pods []dptypes.Pod) []netip.Addr {
+	out := make([]netip.Addr, len(pods))
+	for i, p := range pods {
+		out[i] = p.IP
+	}
+	return out
 }
