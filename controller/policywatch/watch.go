@@ -197,36 +197,34 @@ func (w *Watcher) onPodGone(obj any) {
 
 func (w *Watcher) onNamespace(obj any) {
 	if ns, ok := obj.(*corev1.Namespace); ok {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.watchErr = nil
-		w.apply(w.compiler.UpsertNamespace(ns))
+		w.feed(func(c *netpol.Compiler) []netip.Addr { return c.UpsertNamespace(ns) })
 	}
 }
 
 func (w *Watcher) onNamespaceGone(obj any) {
 	if k, ok := keyOf(obj); ok {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.apply(w.compiler.DeleteNamespace(k.name))
+		w.feed(func(c *netpol.Compiler) []netip.Addr { return c.DeleteNamespace(k.name) })
 	}
 }
 
 func (w *Watcher) onPolicy(obj any) {
 	if np, ok := obj.(*networkingv1.NetworkPolicy); ok {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.watchErr = nil
-		w.apply(w.compiler.UpsertPolicy(np))
+		w.feed(func(c *netpol.Compiler) []netip.Addr { return c.UpsertPolicy(np) })
 	}
 }
 
 func (w *Watcher) onPolicyGone(obj any) {
 	if k, ok := keyOf(obj); ok {
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.apply(w.compiler.DeletePolicy(k.namespace, k.name))
+		w.feed(func(c *netpol.Compiler) []netip.Addr { return c.DeletePolicy(k.namespace, k.name) })
 	}
+}
+
+// feed gives the Compiler one event of the watch, which reached the API server, and writes what it changed.
+func (w *Watcher) feed(event func(*netpol.Compiler) []netip.Addr) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.watchErr = nil
+	w.apply(event(w.compiler))
 }
 
 // keyOf is a deleted object's namespace and name, also when the informer missed the delete and hands a
