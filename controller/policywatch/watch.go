@@ -29,7 +29,8 @@ type Config struct {
 	NodeName string
 	Client   kubernetes.Interface
 	Driver   dptypes.PolicyDriver
-	// PodWait bounds how long an ADD waits for its pod to appear in the watch (default 30 s).
+	// PodWait bounds how long an ADD waits for its pod to appear in the watch (default 20 s: the ADD then
+	// fails with the reason, before the plugin's own 30 s limit on a call to the agent).
 	PodWait time.Duration
 	// Recorder receives the Events on policies that could not be enforced (default: one that writes them
 	// to the API server as eniwire-agent).
@@ -75,7 +76,7 @@ func New(cfg Config) (*Watcher, error) {
 		return nil, errors.New("building the NetworkPolicy watch: a Kubernetes client and a policy driver are required")
 	}
 	if cfg.PodWait == 0 {
-		cfg.PodWait = 30 * time.Second
+		cfg.PodWait = 20 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
