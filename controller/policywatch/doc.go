@@ -2,6 +2,9 @@
 // NetworkPolicies with client-go informers, feeds them to a netpol.Compiler, and writes each changed pod's
 // compiled state through a dptypes.PolicyDriver (the bpf datapath's maps).
 //
+// Every Pod of the cluster may be a peer, so the watch holds them all; its informers keep of each Pod only
+// what the compiler reads (slim.go).
+//
 // The first lists are fed between the Compiler's Hold and Flush, so each pod of the node is compiled once;
 // until they are in, and whenever the API server is unreachable, the maps keep what was written last (they
 // are pinned, and outlive the agent).

@@ -12,7 +12,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -93,16 +92,8 @@ func New(cfg Config) (*Watcher, error) {
 	if w.metrics, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err
 	}
-	// Only what the compiler reads is kept of each object: no managedFields.
-	w.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(dropManagedFields))
+	w.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(slim))
 	return w, nil
-}
-
-func dropManagedFields(obj any) (any, error) {
-	if m, ok := obj.(metav1.Object); ok {
-		m.SetManagedFields(nil)
-	}
-	return obj, nil
 }
 
 // Run watches until ctx ends. The first lists are compiled in one batch once all three are in; until then
