@@ -201,6 +201,11 @@ func run() error {
 		handler = agent.WithPolicy(handler, policies, log)
 		parts++
 		go func() { errc <- policies.Run(ctx) }()
+		go func() {
+			if err := loaded.ReadPolicyDenials(ctx, logDenial(policies)); ctx.Err() == nil {
+				log.Warn("denied flows are no longer logged", "err", err)
+			}
+		}()
 	}
 	go func() { errc <- node.Run(ctx) }()
 	go func() { errc <- agent.Serve(ctx, sock, handler) }()

@@ -8,6 +8,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/eniwire/eniwire/controller/policywatch"
+	"github.com/eniwire/eniwire/datapath"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 )
 
@@ -34,4 +35,11 @@ func podAddrs(pods []dptypes.Pod) []netip.Addr {
 		out[i] = p.IP
 	}
 	return out
+}
+
+// logDenial hands each denial the programs report to the watch, which names the pod and its policies.
+func logDenial(w *policywatch.Watcher) func(datapath.PolicyDenial) {
+	return func(d datapath.PolicyDenial) {
+		w.LogDenial(policywatch.Denial{Pod: d.Pod, Peer: d.Peer, Egress: d.Egress, Protocol: d.Protocol, Port: d.Port})
+	}
 }
