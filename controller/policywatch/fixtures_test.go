@@ -1,9 +1,11 @@
 package policywatch
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"strings"
 	"sync"
@@ -113,6 +115,25 @@ type started struct {
 	driver *fakeDriver
 	events *record.FakeRecorder
 	reg    *prometheus.Registry
+	logs   *syncBuffer
+}
+
+// syncBuffer is the Watcher's log, which its goroutines write while a test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 func start(t *testing.T, driver *fakeDriver, objs ...runtime.Object) *started {
@@ -120,7 +141,9 @@ func start(t *testing.T, driver *fakeDriver, objs ...runtime.Object) *started {
 	client := fake.NewClientset(objs...)
 	events := record.NewFakeRecorder(100)
 	reg := prometheus.NewRegistry()
-	w, err := New(Config{NodeName: node, Client: client, Driver: driver, Recorder: events, Registerer: reg, PodWait: 5 * time.Second})
+	logs := &syncBuffer{}
+	w, err := New(Config{NodeName: node, Client: client, Driver: driver, Recorder: events, Registerer: reg, PodWait: 5 * time.Second,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +163,7 @@ func start(t *testing.T, driver *fakeDriver, objs ...runtime.Object) *started {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	return &started{w: w, client: client, driver: driver, events: events, reg: reg}
+	return &started{w: w, client: client, driver: driver, events: events, reg: reg, logs: logs}
 }
 
 func namespace(name string, labels map[string]string) *corev1.Namespace {
