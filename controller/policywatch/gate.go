@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -63,14 +64,16 @@ func sameUID(p *corev1.Pod, uid types.UID) bool {
 	return uid == "" || p.UID == uid || mirror
 }
 
-// withAssigned is p with the address its ADD gave it while status.podIPs names none; once it names one,
-// or the pod is another with the same name, the assigned address is forgotten. mu held.
+// withAssigned is p with the address its ADD gave it, until status.podIPs names that address: kubelet
+// writes it only after the ADD answers, and a pod whose sandbox was made again shows its old address until
+// then. Once status.podIPs names it, or the pod is another with the same name, the assigned address is
+// forgotten. mu held.
 func (w *Watcher) withAssigned(k podKey, p *corev1.Pod) *corev1.Pod {
 	a, ok := w.assigned[k]
 	switch {
 	case !ok:
 		return p
-	case a.uid != p.UID || len(p.Status.PodIPs) > 0 || p.Status.PodIP != "":
+	case a.uid != p.UID || slices.Contains(addrsOf(p), a.ip):
 		delete(w.assigned, k)
 		return p
 	}

@@ -85,3 +85,22 @@ func TestAnADDWhosePodNeverAppearsFails(t *testing.T) {
 		t.Errorf("gate of a nameless pod: %v", err)
 	}
 }
+
+// TestAPodWhoseSandboxIsMadeAgainTakesItsNewAddressAtOnce: a running pod's sandbox is made again (a new
+// ADD, a new address) while status.podIPs still names the old one. The new address must get the pod's
+// state when the gate returns, and the old one lose it, before kubelet writes the new address.
+func TestAPodWhoseSandboxIsMadeAgainTakesItsNewAddressAtOnce(t *testing.T) {
+	d := newFakeDriver()
+	s := start(t, d, namespace("shop", nil), policy("shop", "deny", "web", "", 0),
+		pod("shop", "web", node, "10.0.1.10", map[string]string{"app": "web"}))
+	id := api.PodIdentity{Namespace: "shop", Name: "web", UID: "uid-web"}
+	if err := s.w.BeforePodUp(context.Background(), id, addr("10.0.1.44")); err != nil {
+		t.Fatal(err)
+	}
+	if st, ok := d.get(addr("10.0.1.44")); !ok || !st.IngressIsolated {
+		t.Errorf("the new address has %s (%v), want isolated", describe(st), ok)
+	}
+	if _, ok := d.get(addr("10.0.1.10")); ok {
+		t.Error("the old address kept the pod's state")
+	}
+}
