@@ -12,8 +12,8 @@
 // A pod's first packet: the Watcher is the controller's PodGate. An ADD's pod is not yet in status.podIPs
 // (kubelet writes it after the ADD answers), so the gate waits, bounded, for the watch to report the pod
 // with the ADD's UID, compiles it at the address the IPAM assigned, writes its state and only then lets the
-// controller bring the pod up. Until status.podIPs names an address, the pod's events keep that assigned
-// address.
+// controller bring the pod up. Until status.podIPs names that address, the pod's events keep it (a pod
+// whose sandbox is made again shows its old address until kubelet writes the new one).
 //
 // A pod whose state cannot be written is isolated, allowing nothing (the datapath fails closed); the
 // Watcher reports it as a Warning Event on each policy that selects the pod, on its status line and in the
