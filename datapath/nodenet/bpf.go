@@ -75,6 +75,12 @@ func (b *BPF) ClearPodPolicy(ctx context.Context, pod netip.Addr) error {
 	return b.dp.ClearPodPolicy(ctx, pod)
 }
 
+// ReadPolicyDenials calls fn with each new flow a pod's policy denied, as the programs report them
+// (datapath.Datapath.ReadPolicyDenials), until ctx ends.
+func (b *BPF) ReadPolicyDenials(ctx context.Context, fn func(datapath.PolicyDenial)) error {
+	return b.dp.ReadPolicyDenials(ctx, fn)
+}
+
 // Close stops following the node's addresses and releases this process's handles only: programs, links
 // and maps stay pinned for the next agent.
 func (b *BPF) Close() error {
