@@ -87,7 +87,7 @@ var table = []setting{
 	{"custom-network", "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG", "false", "true: new ENIs take the subnet and security groups of the node's ENIConfig (crd.k8s.amazonaws.com/v1alpha1), read from the Kubernetes API"},
 	{"eni-config-label", "ENI_CONFIG_LABEL_DEF", eniconfig.DefaultLabel, "custom networking: the node label whose value names the node's ENIConfig (e.g. topology.kubernetes.io/zone); a node with neither it nor the annotation gets the ENIConfig named default"},
 	{"eni-config-annotation", "ENI_CONFIG_ANNOTATION_DEF", eniconfig.DefaultAnnotation, "custom networking: the node annotation whose value names the node's ENIConfig; it wins over the label"},
-	{"node-name", "MY_NODE_NAME", "", "this node's name in Kubernetes (the DaemonSet sets it from spec.nodeName); custom networking watches this Node"},
+	{"node-name", "MY_NODE_NAME", "", "this node's name in Kubernetes (the DaemonSet sets it from spec.nodeName): the agent keeps its eniwire.io/IPAMReady condition and removes its startup taint; custom networking watches it (empty: neither)"},
 	{"kubeconfig", "KUBECONFIG", "", "kubeconfig file for the Kubernetes API (empty: the pod's in-cluster service account)"},
 	{"log-level", "ENIWIRE_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"log-format", "ENIWIRE_LOG_FORMAT", "json", "json or text"},
