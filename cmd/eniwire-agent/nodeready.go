@@ -1,13 +1,10 @@
 package main
 
 import (
-	"fmt"
 	"log/slog"
 
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
-
 	"github.com/eniwire/eniwire/controller/api"
+	"github.com/eniwire/eniwire/controller/eniconfig"
 	"github.com/eniwire/eniwire/controller/nodeready"
 )
 
@@ -17,15 +14,9 @@ func (s *settings) nodeReporter(status func() *api.Status, log *slog.Logger) (*n
 	if s.nodeName == "" {
 		return nil, nil
 	}
-	// Empty paths: the in-cluster configuration.
-	rc, err := clientcmd.BuildConfigFromFlags("", s.kubeconfig)
+	client, err := eniconfig.NewClient(s.kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("reading the Kubernetes API configuration: %w", err)
-	}
-	rc.UserAgent = "eniwire-agent"
-	client, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("building the Kubernetes API client: %w", err)
+		return nil, err
 	}
 	return nodeready.New(nodeready.Config{Nodes: nodeready.DynamicNodes(client), NodeName: s.nodeName, Status: status, Logger: log})
 }
