@@ -174,7 +174,7 @@ func (m *poolManager) refuseIfDue(action string, err error) time.Time {
 	default:
 		why = o.why(action, "", err)
 	}
-	return m.refusals.refuse(action, code, o.reason, why, refusalBounds)
+	return m.refusals.refuse(action, code, reasonOf(err), why, refusalBounds)
 }
 
 // refusalCode is err's EC2 error code, or the node's own name for a refusal it meets before EC2 could
@@ -196,7 +196,16 @@ func (m *poolManager) pausePoolIfDue(err error, subnetID string) {
 	if subnetID == "" {
 		subnetID = m.subnetID
 	}
-	m.pause.pause(o.reason, o.why("", subnetID, err), o.pause)
+	m.pause.pause(reasonOf(err), o.why("", subnetID, err), o.pause)
+}
+
+// reasonOf is the status's reason for err (api.Pool*): its kind's, except that no candidate subnet left for
+// want of addresses (subnet discovery after the only subnet refused) is the subnet's exhaustion.
+func reasonOf(err error) string {
+	if errors.Is(err, subnet.ErrNoSubnet) {
+		return api.PoolSubnetExhausted
+	}
+	return refusalPolicy[refusalOf(err)].reason
 }
 
 // result answers the outcome of one of the round's steps (what), and reports whether it succeeded. A failure
