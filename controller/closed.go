@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/pool"
@@ -73,6 +74,14 @@ func (c *closedENIs) status() string {
 		return c.closed[id].why
 	}
 	return ""
+}
+
+// because is status with its reason.
+func (c *closedENIs) because() (reason, line string) {
+	if s := c.status(); s != "" {
+		return api.PoolENIClosed, s
+	}
+	return "", ""
 }
 
 // closeIfRefused closes the primary ENI eniID to new IPs after an IAM refusal (err) of them.

@@ -72,7 +72,8 @@ func (h *housekeeping) reconcile(ctx context.Context) {
 	}
 	h.denied.set("")
 	if errors.Is(err, ec2client.ErrUnauthorized) {
-		h.denied.set(refusalPolicy[kindUnauthorized].why("", "", err))
+		o := refusalPolicy[kindUnauthorized]
+		h.denied.setBecause(o.reason, o.why("", "", err))
 	}
 	pressed := ec2client.IsThrottle(err) || h.describeThrottledSince(h.lastRecon) ||
 		h.describeThrottledSince(started)

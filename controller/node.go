@@ -141,7 +141,7 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		maxReconcileInterval: cfg.MaxReconcileInterval, orphanSweepInterval: cfg.OrphanSweepInterval,
 		clock: deps.Clock, log: log, metrics: m, reconcileEvery: cfg.ReconcileInterval}
 	// The pool's line first: the reconcile's denial matters most before the pool has anything to say.
-	n.status.parts = []func() string{n.pool.status, n.house.denied.get}
+	n.status.parts = []func() (string, string){n.pool.because, n.house.denied.because}
 	n.house.throttles, _ = deps.EC2.(throttleReporter)
 	n.vpc = newVPCCIDRs(deps.EC2, deps.Datapath, deps.Node, cfg.VPCRefreshInterval, log)
 	n.gone = &vanishedPods{ipam: n.ipam, gone: netnsGone, grace: cfg.VanishedPodGrace, every: cfg.VanishedPodGrace / 4,

@@ -20,6 +20,8 @@ type poolPause struct {
 	until time.Time
 	delay time.Duration
 	note  string
+	// reason names note (api.Pool*).
+	reason string
 }
 
 // pausedAt reports whether growth waits at now.
@@ -29,12 +31,12 @@ func (p *poolPause) pausedAt(now time.Time) bool {
 	return now.Before(p.until)
 }
 
-// pause stops growth for the next delay within bounds, saying why in the status.
-func (p *poolPause) pause(why string, bounds backoffBounds) {
+// pause stops growth for the next delay within bounds, saying why (and its reason, api.Pool*) in the status.
+func (p *poolPause) pause(reason, why string, bounds backoffBounds) {
 	p.mu.Lock()
 	p.delay, _ = bounds.next(p.delay)
 	p.until = p.clock.Now().Add(p.delay)
-	p.note = backingOff(why, p.until)
+	p.note, p.reason = backingOff(why, p.until), reason
 	p.mu.Unlock()
 	p.counted.Inc()
 }
@@ -56,14 +58,20 @@ func (p *poolPause) roundFailed(most time.Duration) {
 func (p *poolPause) calm() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.delay, p.note = 0, ""
+	p.delay, p.note, p.reason = 0, "", ""
 }
 
 // status is why growth was last paused, until the pool is calm again, or "".
 func (p *poolPause) status() string {
+	_, s := p.because()
+	return s
+}
+
+// because is status with its reason.
+func (p *poolPause) because() (reason, line string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.note
+	return p.reason, p.note
 }
 
 // backingOff is a status line: why, and until when the pool waits.

@@ -73,12 +73,18 @@ func (m *poolManager) withParts() *poolManager {
 // status is the pool's line for the node's status, in a fixed priority: why it rests short of its targets,
 // why growth is paused, the action EC2 refuses, the ENI closed to new IPs, the last failed step; or "".
 func (m *poolManager) status() string {
-	for _, s := range []string{m.resting.get(), m.pause.status(), m.refusals.status(), m.closed.status(), m.lastFailure.get()} {
-		if s != "" {
-			return s
+	_, s := m.because()
+	return s
+}
+
+// because is status with its reason (api.Pool*).
+func (m *poolManager) because() (reason, line string) {
+	for _, part := range []func() (string, string){m.resting.because, m.pause.because, m.refusals.because, m.closed.because, m.lastFailure.because} {
+		if reason, line = part(); line != "" {
+			return reason, line
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // blocked is why the pool cannot bring a pod an IP soon, naming the setting or action that fixes it, or ""
@@ -130,9 +136,9 @@ func (m *poolManager) step(ctx context.Context) bool {
 		m.held.set("")
 		switch {
 		case c.Free() == 0 && c.Assigned() >= targets.MaxPods:
-			m.resting.set(maxPodsReached(c.Assigned(), targets.MaxPods).Error())
+			m.resting.setBecause(api.PoolMaxPods, maxPodsReached(c.Assigned(), targets.MaxPods).Error())
 		case d.AtLimit:
-			m.resting.set(m.atLimitNote(targets, c))
+			m.resting.setBecause(api.PoolENILimit, m.atLimitNote(targets, c))
 		default:
 			m.resting.set("")
 			m.pause.calm()

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/subnet"
@@ -74,8 +75,9 @@ type refusalOutcome struct {
 	// retry bounds the failed operation's own retry.
 	retry backoffBounds
 	// why is the status's words for the refusal (of action, in subnetID, with err); nil where the pool
-	// says nothing.
-	why func(action, subnetID string, err error) string
+	// says nothing. reason names them (api.Pool*).
+	why    func(action, subnetID string, err error) string
+	reason string
 }
 
 // retryBounds bound the retry of a failed step: from 1 s to 5 min.
@@ -92,21 +94,21 @@ var refusalPolicy = map[refusalKind]refusalOutcome{
 	// line; it pauses no growth.
 	kindNoPrefix: {pauses: []string{actionUnassign}, retry: retryBounds},
 	kindSubnetFull: {pauses: []string{actionUnassign}, pausesPool: true, pause: capacityBounds, retry: capacityBounds,
-		why: func(_, subnetID string, err error) string {
+		reason: api.PoolSubnetExhausted, why: func(_, subnetID string, err error) string {
 			return "subnet " + subnetID + " has no free addresses (" + ec2client.ErrorCode(err) + "): free some, or tag " +
 				"another subnet of the zone kubernetes.io/role/cni=1 (ENABLE_SUBNET_DISCOVERY)"
 		}},
 	kindUnauthorized: {pauses: []string{actionUnassign}, pausesPool: true, pause: capacityBounds, retry: capacityBounds,
-		why: func(string, string, error) string {
+		reason: api.PoolUnauthorized, why: func(string, string, error) string {
 			return "EC2 denies the calls (UnauthorizedOperation): check the node's IAM policy"
 		}},
 	// Mostly a local check (an ENIConfig still missing or in another zone): a fix should not wait long.
-	kindNoPlacement: {pausesPool: true, pause: placementBounds, retry: placementBounds,
+	kindNoPlacement: {pausesPool: true, pause: placementBounds, retry: placementBounds, reason: api.PoolNoSubnet,
 		why: func(_, _ string, err error) string { return err.Error() }},
 	// Met by an attach only: new ENIs wait, since an attach is where a create ends.
-	kindNoDeviceIndex: {pauses: []string{actionAttach}, retry: retryBounds,
+	kindNoDeviceIndex: {pauses: []string{actionAttach}, retry: retryBounds, reason: api.PoolNoDeviceIndex,
 		why: func(_, _ string, err error) string { return fmt.Sprintf("no free device index for a new ENI: %v", err) }},
-	kindDefinite: {pauses: []string{actionCreate, actionAssign, actionUnassign}, retry: retryBounds,
+	kindDefinite: {pauses: []string{actionCreate, actionAssign, actionUnassign}, retry: retryBounds, reason: api.PoolEC2Refusing,
 		why: func(action, _ string, err error) string {
 			return fmt.Sprintf("EC2 refuses %s (%s): %v", action, ec2client.ErrorCode(err), err)
 		}},
@@ -173,7 +175,7 @@ func (m *poolManager) refuseIfDue(action string, err error) time.Time {
 	default:
 		why = o.why(action, "", err)
 	}
-	return m.refusals.refuse(action, code, why, refusalBounds)
+	return m.refusals.refuse(action, code, reasonOf(err), why, refusalBounds)
 }
 
 // refusalCode is err's EC2 error code, or the node's own name for a refusal it meets before EC2 could
@@ -195,7 +197,16 @@ func (m *poolManager) pausePoolIfDue(err error, subnetID string) {
 	if subnetID == "" {
 		subnetID = m.subnetID
 	}
-	m.pause.pause(o.why("", subnetID, err), o.pause)
+	m.pause.pause(reasonOf(err), o.why("", subnetID, err), o.pause)
+}
+
+// reasonOf is the status's reason for err (api.Pool*): its kind's, except that no candidate subnet left for
+// want of addresses (subnet discovery after the only subnet refused) is the subnet's exhaustion.
+func reasonOf(err error) string {
+	if errors.Is(err, subnet.ErrNoSubnet) {
+		return api.PoolSubnetExhausted
+	}
+	return refusalPolicy[refusalOf(err)].reason
 }
 
 // result answers the outcome of one of the round's steps (what), and reports whether it succeeded. A failure
@@ -207,6 +218,6 @@ func (m *poolManager) result(err error, what string) bool {
 	m.log.Warn("pool step failed", "step", what, "error", err)
 	m.pausePoolIfDue(err, "")
 	m.pause.roundFailed(m.poolInterval)
-	m.lastFailure.set(fmt.Sprintf("%s failed: %v", what, err))
+	m.lastFailure.setBecause(api.PoolGrowthFailing, fmt.Sprintf("%s failed: %v", what, err))
 	return false
 }

@@ -37,6 +37,8 @@ type refusal struct {
 	code  string
 	until time.Time
 	note  string // the status line, kept until EC2 accepts the action again
+	// reason names note (api.Pool*).
+	reason string
 }
 
 // refusalMemory remembers, per action, the last refusal EC2 has not taken back by accepting the action since,
@@ -57,13 +59,14 @@ func newRefusalMemory(clk clock.Clock, counted *prometheus.CounterVec) *refusalM
 
 // refuse pauses action for a refusal with code (an EC2 error code, or the node's own name for a refusal it
 // meets before EC2 could, such as codeNoDeviceIndex) within bounds, growing per code; the status says why
-// and until when, and eniwire_ec2_refusals_total counts it. It returns when the pause ends.
-func (r *refusalMemory) refuse(action, code, why string, bounds backoffBounds) time.Time {
+// and until when (reason names it, api.Pool*), and eniwire_ec2_refusals_total counts it. It returns when the
+// pause ends.
+func (r *refusalMemory) refuse(action, code, reason, why string, bounds backoffBounds) time.Time {
 	r.mu.Lock()
 	d, _ := bounds.next(r.delay[code])
 	r.delay[code] = d
 	until := r.clock.Now().Add(d)
-	r.refused[action] = refusal{code: code, until: until, note: backingOff(why, until)}
+	r.refused[action] = refusal{code: code, until: until, note: backingOff(why, until), reason: reason}
 	r.mu.Unlock()
 	r.counted.WithLabelValues(action, code).Inc()
 	return until
@@ -92,12 +95,18 @@ func (r *refusalMemory) accepted(action string) {
 // status is the line of the first action (in refusedActions' order) EC2 has refused and not accepted since,
 // or "".
 func (r *refusalMemory) status() string {
+	_, s := r.because()
+	return s
+}
+
+// because is status with its reason.
+func (r *refusalMemory) because() (reason, line string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, a := range refusedActions {
 		if f, ok := r.refused[a]; ok {
-			return f.note
+			return f.reason, f.note
 		}
 	}
-	return ""
+	return "", ""
 }

@@ -14,6 +14,7 @@ import (
 // Status is the node's view for `eniwirectl status` and the status endpoint.
 func (n *Node) Status() *api.Status {
 	ready, why := n.Ready()
+	poolReason, poolStatus := n.status.because()
 	journalHealth, datapathHealth := api.Healthy, api.Healthy
 	if err := n.books.Broken(); err != nil {
 		journalHealth = err.Error()
@@ -22,7 +23,7 @@ func (n *Node) Status() *api.Status {
 		datapathHealth = broken
 	}
 	out := &api.Status{Ready: ready, Reason: why, Journal: journalHealth, Datapath: datapathHealth, InstanceID: n.info.InstanceID, InstanceType: n.info.InstanceType,
-		MaxENIs: n.eni.MaxENIs(), PoolStatus: n.status.compose(), ENIs: []api.ENIStatus{}, Pending: []api.PendingOp{},
+		MaxENIs: n.eni.MaxENIs(), PoolStatus: poolStatus, PoolReason: poolReason, ENIs: []api.ENIStatus{}, Pending: []api.PendingOp{},
 		VPCCIDRs: n.vpc.list(), AddsWaiting: n.ipam.line.waiting()}
 	if n.policyStatus != nil {
 		out.NetworkPolicy = n.policyStatus()
@@ -90,8 +91,8 @@ func (n *Node) Status() *api.Status {
 // part with something to say wins), and logs the line when it changes. Who may touch it: any goroutine.
 type statusLine struct {
 	log *slog.Logger
-	// parts report their lines, most telling first.
-	parts []func() string
+	// parts report their reasons (api.Pool*) and lines, most telling first.
+	parts []func() (reason, line string)
 
 	mu   sync.Mutex
 	last string
@@ -99,9 +100,15 @@ type statusLine struct {
 
 // compose returns the line of the first part that reports one, or "", logging a new non-empty line.
 func (l *statusLine) compose() string {
-	var s string
+	_, s := l.because()
+	return s
+}
+
+// because returns the reason and the line of the first part that reports a line, or "", "", logging a new
+// non-empty line.
+func (l *statusLine) because() (reason, s string) {
 	for _, part := range l.parts {
-		if s = part(); s != "" {
+		if reason, s = part(); s != "" {
 			break
 		}
 	}
@@ -110,25 +117,36 @@ func (l *statusLine) compose() string {
 	l.last = s
 	l.mu.Unlock()
 	if changed && s != "" {
-		l.log.Warn("pool status", "status", s)
+		l.log.Warn("pool status", "status", s, "reason", reason)
 	}
-	return s
+	return reason, s
 }
 
-// statusNote is one part's line, or "". Who may touch it: any goroutine.
+// statusNote is one part's line, or "", and its reason (api.Pool*). Who may touch it: any goroutine.
 type statusNote struct {
-	mu sync.Mutex
-	s  string
+	mu     sync.Mutex
+	s      string
+	reason string
 }
 
-func (n *statusNote) set(s string) {
+// set sets the line, with no reason.
+func (n *statusNote) set(s string) { n.setBecause("", s) }
+
+// setBecause sets the line and its reason.
+func (n *statusNote) setBecause(reason, s string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.s = s
+	n.s, n.reason = s, reason
 }
 
 func (n *statusNote) get() string {
+	_, s := n.because()
+	return s
+}
+
+// because returns the reason and the line.
+func (n *statusNote) because() (reason, s string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return n.s
+	return n.reason, n.s
 }

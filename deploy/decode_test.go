@@ -9,6 +9,7 @@ import (
 	"sort"
 	"testing"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -27,6 +28,8 @@ type objects struct {
 	crds            []apiextensionsv1.CustomResourceDefinition
 	services        []corev1.Service
 	serviceMonitors []serviceMonitor
+	policies        []admissionv1.ValidatingAdmissionPolicy
+	policyBindings  []admissionv1.ValidatingAdmissionPolicyBinding
 }
 
 var docSeparator = regexp.MustCompile(`(?m)^---\s*$`)
@@ -69,6 +72,10 @@ func decodeAll(t *testing.T, sources map[string][]byte) objects {
 				err = decodeStrict(doc, &objs.crds)
 			case "v1/Service":
 				err = decodeStrict(doc, &objs.services)
+			case "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy":
+				err = decodeStrict(doc, &objs.policies)
+			case "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicyBinding":
+				err = decodeStrict(doc, &objs.policyBindings)
 			case "monitoring.coreos.com/v1/ServiceMonitor":
 				err = decodeStrict(doc, &objs.serviceMonitors)
 			default:

@@ -64,11 +64,12 @@ func checkDeployment(t *testing.T, objs objects) {
 			t.Errorf("the ServiceAccount must not hand its token to pods other than the agent's")
 		}
 	})
-	t.Run("the agent may read Nodes, ENIConfigs, Pods, Namespaces and NetworkPolicies, write Events, and nothing else", func(t *testing.T) {
+	t.Run("the agent may read Nodes, ENIConfigs, Pods, Namespaces and NetworkPolicies, patch Nodes and their status, write Events, and nothing else", func(t *testing.T) {
 		role := theOne(t, "ClusterRole", objs.clusterRoles)
 		read := []string{"get", "list", "watch"}
 		want := []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: read},
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: append(read, "patch")},
+			{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch"}},
 			{APIGroups: []string{eniConfigGroup}, Resources: []string{eniConfigPlural}, Verbs: read},
 			{APIGroups: []string{""}, Resources: []string{"pods", "namespaces"}, Verbs: read},
 			{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: read},
@@ -82,6 +83,9 @@ func checkDeployment(t *testing.T, objs objects) {
 		if b.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name}) || !reflect.DeepEqual(b.Subjects, wantSubject) {
 			t.Errorf("ClusterRoleBinding %+v %+v, want the role %s bound to %+v", b.RoleRef, b.Subjects, role.Name, wantSubject)
 		}
+	})
+	t.Run("an admission policy lets the agent change its own Node alone", func(t *testing.T) {
+		checkOwnNodePolicy(t, objs, sa)
 	})
 	t.Run("the pods tolerate every taint", func(t *testing.T) {
 		if !slices.ContainsFunc(pod.Tolerations, func(tl corev1.Toleration) bool {

@@ -194,6 +194,15 @@ func run() error {
 	if veths != nil {
 		go func() { _ = veths.Run(ctx) }()
 	}
+	// The Node's condition and startup taint follow the status in their own goroutine: an API server that does
+	// not answer delays them, never an ADD.
+	reporter, err := s.nodeReporter(node.Status, log)
+	if err != nil {
+		return err
+	}
+	if reporter != nil {
+		go func() { _ = reporter.Run(ctx) }()
+	}
 	errc := make(chan error, 5)
 	parts := 4
 	handler := agent.Handler(node, log)

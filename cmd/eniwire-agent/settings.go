@@ -90,7 +90,7 @@ var table = []setting{
 	{"eni-config-label", "ENI_CONFIG_LABEL_DEF", eniconfig.DefaultLabel, "custom networking: the node label whose value names the node's ENIConfig (e.g. topology.kubernetes.io/zone); a node with neither it nor the annotation gets the ENIConfig named default"},
 	{"eni-config-annotation", "ENI_CONFIG_ANNOTATION_DEF", eniconfig.DefaultAnnotation, "custom networking: the node annotation whose value names the node's ENIConfig; it wins over the label"},
 	{"enable-network-policy", "ENABLE_NETWORK_POLICY", "true", "true: the bpf datapath enforces NetworkPolicy (networking.k8s.io/v1) on the node's pods, from the Pods, Namespaces and NetworkPolicies the agent watches (needs --node-name); false: no enforcement at all, every flow allowed (other datapaths never enforce)"},
-	{"node-name", "MY_NODE_NAME", "", "this node's name in Kubernetes (the DaemonSet sets it from spec.nodeName); custom networking watches this Node, NetworkPolicy enforcement compiles this node's pods"},
+	{"node-name", "MY_NODE_NAME", "", "this node's name in Kubernetes (the DaemonSet sets it from spec.nodeName): the agent keeps its eniwire.io/IPAMReady condition and removes its startup taint; custom networking watches it; NetworkPolicy enforcement compiles this node's pods (empty: none of these)"},
 	{"kubeconfig", "KUBECONFIG", "", "kubeconfig file for the Kubernetes API (empty: the pod's in-cluster service account)"},
 	{"log-level", "ENIWIRE_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"log-format", "ENIWIRE_LOG_FORMAT", "json", "json or text"},

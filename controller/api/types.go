@@ -187,6 +187,8 @@ type Status struct {
 	Pending     []PendingOp `json:"pending"`
 	// PoolStatus is the pool manager's last word, e.g. "subnet exhausted, backing off until ...".
 	PoolStatus string `json:"poolStatus,omitempty"`
+	// PoolReason names what PoolStatus says in one word (Pool*), or is empty with it.
+	PoolReason string `json:"poolReason,omitempty"`
 	// PrefixDelegation says whether new room comes as /28 prefixes; PrefixFallback, while set, why it comes
 	// as single IPs for now (a subnet with no free /28) and when prefixes are tried again.
 	PrefixDelegation bool   `json:"prefixDelegation"`
@@ -203,6 +205,20 @@ type Status struct {
 	// and the pods whose policy could not be written (isolated, allowing nothing).
 	NetworkPolicy string `json:"networkPolicy,omitempty"`
 }
+
+// Why the pool rests short of IPs or cannot grow, as Status.PoolReason: CamelCase, as a Kubernetes
+// condition's reason (the node's eniwire.io/IPAMReady carries it).
+const (
+	PoolMaxPods         = "MaxPodsReached"  // the pods hold as many IPs as max pods allows
+	PoolENILimit        = "ENILimitReached" // short of IPs, every ENI slot in use
+	PoolSubnetExhausted = "SubnetExhausted" // the subnet has no free addresses
+	PoolUnauthorized    = "EC2Unauthorized" // IAM denies the calls
+	PoolNoSubnet        = "NoSubnetForENI"  // no subnet takes a new ENI (custom networking's ENIConfig)
+	PoolNoDeviceIndex   = "NoDeviceIndex"   // no free device index for a new ENI
+	PoolEC2Refusing     = "EC2Refusing"     // EC2 refuses a call for another reason a retry will not fix
+	PoolENIClosed       = "ENIClosed"       // an ENI EC2 refuses new IPs for is closed to them
+	PoolGrowthFailing   = "GrowthFailing"   // the last step of growth failed and is retried
+)
 
 // Healthy is Status.Journal and Status.Datapath when they work.
 const Healthy = "ok"

@@ -62,15 +62,9 @@ func New(cfg Config) (*Source, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	// Empty paths: the in-cluster configuration.
-	rc, err := clientcmd.BuildConfigFromFlags("", cfg.Kubeconfig)
+	client, err := NewClient(cfg.Kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("reading the Kubernetes API configuration: %w", err)
-	}
-	rc.UserAgent = "eniwire-agent"
-	client, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("building the Kubernetes API client: %w", err)
+		return nil, err
 	}
 	s := &Source{
 		nodeName: cfg.NodeName, keys: keys{label: cfg.Label, annotation: cfg.Annotation},
@@ -80,6 +74,21 @@ func New(cfg Config) (*Source, error) {
 	s.node = s.informer(client, nodes, func(o *metav1.ListOptions) { o.FieldSelector = thisNode })
 	s.configs = s.informer(client, eniConfigs, func(*metav1.ListOptions) {})
 	return s, nil
+}
+
+// NewClient is the agent's client of the Kubernetes API from kubeconfig (empty: the in-cluster configuration,
+// the pod's service account); the node reporter (package nodeready) shares it.
+func NewClient(kubeconfig string) (dynamic.Interface, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("reading the Kubernetes API configuration: %w", err)
+	}
+	rc.UserAgent = "eniwire-agent"
+	client, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("building the Kubernetes API client: %w", err)
+	}
+	return client, nil
 }
 
 // informer watches one resource, recording every list and watch outcome for Err and logging every change of

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/eniwire/eniwire/controller/nodeready"
 	"github.com/eniwire/eniwire/test/cri"
 	"github.com/eniwire/eniwire/test/ec2sim"
 	"github.com/eniwire/eniwire/test/vpcfabric"
@@ -149,6 +150,8 @@ func (n *Node) startKubelet(pki *PKI, server string, maxPods int) error {
 		"--hostname-override="+n.Name, "--node-ip="+n.IP().String(),
 		"--provider-id=aws:///"+n.Instance.AZ+"/"+n.Instance.ID,
 		"--node-labels=topology.kubernetes.io/zone="+n.Instance.AZ+",node.kubernetes.io/instance-type="+n.Instance.Type,
+		// As deploy/README.md asks: no pod but the agent's until the agent removes it.
+		"--register-with-taints="+nodeready.TaintKey+"=true:NoSchedule",
 	)
 	return err
 }

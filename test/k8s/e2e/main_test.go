@@ -127,6 +127,8 @@ func TestKubernetesNode(t *testing.T) {
 	if !results.run(t, "1. node NotReady until the agent is ready, then Ready; CoreDNS Running", s.readiness) {
 		t.FailNow()
 	}
+	results.run(t, startupTaintCase, s.startupTaint)
+	results.run(t, ipamReadyCase, s.ipamReadyFollowsTheSubnet)
 	results.run(t, "2. Deployment of 30 pods: VPC addresses, books = EC2 = BPF map", s.deployment)
 	results.run(t, fillNodeCase, s.fillNode)
 	results.run(t, fullCauseCase, s.fullNodeCause)
@@ -176,4 +178,6 @@ type suite struct {
 	svcs *svcs
 	// full is node 2 filled to its max pods, from fillNode until fullNodeStayedReady.
 	full *fullNode
+	// taintedAtStart says which nodes carried the startup taint before eniwire was installed (case 1).
+	taintedAtStart map[string]bool
 }

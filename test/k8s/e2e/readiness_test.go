@@ -29,6 +29,7 @@ func (s *suite) readiness(t *testing.T) string {
 			t.Errorf("node %s NotReady for another reason than the network: %q", n.Name, msg)
 		}
 	}
+	s.recordStartupTaints(ctx, t)
 	installed := time.Now()
 	if err := s.c.InstallEniwire(ctx, "k8s-test"); err != nil {
 		t.Fatal(err)
