@@ -97,8 +97,8 @@ static __always_inline void flow_set(struct flow *f, const struct ip_addr *src, 
 		f->tuple.ipv6.dport = dport;
 		return;
 	}
-	__builtin_memcpy(&f->tuple.ipv4.saddr, &src->addr[12], 4);
-	__builtin_memcpy(&f->tuple.ipv4.daddr, &dst->addr[12], 4);
+	f->tuple.ipv4.saddr = ((const __u32 *)src->addr)[3];
+	f->tuple.ipv4.daddr = ((const __u32 *)dst->addr)[3];
 	f->tuple.ipv4.sport = sport;
 	f->tuple.ipv4.dport = dport;
 }
