@@ -30,6 +30,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/eniwire/eniwire/test/ec2sim"
@@ -247,9 +248,9 @@ func (f *Fabric) apply(ev ec2sim.Event) error {
 	case ec2sim.ENIDetached:
 		err = f.detachLocked(e.ENIID)
 	case ec2sim.IPsAssigned:
-		err = f.assignLocked(e.ENIID, e.IPs, e.Prefixes)
+		err = f.assignLocked(e.ENIID, slices.Concat(e.IPs, e.IPv6s), slices.Concat(e.Prefixes, e.IPv6Prefixes))
 	case ec2sim.IPsUnassigned:
-		err = f.unassignLocked(e.ENIID, e.IPs, e.Prefixes)
+		err = f.unassignLocked(e.ENIID, slices.Concat(e.IPs, e.IPv6s), slices.Concat(e.Prefixes, e.IPv6Prefixes))
 	case ec2sim.InstanceTerminated:
 		err = f.removeNodeLocked(e.InstanceID)
 	}
