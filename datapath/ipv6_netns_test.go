@@ -130,76 +130,6 @@ func plumbPod6(ip netip.Addr, hostMAC net.HardwareAddr) error {
 	return netlink.RouteAdd(&netlink.Route{LinkIndex: l.Attrs().Index, Dst: &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}, Gw: podGateway6})
 }
 
-// udp6Exchange is udpExchange over IPv6, with size bytes of payload and the given hop limit (0: the
-// default).
-func udp6Exchange(n ns.NetNS, src netip.Addr, dst netip.AddrPort, size, hops int, within time.Duration) error {
-	var conn *net.UDPConn
-	if err := n.Do(func(ns.NetNS) (err error) {
-		var laddr *net.UDPAddr
-		if src.IsValid() {
-			laddr = &net.UDPAddr{IP: src.AsSlice()}
-		}
-		conn, err = net.DialUDP("udp6", laddr, net.UDPAddrFromAddrPort(dst))
-		return err
-	}); err != nil {
-		return fmt.Errorf("dialing %s: %w", dst, err)
-	}
-	defer conn.Close()
-	if hops > 0 {
-		raw, err := conn.SyscallConn()
-		if err != nil {
-			return err
-		}
-		var serr error
-		if err := raw.Control(func(fd uintptr) {
-			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_UNICAST_HOPS, hops)
-		}); err != nil || serr != nil {
-			return fmt.Errorf("setting the hop limit: %v %v", err, serr)
-		}
-	}
-	msg := make([]byte, size)
-	copy(msg, "eniwire "+dst.String())
-	buf := make([]byte, 65536)
-	deadline := time.Now().Add(within)
-	var last error
-	for time.Now().Before(deadline) {
-		if _, err := conn.Write(msg); err != nil {
-			last = err
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		_ = conn.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
-		nr, err := conn.Read(buf)
-		if err == nil && string(buf[:nr]) == string(msg) {
-			return nil
-		}
-		last = err
-	}
-	return fmt.Errorf("no echo from %s within %s: %w", dst, within, last)
-}
-
-func serveUDP6Echo(t *testing.T, n ns.NetNS, at netip.AddrPort) {
-	t.Helper()
-	var conn net.PacketConn
-	if err := n.Do(func(ns.NetNS) (err error) {
-		conn, err = net.ListenPacket("udp6", at.String())
-		return err
-	}); err != nil {
-		t.Fatalf("listening on %s: %v", at, err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	go func() {
-		buf := make([]byte, 65536)
-		for {
-			n, from, err := conn.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			_, _ = conn.WriteTo(buf[:n], from)
-		}
-	}()
-}
-
 // TestPacketsFlowOverIPv6ThroughNamespaces: real BPF on a node in network namespaces, over IPv6: pod to
 // pod on the node (redirect_peer), pod to a VPC host out of the ENI (redirect_neigh by the FIB's next hop)
 // and back (to_pod), a forged source dropped, hop limit 1 answered by the node with ICMPv6 time exceeded,
@@ -216,19 +146,19 @@ func TestPacketsFlowOverIPv6ThroughNamespaces(t *testing.T) {
 	})
 	f.wire(t, d)
 	f.addIPv6(t, d)
-	serveUDP6Echo(t, f.pod2, netip.AddrPortFrom(fabricPod2v6, 7000))
-	serveUDP6Echo(t, f.vpc, netip.AddrPortFrom(fabricVPCHost, 7000))
+	serveUDPEcho(t, f.pod2, netip.AddrPortFrom(fabricPod2v6, 7000))
+	serveUDPEcho(t, f.vpc, netip.AddrPortFrom(fabricVPCHost, 7000))
 
 	t.Run("pod to pod on the node", func(t *testing.T) {
 		before := counterNow(t, d.Reader, VerdictFromPodToPeer)
-		if err := udp6Exchange(f.pod1, netip.Addr{}, netip.AddrPortFrom(fabricPod2v6, 7000), 64, 0, 5*time.Second); err != nil {
+		if err := udpExchangeSized(f.pod1, netip.Addr{}, netip.AddrPortFrom(fabricPod2v6, 7000), 64, 0, 5*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		waitCounter(t, d.Reader, VerdictFromPodToPeer, before+2) // the request and the echo
 	})
 	t.Run("pod to a VPC host out of the ENI, and back into the pod", func(t *testing.T) {
 		out, in := counterNow(t, d.Reader, VerdictFromPodOutENI), counterNow(t, d.Reader, VerdictToPodToPeer)
-		if err := udp6Exchange(f.pod1, netip.Addr{}, netip.AddrPortFrom(fabricVPCHost, 7000), 64, 0, 5*time.Second); err != nil {
+		if err := udpExchangeSized(f.pod1, netip.Addr{}, netip.AddrPortFrom(fabricVPCHost, 7000), 64, 0, 5*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		waitCounter(t, d.Reader, VerdictFromPodOutENI, out+1)
@@ -239,14 +169,14 @@ func TestPacketsFlowOverIPv6ThroughNamespaces(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := counterNow(t, d.Reader, VerdictFromPodSpoof)
-		if err := udp6Exchange(f.pod1, fabricPod2v6, netip.AddrPortFrom(fabricVPCHost, 7000), 64, 0, time.Second); err == nil {
+		if err := udpExchangeSized(f.pod1, fabricPod2v6, netip.AddrPortFrom(fabricVPCHost, 7000), 64, 0, time.Second); err == nil {
 			t.Fatal("the VPC host answered a pod sending as another")
 		}
 		waitCounter(t, d.Reader, VerdictFromPodSpoof, before+1)
 	})
 	t.Run("hop limit 1 is answered by the node with time exceeded", func(t *testing.T) {
 		before, received := counterNow(t, d.Reader, VerdictFromPodTTL), snmp6(t, f.pod1, "Icmp6InTimeExcds")
-		if err := udp6Exchange(f.pod1, fabricPod1v6, netip.AddrPortFrom(fabricVPCHost, 7000), 64, 1, time.Second); err == nil {
+		if err := udpExchangeSized(f.pod1, fabricPod1v6, netip.AddrPortFrom(fabricVPCHost, 7000), 64, 1, time.Second); err == nil {
 			t.Fatal("the VPC host answered a packet with hop limit 1")
 		}
 		waitCounter(t, d.Reader, VerdictFromPodTTL, before+1)
@@ -261,7 +191,7 @@ func TestPacketsFlowOverIPv6ThroughNamespaces(t *testing.T) {
 			t.Fatal(err)
 		}
 		before, received := counterNow(t, d.Reader, VerdictFromPodTooBig), snmp6(t, f.pod1, "Icmp6InPktTooBigs")
-		if err := udp6Exchange(f.pod1, fabricPod1v6, netip.AddrPortFrom(fabricVPCHost, 7000), 1400, 0, 5*time.Second); err != nil {
+		if err := udpExchangeSized(f.pod1, fabricPod1v6, netip.AddrPortFrom(fabricVPCHost, 7000), 1400, 0, 5*time.Second); err != nil {
 			t.Fatal(err)
 		}
 		waitCounter(t, d.Reader, VerdictFromPodTooBig, before+1)
