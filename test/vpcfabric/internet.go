@@ -104,6 +104,15 @@ func (f *Fabric) allowInternet(ip netip.Addr, allow bool) error {
 
 var counterPackets = regexp.MustCompile(`counter packets (\d+)`)
 
+// EgressOnlyDrops is how many IPv6 packets the egress-only internet gateway dropped: from the internet,
+// in no flow the VPC opened.
+func (f *Fabric) EgressOnlyDrops() (uint64, error) {
+	if err := f.usable(); err != nil {
+		return 0, err
+	}
+	return readCounter(f.vpc.path(), "ip6", "forward")
+}
+
 // InternetDrops is how many packets the internet host has dropped because their source was not a node's
 // primary IP.
 func (f *Fabric) InternetDrops() (uint64, error) {

@@ -17,8 +17,10 @@ import (
 
 // TestRouterRoutesIPv6AndChecksItsSources: the router follows the simulator's IPv6 assignments made
 // through the real SDK (a /80 prefix and an address on the primary ENI are routed through its veth, and
-// unrouted when unassigned), and its source/destination check applies to IPv6: a node sending from an
-// IPv6 address its ENI does not hold is dropped by the VPC, from one it holds is not.
+// unrouted when unassigned); its source/destination check applies to IPv6 (a node sending from an IPv6
+// address its ENI does not hold is dropped by the VPC, from one it holds is not); the internet host is
+// reachable over IPv6 through an egress-only gateway that lets no flow in; a smaller hop answers Packet Too
+// Big.
 func TestRouterRoutesIPv6AndChecksItsSources(t *testing.T) {
 	w := newWorldWith(t, func(sim *ec2sim.Sim) error {
 		if _, err := sim.AddVPCIPv6Block(vpcID, "2600:1f14:e0::/56"); err != nil {
@@ -57,13 +59,14 @@ func TestRouterRoutesIPv6AndChecksItsSources(t *testing.T) {
 		t.Errorf("routes via the primary ENI's veth = %v, want %s and %s/128 among them", routes, prefix80, held)
 	}
 
+	nl, err := netlink.NewHandleAt(mustNS(t, w.node.NetnsPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+
 	t.Run("the VPC drops an IPv6 source its ENI does not hold, and passes one it holds", func(t *testing.T) {
 		forged := netip.MustParseAddr("2600:1f14:e0:1::dead")
-		nl, err := netlink.NewHandleAt(mustNS(t, w.node.NetnsPath))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nl.Close()
 		eth0, err := nl.LinkByName("eth0")
 		if err != nil {
 			t.Fatal(err)
@@ -114,6 +117,69 @@ func TestRouterRoutesIPv6AndChecksItsSources(t *testing.T) {
 		}
 		if n := send(forged); n == 0 {
 			t.Errorf("the VPC let packets from %s, no address of the ENI, through", forged)
+		}
+	})
+
+	t.Run("the internet host is reachable over IPv6 through the egress-only gateway", func(t *testing.T) {
+		inet := w.fab.Internet()
+		addr, peers := echoServer(t, inet.NetnsPath, inet.IPv6)
+		if err := dialFrom(w.node.NetnsPath, held, "", addr, 5*time.Second); err != nil {
+			t.Fatalf("connecting from %s to the internet host %s: %v", held, addr, err)
+		}
+		if got := <-peers; got != held {
+			t.Errorf("the internet host saw source %s, want %s (IPv6 is not translated)", got, held)
+		}
+	})
+
+	t.Run("the internet cannot open a flow into the VPC over IPv6", func(t *testing.T) {
+		before, err := w.fab.EgressOnlyDrops()
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, peers := echoServer(t, w.node.NetnsPath, held)
+		if err := dialFrom(w.fab.Internet().NetnsPath, netip.Addr{}, "", addr, 500*time.Millisecond); err == nil {
+			t.Errorf("the internet host opened a connection to %s", addr)
+		}
+		select {
+		case p := <-peers:
+			t.Errorf("the node accepted a connection from %s", p)
+		default:
+		}
+		if after, err := w.fab.EgressOnlyDrops(); err != nil || after == before {
+			t.Errorf("egress-only drops %d -> %d (%v), want more", before, after, err)
+		}
+	})
+
+	t.Run("a 1280-byte hop answers Packet Too Big, as the VPC does not fragment IPv6", func(t *testing.T) {
+		if err := w.fab.SetVPCHostHopMTU(1280); err != nil {
+			t.Fatal(err)
+		}
+		dst := net.UDPAddrFromAddrPort(netip.AddrPortFrom(w.fab.VPCHost().IPv6, 9))
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			var mtu int
+			if err := Do(w.node.NetnsPath, func() error {
+				c, err := net.DialUDP("udp6", &net.UDPAddr{IP: held.AsSlice()}, dst)
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				_, _ = c.Write(make([]byte, 1400))
+				time.Sleep(50 * time.Millisecond)
+				routes, err := nl.RouteGet(dst.IP)
+				if err == nil && len(routes) == 1 {
+					mtu = routes[0].MTU
+				}
+				return err
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if mtu == 1280 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the node's route to %s has MTU %d, want 1280 learnt from Packet Too Big", dst.IP, mtu)
+			}
 		}
 	})
 

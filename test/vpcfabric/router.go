@@ -32,7 +32,9 @@ import (
 // router answers every ARP request. For IP packets both checks drop exactly the same packets. IPv6 has no
 // rp_filter at all: the same rule in an ip6 table is its source/destination check (an ENI's IPv6 addresses
 // and /80 prefixes are routed through its veth like its IPv4 ones; link-local sources pass, each router
-// link having its fe80::/64).
+// link having its fe80::/64). The forward chain is the egress-only internet gateway of IPv6: the
+// internet host reaches the VPC only in flows the VPC opened (IPv6 is never translated, so this, not a
+// NAT, is what keeps the internet out).
 const sourceCheckRuleset = `table ip ` + gateTable + ` {
 	chain prerouting {
 		type filter hook prerouting priority raw; policy accept;
@@ -43,6 +45,10 @@ table ip6 ` + gateTable + ` {
 	chain prerouting {
 		type filter hook prerouting priority raw; policy accept;
 		fib saddr . iif oif missing counter drop
+	}
+	chain forward {
+		type filter hook forward priority filter; policy accept;
+		iifname "inet" ct state != { established, related } counter drop
 	}
 }
 `
@@ -129,6 +135,34 @@ type Host struct {
 	IP               netip.Addr
 	// Prefix is the host's on-link network; the router holds its first address.
 	Prefix netip.Prefix
+	// IPv6 is the host's IPv6 address (the router holds its /64's first address).
+	IPv6 netip.Addr
+}
+
+// addHostIPv6 gives a host (its netns n, wired to the router by routerLink) an IPv6 address: the router
+// holds the prefix's first address, the host a default route via it. No duplicate address detection: the
+// addresses are the fabric's to give.
+func (f *Fabric) addHostIPv6(n *namespace, routerLink string, addr netip.Prefix) error {
+	gw := addr.Masked().Addr().Next()
+	link, err := f.vpc.nl.LinkByName(routerLink)
+	if err != nil {
+		return fmt.Errorf("finding router link %s: %w", routerLink, err)
+	}
+	if err := f.vpc.nl.AddrReplace(link, &netlink.Addr{IPNet: ipNet(netip.PrefixFrom(gw, addr.Bits())), Flags: unix.IFA_F_NODAD}); err != nil {
+		return fmt.Errorf("adding %s to router link %s: %w", gw, routerLink, err)
+	}
+	eth0, err := n.nl.LinkByName("eth0")
+	if err != nil {
+		return fmt.Errorf("finding eth0 in netns %s: %w", n.name, err)
+	}
+	if err := n.nl.AddrReplace(eth0, &netlink.Addr{IPNet: ipNet(addr), Flags: unix.IFA_F_NODAD}); err != nil {
+		return fmt.Errorf("adding %s in netns %s: %w", addr, n.name, err)
+	}
+	def := &netlink.Route{LinkIndex: eth0.Attrs().Index, Dst: ipNet(netip.MustParsePrefix("::/0")), Gw: gw.AsSlice()}
+	if err := n.nl.RouteReplace(def); err != nil {
+		return fmt.Errorf("adding the IPv6 default route via %s in netns %s: %w", gw, n.name, err)
+	}
+	return nil
 }
 
 // addHost creates a netns for a host at addr (an address with its prefix length), wires it to the router
