@@ -185,6 +185,17 @@
 // before it (forwarding makes accept_ra=1 ignore advertisements); host veths keep accept_ra=0 and
 // accept_redirects=0 (set today).
 //
+// IPv4 egress of IPv6 pods (designed, not built). As the AWS VPC CNI does, each IPv6 pod gets a second,
+// node-local IPv4 address from 169.254.172.0/22, one per pod, and the IPv4 default route via 169.254.1.1 it
+// has today; the agent writes that address as a pods entry of its own on the pod's veth, so from_pod's
+// source check covers it unchanged (IPv4 from any other address is dropped as spoofed). Such a packet goes
+// to the host whatever its destination and whatever SNAT says (a source in the node-local range has no
+// VPC route to leave by: one new check on the source's routes entry, ROUTE_HOST for 169.254.0.0/16), where
+// one masquerade rule of the snat package, "from 169.254.172.0/22 out of the primary ENI", translates it
+// to the node's primary IPv4; conntrack un-NATs the replies, which to_pod hands to the host as it does
+// every flow the host carries. A pod's IPv4 address that is node-local never appears in the VPC, so the
+// fabric's source check and the VPC's need nothing new.
+//
 // # A router's manners
 //
 // On the fast paths the programs decrement the TTL and hand a packet that would expire to the host (which
