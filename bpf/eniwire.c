@@ -2,7 +2,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* eniwire's programs: the tc programs eniw_from_pod on each pod's host veth (ingress), eniw_to_vpc on every
  * managed ENI (egress), eniw_to_pod on every managed ENI (ingress), and eniw_forward, a netfilter program at
- * the node's IPv4 FORWARD hook. Every decision is a hash, LPM or conntrack lookup, so the cost per packet
+ * the node's IPv4 and IPv6 FORWARD hooks. Every decision is a hash, LPM or conntrack lookup, so the cost per packet
  * does not grow with the number of pods, nor with the size of the NetworkPolicy of a pod (policy.h).
  *
  * NetworkPolicy on the fast paths: before a packet takes one, its flow is judged against the policies of
@@ -672,7 +672,40 @@ extern void *bpf_dynptr_slice(const struct bpf_dynptr *ptr, __u32 offset, void *
 #define IP_CT_UNTRACKED 7
 #define NFCT_INFOMASK 7UL
 
-/* Attach point: netfilter, IPv4 FORWARD (a BPF netfilter link): every packet the host stack forwards,
+/* forward_addrs reads a forwarded packet's addresses (IPv4-mapped for IPv4), its protocol, the offset of
+ * its L4 header, and whether it is a later fragment. It returns -1 for what is not IPv4 or IPv6. An IPv6
+ * packet's L4 header is taken to follow its fixed header: conntrack, which runs before this hook, has
+ * reassembled fragments, and any other extension header leaves the protocol unknown, judged without ports. */
+static __always_inline int forward_addrs(struct bpf_dynptr *ptr, struct ip_addr *src, struct ip_addr *dst, __u8 *protocol,
+					 __u32 *l4_off, int *later_fragment)
+{
+	struct ipv6_head ip6_buf;
+	struct ipv6_head *ip6 = bpf_dynptr_slice(ptr, 0, &ip6_buf, sizeof(struct iphdr));
+	if (!ip6)
+		return -1;
+	struct iphdr *ip = (struct iphdr *)ip6;
+	if (ip->version == 4 && ip->ihl >= 5) {
+		ip_addr_from_v4(src, ip->saddr);
+		ip_addr_from_v4(dst, ip->daddr);
+		*protocol = ip->protocol;
+		*l4_off = ip->ihl * 4;
+		*later_fragment = (ip->frag_off & bpf_htons(IP_OFFSET)) != 0;
+		return 0;
+	}
+	if (ip->version != 6)
+		return -1;
+	ip6 = bpf_dynptr_slice(ptr, 0, &ip6_buf, sizeof(ip6_buf));
+	if (!ip6)
+		return -1;
+	__builtin_memcpy(src->addr, ip6->saddr, 16);
+	__builtin_memcpy(dst->addr, ip6->daddr, 16);
+	*protocol = ip6->nexthdr;
+	*l4_off = IPV6_HLEN;
+	*later_fragment = 0;
+	return 0;
+}
+
+/* Attach point: netfilter, IPv4 and IPv6 FORWARD (a BPF netfilter link each): every packet the host stack forwards,
  * after conntrack and kube-proxy's DNAT (PREROUTING) and before SNAT (POSTROUTING), so on the addresses
  * and ports the flow really has: a Service's backend and targetPort, a NodePort's pod, a pod's internet
  * peer before masquerading. The fast paths never come here. Every packet of a flow with an isolated pod
@@ -684,24 +717,19 @@ int eniw_forward(struct bpf_nf_ctx *ctx)
 {
 	struct sk_buff___eniwire *skb = (struct sk_buff___eniwire *)ctx->skb;
 	struct bpf_dynptr ptr;
-	struct iphdr iph_buf;
 	__u32 len = skb->len;
 
 	if (bpf_dynptr_from_skb((struct __sk_buff *)ctx->skb, 0, &ptr))
 		return NF_ACCEPT;
-	struct iphdr *ip = bpf_dynptr_slice(&ptr, 0, &iph_buf, sizeof(iph_buf));
-	if (!ip || ip->version != 4 || ip->ihl < 5)
+	struct ip_addr saddr, daddr;
+	__u8 protocol = 0;
+	__u32 l4_off = 0;
+	int later_fragment = 0;
+	if (forward_addrs(&ptr, &saddr, &daddr, &protocol, &l4_off, &later_fragment) < 0)
 		return NF_ACCEPT;
-	__be32 saddr = ip->saddr, daddr = ip->daddr;
-	__u8 protocol = ip->protocol;
-	__u32 l4_off = ip->ihl * 4;
-	int later_fragment = (ip->frag_off & bpf_htons(IP_OFFSET)) != 0;
 
-	struct ip_addr a;
-	ip_addr_from_v4(&a, saddr);
-	struct pod_value *src = bpf_map_lookup_elem(&pods, &a);
-	ip_addr_from_v4(&a, daddr);
-	struct pod_value *dst = bpf_map_lookup_elem(&pods, &a);
+	struct pod_value *src = bpf_map_lookup_elem(&pods, &saddr);
+	struct pod_value *dst = bpf_map_lookup_elem(&pods, &daddr);
 	__u32 src_flags = src ? src->flags : 0, dst_flags = dst ? dst->flags : 0;
 	if (!((src_flags | dst_flags) & ISOLATED))
 		return NF_ACCEPT;
@@ -722,8 +750,8 @@ int eniw_forward(struct bpf_nf_ctx *ctx)
 		}
 	}
 	struct opening o = {.protocol = protocol};
-	ip_addr_from_v4(&o.opener, reply ? daddr : saddr);
-	ip_addr_from_v4(&o.responder, reply ? saddr : daddr);
+	o.opener = reply ? daddr : saddr;
+	o.responder = reply ? saddr : daddr;
 	o.opener_flags = reply ? dst_flags : src_flags;
 	o.responder_flags = reply ? src_flags : dst_flags;
 	o.port = reply ? ports[0] : ports[1];

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/cilium/ebpf"
+
 	"github.com/eniwire/eniwire/datapath/dptypes"
 )
 
@@ -168,4 +170,41 @@ func TestPolicyVerdictsOverIPv6(t *testing.T) {
 		{"ICMPv6 echo the ingress rules do not name is denied", toPod, 0, frame6(vpcPeer6, pod2v6, protoICMPv6, 7, 0), tcActShot, VerdictToPodIngressDenied},
 		{"the pod's IPv4 address, which no policy selects, is not isolated by its IPv6 one's", fromPod, vethPod1, frame(pod1, vpcPeer, protoTCP, 40003, 443), tcActRedirect, VerdictFromPodOutENI},
 	})
+}
+
+// TestForwardVerdictsOverIPv6: eniw_forward judges the IPv6 flows the host carries as it judges IPv4's, at
+// the IPv6 FORWARD hook.
+func TestForwardVerdictsOverIPv6(t *testing.T) {
+	d := openTest(t, testConfig6(true))
+	putTestState6(t, d)
+	setPolicy(t, d, pod1v6, dptypes.PodPolicy{EgressIsolated: true, Egress: []dptypes.PeerPorts{
+		{Peer: prefix("2600:1f14:e0:1:a::/80"), Ports: []dptypes.PortRange{tcp(80, 80)}},
+	}})
+	setPolicy(t, d, pod2v6, dptypes.PodPolicy{IngressIsolated: true, Ingress: []dptypes.PeerPorts{
+		{Peer: prefix("2600:1f14:e0:1:a::21/128"), Ports: []dptypes.PortRange{tcp(80, 80)}},
+	}})
+	for _, c := range []struct {
+		name    string
+		pkt     []byte
+		want    uint32
+		verdict Verdict
+	}{
+		{"pod1 to pod2 after a Service's DNAT, on a port both allow", frame6(pod1v6, pod2v6, protoTCP, 40000, 80), nfAccept, VerdictForwardEgressAllowed},
+		{"pod1 to the internet: its egress denies it", frame6(pod1v6, internet6, protoTCP, 40000, 443), nfDrop, VerdictForwardEgressDenied},
+		{"a VPC client to pod2 through a NodePort: its ingress denies it", frame6(vpcPeer6, pod2v6, protoTCP, 999, 80), nfDrop, VerdictForwardIngressDenied},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			before := counterNow(t, d.Reader, c.verdict)
+			ret, err := d.objs.EniwForward.Run(&ebpf.RunOptions{Data: c.pkt, Context: nfHookState{Hook: nfInetForward, PF: nfProtoIPv6}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ret != c.want {
+				t.Errorf("eniw_forward returned %d, want %d", ret, c.want)
+			}
+			if got := counterNow(t, d.Reader, c.verdict) - before; got != 1 {
+				t.Errorf("%s/%s counted %d packets, want 1", c.verdict.Program(), c.verdict, got)
+			}
+		})
+	}
 }

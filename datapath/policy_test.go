@@ -350,6 +350,7 @@ type nfHookState struct {
 const (
 	nfInetForward = 2
 	nfProtoIPv4   = 2
+	nfProtoIPv6   = 10
 	nfDrop        = 0
 	nfAccept      = 1
 )
