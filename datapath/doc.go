@@ -184,8 +184,10 @@
 // proxy NDP and the pod never solicits its gateway; the host routes the pod's /128 on the host veth and
 // resolves it with neighbour discovery from the host veth's own link-local address, which the veth must
 // keep (disable_ipv6 0). The node sets net.ipv6.conf.all.forwarding=1, and accept_ra=2 on the primary ENI
-// before it (forwarding makes accept_ra=1 ignore advertisements); host veths keep accept_ra=0 and
-// accept_redirects=0 (set today).
+// before it (forwarding makes accept_ra=1 ignore advertisements): nodenet.Config.IPv6, which no agent
+// setting turns on yet. Host veths keep accept_ra=0 and accept_redirects=0 (set today); no proxy_ndp. The
+// CNI plugin's part (the /128, the route and the neighbour entry in the pod, the host /128 route) is what
+// TestPacketsFlowOverIPv6ThroughNamespaces plumbs by hand (plumbPod6).
 //
 // IPv4 egress of IPv6 pods (designed, not built). As the AWS VPC CNI does, each IPv6 pod gets a second,
 // node-local IPv4 address from 169.254.172.0/22, one per pod, and the IPv4 default route via 169.254.1.1 it
