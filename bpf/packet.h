@@ -34,8 +34,6 @@ enum parse_result {
 struct packet {
 	struct ip_addr src; /* IPv4-mapped for IPv4 */
 	struct ip_addr dst;
-	__be32 saddr; /* IPv4 only: the addresses as the header has them */
-	__be32 daddr;
 	__u32 len;
 	__u32 l4_off;  /* offset of the L4 header in the frame: after the IPv4 options or IPv6 fragment header */
 	__u8 protocol; /* IPv6: the next header after a fragment header, if any */
@@ -155,8 +153,6 @@ static __always_inline enum parse_result parse_ipv4(struct __sk_buff *skb, struc
 	p->family = FAMILY_IPV4;
 	ip_addr_from_v4(&p->src, ip->saddr);
 	ip_addr_from_v4(&p->dst, ip->daddr);
-	p->saddr = ip->saddr;
-	p->daddr = ip->daddr;
 	p->protocol = ip->protocol;
 	p->ttl = ip->ttl;
 	p->check = ip->check;
