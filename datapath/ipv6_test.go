@@ -4,8 +4,6 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/cilium/ebpf"
-
 	"github.com/eniwire/eniwire/datapath/dptypes"
 )
 
@@ -183,28 +181,9 @@ func TestForwardVerdictsOverIPv6(t *testing.T) {
 	setPolicy(t, d, pod2v6, dptypes.PodPolicy{IngressIsolated: true, Ingress: []dptypes.PeerPorts{
 		{Peer: prefix("2600:1f14:e0:1:a::21/128"), Ports: []dptypes.PortRange{tcp(80, 80)}},
 	}})
-	for _, c := range []struct {
-		name    string
-		pkt     []byte
-		want    uint32
-		verdict Verdict
-	}{
+	runForwardCases(t, d, nfProtoIPv6, []forwardCase{
 		{"pod1 to pod2 after a Service's DNAT, on a port both allow", frame6(pod1v6, pod2v6, protoTCP, 40000, 80), nfAccept, VerdictForwardEgressAllowed},
 		{"pod1 to the internet: its egress denies it", frame6(pod1v6, internet6, protoTCP, 40000, 443), nfDrop, VerdictForwardEgressDenied},
 		{"a VPC client to pod2 through a NodePort: its ingress denies it", frame6(vpcPeer6, pod2v6, protoTCP, 999, 80), nfDrop, VerdictForwardIngressDenied},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			before := counterNow(t, d.Reader, c.verdict)
-			ret, err := d.objs.EniwForward.Run(&ebpf.RunOptions{Data: c.pkt, Context: nfHookState{Hook: nfInetForward, PF: nfProtoIPv6}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ret != c.want {
-				t.Errorf("eniw_forward returned %d, want %d", ret, c.want)
-			}
-			if got := counterNow(t, d.Reader, c.verdict) - before; got != 1 {
-				t.Errorf("%s/%s counted %d packets, want 1", c.verdict.Program(), c.verdict, got)
-			}
-		})
-	}
+	})
 }
