@@ -2,17 +2,19 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* eniwire's programs: the tc programs eniw_from_pod on each pod's host veth (ingress), eniw_to_vpc on every
  * managed ENI (egress), eniw_to_pod on every managed ENI (ingress), and eniw_forward, a netfilter program at
- * the node's IPv4 FORWARD hook. Every decision is a hash, LPM or conntrack lookup, so the cost per packet
+ * the node's IPv4 and IPv6 FORWARD hooks. Every decision is a hash, LPM or conntrack lookup, so the cost per packet
  * does not grow with the number of pods, nor with the size of the NetworkPolicy of a pod (policy.h).
  *
  * NetworkPolicy on the fast paths: before a packet takes one, its flow is judged against the policies of
  * the pods at either end (flow_detour), and a denied packet is dropped, never detoured to the host.
  *
- * The fast paths (redirect_peer into a pod, redirect_neigh out of an ENI) behave as a router: a packet of a
- * flow the host carries goes to the host (flow.h), the TTL is decremented and a packet about to expire goes
- * to the host, which answers with ICMP time exceeded; a packet too big for the next hop goes to the host,
- * which fragments it or answers fragmentation needed; a packet with IPv4 options or a bad header checksum
- * goes to the host, which acts on it as a Linux router does.
+ * The fast paths (redirect_peer into a pod, redirect_neigh out of an ENI) behave as a router, for IPv4 and
+ * IPv6 alike (packet.h parses both into one struct packet): a packet of a flow the host carries goes to the
+ * host (flow.h), the TTL or hop limit is decremented and a packet about to expire goes to the host, which
+ * answers with ICMP or ICMPv6 time exceeded; a packet too big for the next hop goes to the host, which
+ * fragments it or answers fragmentation needed (IPv4) or Packet Too Big (IPv6); a packet with IPv4 options,
+ * a bad IPv4 header checksum or an IPv6 hop-by-hop header goes to the host, which acts on it as a Linux
+ * router does.
  *
  * What they count (maps.h): every packet under one verdict of the program that saw it; a redirect is
  * counted when the helper accepts it, so a packet the kernel still drops afterwards (the pod's interface
@@ -36,14 +38,13 @@
 #ifndef AF_INET
 #define AF_INET 2
 #endif
+#ifndef AF_INET6
+#define AF_INET6 10
+#endif
 
 #define ETH_P_ARP_ 0x0806
-#define ETH_P_IPV6_ 0x86DD
 #define ETH_P_8021Q_ 0x8100
 #define ETH_P_8021AD_ 0x88A8
-#define IPPROTO_ICMPV6_ 58
-#define NDISC_NEIGHBOUR_SOLICITATION 135
-#define NDISC_NEIGHBOUR_ADVERTISEMENT 136
 
 /* Set by the loader before load (datapath.Config.SNAT). When off, every destination that is neither a pod
  * of this node nor a host route leaves by the pod's ENI, as with AWS_VPC_K8S_CNI_EXTERNALSNAT. When on, such
@@ -86,6 +87,7 @@ enum detour {
 	DETOUR_EGRESS_DENIED,  /* a policy isolating the opener of its flow allows no such flow: dropped */
 	DETOUR_INGRESS_DENIED, /* a policy isolating the responder of its flow allows no such flow: dropped */
 	DETOUR_IP_HEADER, /* its IPv4 header is one a router acts on: options, or a bad checksum */
+	DETOUR_IPV6_HEADER, /* its IPv6 header is followed by hop-by-hop options, which a router reads */
 	DETOUR_HOST_FLOW, /* its flow is the host's */
 	DETOUR_TTL,       /* it would expire at this hop */
 	DETOUR_TOO_BIG,   /* it does not fit the next hop's MTU */
@@ -117,7 +119,7 @@ static __always_inline int ip_header_needs_host(struct __sk_buff *skb, struct pa
 /* The verdicts a program counts a fast-path packet under: delivered, why it detoured to the host, or what
  * the policy said of it. */
 struct fast_verdicts {
-	enum verdict delivered, ip_header, host_flow, ttl, too_big;
+	enum verdict delivered, ip_header, ipv6_header, host_flow, ttl, too_big;
 	enum verdict egress_denied, ingress_denied, egress_allowed, ingress_allowed;
 };
 
@@ -150,15 +152,17 @@ static __always_inline void count_opening(struct opening *o, struct fast_verdict
 
 /* opening_of is the opening of the flow of a packet whose tuple is t: t itself when the packet travels in
  * the flow's original direction, t reversed when it is a reply. */
-static __always_inline struct opening opening_of(struct packet *p, struct ends e, __be32 saddr, __be32 daddr,
-						 __be16 sport, __be16 dport, __u8 protocol, int reply)
+static __always_inline struct opening opening_of(struct packet *p, struct ends e, const struct ip_addr *saddr,
+						 const struct ip_addr *daddr, __be16 sport, __be16 dport, __u8 protocol,
+						 int reply)
 {
 	struct opening o = {.protocol = protocol};
-	o.opener = reply ? daddr : saddr;
-	o.responder = reply ? saddr : daddr;
+	o.opener = reply ? *daddr : *saddr;
+	o.responder = reply ? *saddr : *daddr;
 	o.port = reply ? sport : dport;
-	o.opener_flags = o.opener == p->saddr ? e.src_flags : o.opener == p->daddr ? e.dst_flags : 0;
-	o.responder_flags = o.responder == p->saddr ? e.src_flags : o.responder == p->daddr ? e.dst_flags : 0;
+	o.opener_flags = ip_addr_eq(&o.opener, &p->src) ? e.src_flags : ip_addr_eq(&o.opener, &p->dst) ? e.dst_flags : 0;
+	o.responder_flags =
+		ip_addr_eq(&o.responder, &p->src) ? e.src_flags : ip_addr_eq(&o.responder, &p->dst) ? e.dst_flags : 0;
 	return o;
 }
 
@@ -191,6 +195,18 @@ static __always_inline enum stateless_way stateless_way(struct __sk_buff *skb, s
 			return STATELESS_REPLY;
 		}
 		return STATELESS_REQUEST;
+	case IPPROTO_ICMPV6_:
+		if (bpf_skb_load_bytes(skb, p->l4_off, &type, 1) < 0)
+			return STATELESS_REQUEST;
+		switch (type) {
+		case ICMPV6_ECHO_REPLY:
+		case ICMPV6_DEST_UNREACH:
+		case ICMPV6_PKT_TOOBIG:
+		case ICMPV6_TIME_EXCEED:
+		case ICMPV6_PARAMPROB:
+			return STATELESS_REPLY;
+		}
+		return STATELESS_REQUEST;
 	case IPPROTO_SCTP:
 		/* The first chunk follows the 12-byte common header; an INIT opens an association. */
 		if (p->fragment || bpf_skb_load_bytes(skb, p->l4_off + 12, &type, 1) < 0 || type == SCTP_CHUNK_INIT)
@@ -213,10 +229,10 @@ static __always_inline enum detour judge_stateless(struct __sk_buff *skb, struct
 		if (ports_at(skb, p->l4_off, ports) < 0)
 			ports[0] = ports[1] = 0;
 	enum stateless_way way = stateless_way(skb, p);
-	struct opening o = opening_of(p, e, p->saddr, p->daddr, ports[0], ports[1], p->protocol, way == STATELESS_REPLY);
+	struct opening o = opening_of(p, e, &p->src, &p->dst, ports[0], ports[1], p->protocol, way == STATELESS_REPLY);
 	enum policy_result r = judge(&o);
 	if (r != POLICY_ALLOWED && way == STATELESS_EITHER) {
-		struct opening back = opening_of(p, e, p->saddr, p->daddr, ports[0], ports[1], p->protocol, 1);
+		struct opening back = opening_of(p, e, &p->src, &p->dst, ports[0], ports[1], p->protocol, 1);
 		if (judge(&back) == POLICY_ALLOWED) {
 			o = back;
 			r = POLICY_ALLOWED;
@@ -257,8 +273,9 @@ static __always_inline enum detour flow_detour(struct __sk_buff *skb, struct pac
 		}
 		return f.path == FLOW_HOST ? DETOUR_HOST_FLOW : DETOUR_NONE;
 	}
-	__be32 saddr = f.tuple.ipv4.saddr, daddr = f.tuple.ipv4.daddr;
-	__be16 sport = f.tuple.ipv4.sport, dport = f.tuple.ipv4.dport;
+	struct ip_addr saddr, daddr;
+	__be16 sport, dport;
+	flow_ends(&f, &saddr, &daddr, &sport, &dport);
 	__u8 dir = 0;
 	struct nf_conn *ct = ct_lookup(skb, &f, &dir);
 	if (ct) {
@@ -266,7 +283,7 @@ static __always_inline enum detour flow_detour(struct __sk_buff *skb, struct pac
 			bpf_ct_release(ct);
 			return DETOUR_HOST_FLOW;
 		}
-		struct opening o = opening_of(p, e, saddr, daddr, sport, dport, f.protocol, dir != 0);
+		struct opening o = opening_of(p, e, &saddr, &daddr, sport, dport, f.protocol, dir != 0);
 		enum policy_result r = judge(&o);
 		if (r == POLICY_ALLOWED)
 			bpf_ct_change_timeout(ct, ct_timeout(skb, p));
@@ -275,7 +292,7 @@ static __always_inline enum detour flow_detour(struct __sk_buff *skb, struct pac
 	}
 	if (!isolated)
 		return DETOUR_NONE;
-	struct opening o = opening_of(p, e, saddr, daddr, sport, dport, f.protocol, 0);
+	struct opening o = opening_of(p, e, &saddr, &daddr, sport, dport, f.protocol, 0);
 	enum policy_result r = judge(&o);
 	if (r != POLICY_ALLOWED) {
 		report_denial(&o, r, r == POLICY_EGRESS_DENIED ? v.egress_denied : v.ingress_denied);
@@ -297,7 +314,10 @@ static __always_inline enum detour detour_of(struct __sk_buff *skb, struct packe
 	enum detour d = flow_detour(skb, p, e, v);
 	if (d == DETOUR_EGRESS_DENIED || d == DETOUR_INGRESS_DENIED)
 		return d;
-	if (ip_header_needs_host(skb, p))
+	if (p->family == FAMILY_IPV6) {
+		if (p->hop_by_hop)
+			return DETOUR_IPV6_HEADER;
+	} else if (ip_header_needs_host(skb, p))
 		return DETOUR_IP_HEADER;
 	if (d != DETOUR_NONE)
 		return d;
@@ -313,10 +333,21 @@ static __always_inline enum detour detour_of(struct __sk_buff *skb, struct packe
 }
 
 /* redirect_neigh_eni sends the packet out of an ENI towards that ENI's subnet gateway, letting the
- * neighbour subsystem fill in the MACs. */
-static __always_inline long redirect_neigh_eni(__u32 eni_ifindex, struct eni_value *eni)
+ * neighbour subsystem fill in the MACs. A packet of the other family than the ENI entry's gateway (IPv6 on
+ * an ENI whose entry names its IPv4 gateway) goes to the next hop the kernel's FIB gives for its destination
+ * out of that ENI: for IPv6, the VPC router's link-local address, from its Router Advertisements. */
+static __always_inline long redirect_neigh_eni(__u32 eni_ifindex, struct eni_value *eni, __u8 family)
 {
 	struct bpf_redir_neigh nh = {};
+	if (family == FAMILY_IPV6) {
+		if (eni->family != AF_INET6)
+			return bpf_redirect_neigh(eni_ifindex, NULL, 0, 0);
+		nh.nh_family = AF_INET6;
+		__builtin_memcpy(nh.ipv6_nh, eni->gateway.addr, sizeof(nh.ipv6_nh));
+		return bpf_redirect_neigh(eni_ifindex, &nh, sizeof(nh), 0);
+	}
+	if (eni->family != AF_INET)
+		return bpf_redirect_neigh(eni_ifindex, NULL, 0, 0);
 	nh.nh_family = AF_INET;
 	__builtin_memcpy(&nh.ipv4_nh, &eni->gateway.addr[12], sizeof(nh.ipv4_nh));
 	return bpf_redirect_neigh(eni_ifindex, &nh, sizeof(nh), 0);
@@ -332,17 +363,12 @@ static __always_inline int finish_redirect(long rc, enum verdict verdict, __u32 
 	return TC_ACT_SHOT;
 }
 
-/* from_pod_non_ipv4 judges a pod's frame that is not IPv4 by its EtherType. ARP passes: the host reaches a
- * pod by a /32 route on its veth and resolves the pod's address with ARP, whose replies come back this way
- * (the pod's own gateway entry is static and needs none). Of IPv6, neighbour solicitations and
- * advertisements pass, which a pod's IPv6 stack exchanges with the host's on the link. The rest of IPv6 is
- * dropped while eniwire is IPv4-only, so a pod cannot reach the node or its neighbours over link-local IPv6
- * behind the address checks; neighbour discovery's router messages with it: a Router Advertisement or a
- * Redirect would teach the node routes through the pod, and a Router Solicitation asks for a router the
- * host veth never is (the host sends no advertisements on it). Everything else is dropped: a VLAN tag
+/* from_pod_non_ip judges a pod's frame that is neither IPv4 nor IPv6 by its EtherType. ARP passes: the host
+ * reaches a pod by a /32 route on its veth and resolves the pod's address with ARP, whose replies come back
+ * this way (the pod's own gateway entry is static and needs none). Everything else is dropped: a VLAN tag
  * would hide a packet from these checks (see eniw_from_pod), and no other protocol has business with the
  * node. */
-static __always_inline int from_pod_non_ipv4(struct __sk_buff *skb)
+static __always_inline int from_pod_non_ip(struct __sk_buff *skb)
 {
 	void *data = (void *)(long)skb->data;
 	void *data_end = (void *)(long)skb->data_end;
@@ -355,17 +381,6 @@ static __always_inline int from_pod_non_ipv4(struct __sk_buff *skb)
 	switch (eth->h_proto) {
 	case bpf_htons(ETH_P_ARP_):
 		break;
-	case bpf_htons(ETH_P_IPV6_): {
-		__u8 next = 0, type = 0;
-		/* The next-header field sits at byte 6 of the IPv6 header, the ICMPv6 type right after it. */
-		if (bpf_skb_load_bytes(skb, ETH_HLEN_ + 6, &next, 1) < 0 || next != IPPROTO_ICMPV6_ ||
-		    bpf_skb_load_bytes(skb, ETH_HLEN_ + 40, &type, 1) < 0 ||
-		    (type != NDISC_NEIGHBOUR_SOLICITATION && type != NDISC_NEIGHBOUR_ADVERTISEMENT)) {
-			count(VERDICT_FROM_POD_IPV6, skb->len);
-			return TC_ACT_SHOT;
-		}
-		break;
-	}
 	case bpf_htons(ETH_P_8021Q_):
 	case bpf_htons(ETH_P_8021AD_):
 		count(VERDICT_FROM_POD_VLAN, skb->len);
@@ -386,7 +401,8 @@ static __always_inline int write_failed(__u32 len)
 }
 
 #define FROM_POD_DETOURS                                                                                     \
-	.ip_header = VERDICT_FROM_POD_IP_HEADER, .host_flow = VERDICT_FROM_POD_HOST_FLOW,                    \
+	.ip_header = VERDICT_FROM_POD_IP_HEADER, .ipv6_header = VERDICT_FROM_POD_IPV6_HEADER,                \
+	.host_flow = VERDICT_FROM_POD_HOST_FLOW,                                                             \
 	.ttl = VERDICT_FROM_POD_TTL, .too_big = VERDICT_FROM_POD_TOO_BIG,                                    \
 	.egress_denied = VERDICT_FROM_POD_EGRESS_DENIED, .ingress_denied = VERDICT_FROM_POD_INGRESS_DENIED,  \
 	.egress_allowed = VERDICT_FROM_POD_EGRESS_ALLOWED, .ingress_allowed = VERDICT_FROM_POD_INGRESS_ALLOWED
@@ -395,6 +411,7 @@ static const struct fast_verdicts from_pod_out_eni = {.delivered = VERDICT_FROM_
 static const struct fast_verdicts to_pod_to_peer = {
 	.delivered = VERDICT_TO_POD_TO_PEER,
 	.ip_header = VERDICT_TO_POD_IP_HEADER,
+	.ipv6_header = VERDICT_TO_POD_IPV6_HEADER,
 	.host_flow = VERDICT_TO_POD_HOST_FLOW,
 	.ttl = VERDICT_TO_POD_TTL,
 	.too_big = VERDICT_TO_POD_TOO_BIG,
@@ -417,6 +434,9 @@ static __always_inline int take_detour(enum detour d, struct fast_verdicts v, __
 		return TC_ACT_SHOT;
 	case DETOUR_IP_HEADER:
 		count(v.ip_header, len);
+		return TC_ACT_UNSPEC;
+	case DETOUR_IPV6_HEADER:
+		count(v.ipv6_header, len);
 		return TC_ACT_UNSPEC;
 	case DETOUR_HOST_FLOW:
 		count(v.host_flow, len);
@@ -463,38 +483,57 @@ int eniw_from_pod(struct __sk_buff *skb)
 		count(VERDICT_FROM_POD_VLAN, skb->len);
 		return TC_ACT_SHOT;
 	}
-	switch (parse_ipv4(skb, &p)) {
+	switch (parse_ip(skb, &p)) {
 	case PARSE_OK:
 		break;
-	case PARSE_NOT_IPV4:
-		return from_pod_non_ipv4(skb);
+	case PARSE_NOT_IP:
+		return from_pod_non_ip(skb);
 	default:
 		count(VERDICT_FROM_POD_MALFORMED, skb->len);
 		return TC_ACT_SHOT;
 	}
 
-	struct ip_addr src, dst;
-	ip_addr_from_v4(&src, p.saddr);
-	struct pod_value *pod = bpf_map_lookup_elem(&pods, &src);
-	/* A known source is not enough: it must be the pod behind this veth, or any pod could send as another
-	 * (and have its replies delivered there). At tc ingress skb->ifindex is the device the packet arrived
-	 * on, the host end of the sender's veth. */
-	if (!pod || pod->host_ifindex != skb->ifindex) {
-		count(VERDICT_FROM_POD_SPOOF, p.len);
+	/* Of IPv6 neighbour discovery, solicitations and advertisements pass, whatever their source (the
+	 * link-local or unspecified address they are sent from is no pod's): a pod's IPv6 stack exchanges them
+	 * with the host's on the link, to resolve its gateway and to answer for its own addresses. Its router
+	 * messages are dropped: a Router Advertisement or a Redirect would teach the node routes through the
+	 * pod, and a Router Solicitation asks for a router the host veth never is (the host sends no
+	 * advertisements on it). */
+	if (p.nd) {
+		if (p.nd == NDISC_NEIGHBOUR_SOLICITATION || p.nd == NDISC_NEIGHBOUR_ADVERTISEMENT) {
+			count(VERDICT_FROM_POD_NON_IPV4, p.len);
+			return TC_ACT_UNSPEC;
+		}
+		count(VERDICT_FROM_POD_IPV6, p.len);
 		return TC_ACT_SHOT;
 	}
-	count_pod(&src, p.len, 0);
 
-	ip_addr_from_v4(&dst, p.daddr);
-	struct pod_value *peer = bpf_map_lookup_elem(&pods, &dst);
+	struct pod_value *pod = bpf_map_lookup_elem(&pods, &p.src);
+	/* A known source is not enough: it must be the pod behind this veth, or any pod could send as another
+	 * (and have its replies delivered there). At tc ingress skb->ifindex is the device the packet arrived
+	 * on, the host end of the sender's veth. The pods map holds a pod's IPv6 address beside its IPv4 one,
+	 * never its link-local address: what a pod sends from its link-local or the unspecified address but
+	 * the neighbour discovery above (multicast listener reports, say, which every IPv6 stack sends) is
+	 * dropped as IPv6, with or without an IPv6 address of its own: no business with the node over
+	 * link-local IPv6 behind the address checks. Any other source is dropped as spoofed. */
+	if (!pod || pod->host_ifindex != skb->ifindex) {
+		int link_scope = !pod && p.family == FAMILY_IPV6 && ip_addr_is_link_scope(&p.src);
+		count(link_scope ? VERDICT_FROM_POD_IPV6 : VERDICT_FROM_POD_SPOOF, p.len);
+		return TC_ACT_SHOT;
+	}
+	count_pod(&p.src, p.len, 0);
+
+	struct pod_value *peer = bpf_map_lookup_elem(&pods, &p.dst);
 	if (peer && peer->host_ifindex)
-		return into_pod(skb, &p, &dst, peer->host_ifindex, (struct ends){pod->flags, peer->flags},
+		return into_pod(skb, &p, &p.dst, peer->host_ifindex, (struct ends){pod->flags, peer->flags},
 				from_pod_to_peer);
 
-	struct route_key rk = {.prefixlen = 128, .dst = dst};
+	struct route_key rk = {.prefixlen = 128, .dst = p.dst};
 	struct route_value *route = bpf_map_lookup_elem(&routes, &rk);
 	enum route_kind kind = route ? route->kind : 0;
-	if (kind == ROUTE_VPC || (kind == 0 && !snat_enabled)) {
+	/* IPv6 is never translated: a pod's address is globally routable, and a destination in no route leaves
+	 * by the pod's ENI, to the VPC's (egress-only) internet gateway, whatever snat_enabled says. */
+	if (kind == ROUTE_VPC || (kind == 0 && (!snat_enabled || p.family == FAMILY_IPV6))) {
 		__u32 eni_ifindex = pod->eni_ifindex;
 		struct eni_value *eni = bpf_map_lookup_elem(&enis, &eni_ifindex);
 		if (!eni) {
@@ -506,10 +545,10 @@ int eniw_from_pod(struct __sk_buff *skb)
 			return take_detour(d, from_pod_out_eni, p.len);
 		if (decrement_ttl(skb, &p) < 0)
 			return write_failed(p.len);
-		return finish_redirect(redirect_neigh_eni(eni_ifindex, eni), VERDICT_FROM_POD_OUT_ENI, p.len);
+		return finish_redirect(redirect_neigh_eni(eni_ifindex, eni, p.family), VERDICT_FROM_POD_OUT_ENI, p.len);
 	}
 
-	/* The node itself, a host-only range, or (with SNAT) anywhere outside the VPC: the host stack
+	/* The node itself, a host-only range, or (with SNAT, IPv4) anywhere outside the VPC: the host stack
 	 * routes, DNATs Service IPs and masquerades. */
 	count(VERDICT_FROM_POD_TO_HOST, p.len);
 	return TC_ACT_UNSPEC;
@@ -522,13 +561,11 @@ int eniw_to_vpc(struct __sk_buff *skb)
 {
 	struct packet p;
 
-	if (parse_ipv4(skb, &p) != PARSE_OK) {
+	if (parse_ip(skb, &p) != PARSE_OK) {
 		count(VERDICT_TO_VPC_PASS, skb->len);
 		return TC_ACT_UNSPEC;
 	}
-	struct ip_addr src;
-	ip_addr_from_v4(&src, p.saddr);
-	struct pod_value *pod = bpf_map_lookup_elem(&pods, &src);
+	struct pod_value *pod = bpf_map_lookup_elem(&pods, &p.src);
 	if (!pod || pod->eni_ifindex == skb->ifindex) {
 		count(VERDICT_TO_VPC_PASS, p.len);
 		return TC_ACT_UNSPEC;
@@ -547,7 +584,7 @@ int eniw_to_vpc(struct __sk_buff *skb)
 		count(VERDICT_REDIRECT_FAILED, p.len);
 		return TC_ACT_SHOT;
 	}
-	return finish_redirect(redirect_neigh_eni(eni_ifindex, eni), VERDICT_TO_VPC_REROUTED, p.len);
+	return finish_redirect(redirect_neigh_eni(eni_ifindex, eni, p.family), VERDICT_TO_VPC_REROUTED, p.len);
 }
 
 /* source_detour judges the source of a packet from the VPC before it may take the fast path into a pod, and
@@ -559,17 +596,15 @@ int eniw_to_vpc(struct __sk_buff *skb)
  *   - with SNAT, a source outside the VPC's routes (on-premises, a peered VPC, a client an NLB kept) goes to
  *     the host: the pod's reply goes there by its destination (from_pod) to be masqueraded, so the request
  *     must cross the host as well, or conntrack meets the flow at its reply (a SYN-ACK is INVALID, a UDP
- *     reply is translated). */
+ *     reply is translated). IPv6 is never translated, so this one is IPv4's alone. */
 static __always_inline int source_detour(struct packet *p, int *act)
 {
-	struct ip_addr src;
-	ip_addr_from_v4(&src, p->saddr);
-	if (bpf_map_lookup_elem(&pods, &src)) {
+	if (bpf_map_lookup_elem(&pods, &p->src)) {
 		count(VERDICT_TO_POD_SPOOF, p->len);
 		*act = TC_ACT_SHOT;
 		return 1;
 	}
-	struct route_key rk = {.prefixlen = 128, .dst = src};
+	struct route_key rk = {.prefixlen = 128, .dst = p->src};
 	struct route_value *route = bpf_map_lookup_elem(&routes, &rk);
 	enum route_kind kind = route ? route->kind : 0;
 	if (kind == ROUTE_HOST) {
@@ -577,7 +612,7 @@ static __always_inline int source_detour(struct packet *p, int *act)
 		*act = TC_ACT_UNSPEC;
 		return 1;
 	}
-	if (snat_enabled && kind != ROUTE_VPC) {
+	if (snat_enabled && p->family == FAMILY_IPV4 && kind != ROUTE_VPC) {
 		count(VERDICT_TO_POD_OUTSIDE_VPC, p->len);
 		*act = TC_ACT_UNSPEC;
 		return 1;
@@ -591,14 +626,13 @@ int eniw_to_pod(struct __sk_buff *skb)
 {
 	struct packet p;
 
-	if (parse_ipv4(skb, &p) != PARSE_OK) {
+	if (parse_ip(skb, &p) != PARSE_OK) {
 		count(VERDICT_TO_POD_PASS, skb->len);
 		return TC_ACT_UNSPEC;
 	}
-	struct ip_addr dst;
-	ip_addr_from_v4(&dst, p.daddr);
-	struct pod_value *pod = bpf_map_lookup_elem(&pods, &dst);
-	if (!pod || !pod->host_ifindex) {
+	struct pod_value *pod = bpf_map_lookup_elem(&pods, &p.dst);
+	/* Neighbour discovery is the link's, not a pod's, whatever its destination: the host answers it. */
+	if (!pod || !pod->host_ifindex || p.nd) {
 		count(VERDICT_TO_POD_PASS, p.len);
 		return TC_ACT_UNSPEC;
 	}
@@ -607,7 +641,7 @@ int eniw_to_pod(struct __sk_buff *skb)
 		return act;
 	/* A reply to a flow the host translated (Service DNAT to a VPC host), or a packet of one it delivers
 	 * (NodePort, hostPort), detours: the host un-NATs it and keeps conntrack whole. */
-	return into_pod(skb, &p, &dst, pod->host_ifindex, (struct ends){0, pod->flags}, to_pod_to_peer);
+	return into_pod(skb, &p, &p.dst, pod->host_ifindex, (struct ends){0, pod->flags}, to_pod_to_peer);
 }
 
 /* The kernel's context of a netfilter program (include/net/netfilter/nf_bpf_link.h), and the fields of its
@@ -638,7 +672,40 @@ extern void *bpf_dynptr_slice(const struct bpf_dynptr *ptr, __u32 offset, void *
 #define IP_CT_UNTRACKED 7
 #define NFCT_INFOMASK 7UL
 
-/* Attach point: netfilter, IPv4 FORWARD (a BPF netfilter link): every packet the host stack forwards,
+/* forward_addrs reads a forwarded packet's addresses (IPv4-mapped for IPv4), its protocol, the offset of
+ * its L4 header, and whether it is a later fragment. It returns -1 for what is not IPv4 or IPv6. An IPv6
+ * packet's L4 header is taken to follow its fixed header: conntrack, which runs before this hook, has
+ * reassembled fragments, and any other extension header leaves the protocol unknown, judged without ports. */
+static __always_inline int forward_addrs(struct bpf_dynptr *ptr, struct ip_addr *src, struct ip_addr *dst, __u8 *protocol,
+					 __u32 *l4_off, int *later_fragment)
+{
+	struct ipv6_head ip6_buf;
+	struct ipv6_head *ip6 = bpf_dynptr_slice(ptr, 0, &ip6_buf, sizeof(struct iphdr));
+	if (!ip6)
+		return -1;
+	struct iphdr *ip = (struct iphdr *)ip6;
+	if (ip->version == 4 && ip->ihl >= 5) {
+		ip_addr_from_v4(src, ip->saddr);
+		ip_addr_from_v4(dst, ip->daddr);
+		*protocol = ip->protocol;
+		*l4_off = ip->ihl * 4;
+		*later_fragment = (ip->frag_off & bpf_htons(IP_OFFSET)) != 0;
+		return 0;
+	}
+	if (ip->version != 6)
+		return -1;
+	ip6 = bpf_dynptr_slice(ptr, 0, &ip6_buf, sizeof(ip6_buf));
+	if (!ip6)
+		return -1;
+	__builtin_memcpy(src->addr, ip6->saddr, 16);
+	__builtin_memcpy(dst->addr, ip6->daddr, 16);
+	*protocol = ip6->nexthdr;
+	*l4_off = IPV6_HLEN;
+	*later_fragment = 0;
+	return 0;
+}
+
+/* Attach point: netfilter, IPv4 and IPv6 FORWARD (a BPF netfilter link each): every packet the host stack forwards,
  * after conntrack and kube-proxy's DNAT (PREROUTING) and before SNAT (POSTROUTING), so on the addresses
  * and ports the flow really has: a Service's backend and targetPort, a NodePort's pod, a pod's internet
  * peer before masquerading. The fast paths never come here. Every packet of a flow with an isolated pod
@@ -650,24 +717,19 @@ int eniw_forward(struct bpf_nf_ctx *ctx)
 {
 	struct sk_buff___eniwire *skb = (struct sk_buff___eniwire *)ctx->skb;
 	struct bpf_dynptr ptr;
-	struct iphdr iph_buf;
 	__u32 len = skb->len;
 
 	if (bpf_dynptr_from_skb((struct __sk_buff *)ctx->skb, 0, &ptr))
 		return NF_ACCEPT;
-	struct iphdr *ip = bpf_dynptr_slice(&ptr, 0, &iph_buf, sizeof(iph_buf));
-	if (!ip || ip->version != 4 || ip->ihl < 5)
+	struct ip_addr saddr, daddr;
+	__u8 protocol = 0;
+	__u32 l4_off = 0;
+	int later_fragment = 0;
+	if (forward_addrs(&ptr, &saddr, &daddr, &protocol, &l4_off, &later_fragment) < 0)
 		return NF_ACCEPT;
-	__be32 saddr = ip->saddr, daddr = ip->daddr;
-	__u8 protocol = ip->protocol;
-	__u32 l4_off = ip->ihl * 4;
-	int later_fragment = (ip->frag_off & bpf_htons(IP_OFFSET)) != 0;
 
-	struct ip_addr a;
-	ip_addr_from_v4(&a, saddr);
-	struct pod_value *src = bpf_map_lookup_elem(&pods, &a);
-	ip_addr_from_v4(&a, daddr);
-	struct pod_value *dst = bpf_map_lookup_elem(&pods, &a);
+	struct pod_value *src = bpf_map_lookup_elem(&pods, &saddr);
+	struct pod_value *dst = bpf_map_lookup_elem(&pods, &daddr);
 	__u32 src_flags = src ? src->flags : 0, dst_flags = dst ? dst->flags : 0;
 	if (!((src_flags | dst_flags) & ISOLATED))
 		return NF_ACCEPT;

@@ -163,7 +163,9 @@ const (
 	EniwireVerdictVERDICT_FORWARD_INGRESS_DENIED   EniwireVerdict = 36
 	EniwireVerdictVERDICT_FORWARD_EGRESS_ALLOWED   EniwireVerdict = 37
 	EniwireVerdictVERDICT_FORWARD_INGRESS_ALLOWED  EniwireVerdict = 38
-	EniwireVerdictVERDICT_MAX                      EniwireVerdict = 39
+	EniwireVerdictVERDICT_FROM_POD_IPV6HEADER      EniwireVerdict = 39
+	EniwireVerdictVERDICT_TO_POD_IPV6HEADER        EniwireVerdict = 40
+	EniwireVerdictVERDICT_MAX                      EniwireVerdict = 41
 )
 
 // Names of all BPF objects in the ELF.

@@ -80,10 +80,45 @@ enum flow_path {
 
 /* A flow as conntrack keys it: the tuple of one direction. */
 struct flow {
-	struct bpf_sock_tuple tuple; /* tuple.ipv4; ports in network order */
+	struct bpf_sock_tuple tuple; /* tuple.ipv4 or tuple.ipv6 by family; ports in network order */
 	__u8 protocol;
+	__u8 family; /* FAMILY_IPV4 or FAMILY_IPV6 */
 	enum flow_path path;
 };
+
+/* flow_set fills a flow's tuple: from src:sport to dst:dport, in the flow's family. */
+static __always_inline void flow_set(struct flow *f, const struct ip_addr *src, const struct ip_addr *dst,
+				     __be16 sport, __be16 dport)
+{
+	if (f->family == FAMILY_IPV6) {
+		__builtin_memcpy(f->tuple.ipv6.saddr, src->addr, 16);
+		__builtin_memcpy(f->tuple.ipv6.daddr, dst->addr, 16);
+		f->tuple.ipv6.sport = sport;
+		f->tuple.ipv6.dport = dport;
+		return;
+	}
+	f->tuple.ipv4.saddr = ((const __u32 *)src->addr)[3];
+	f->tuple.ipv4.daddr = ((const __u32 *)dst->addr)[3];
+	f->tuple.ipv4.sport = sport;
+	f->tuple.ipv4.dport = dport;
+}
+
+/* flow_ends reads a flow's tuple back: its addresses (IPv4-mapped for IPv4) and ports. */
+static __always_inline void flow_ends(struct flow *f, struct ip_addr *src, struct ip_addr *dst, __be16 *sport,
+				      __be16 *dport)
+{
+	if (f->family == FAMILY_IPV6) {
+		__builtin_memcpy(src->addr, f->tuple.ipv6.saddr, 16);
+		__builtin_memcpy(dst->addr, f->tuple.ipv6.daddr, 16);
+		*sport = f->tuple.ipv6.sport;
+		*dport = f->tuple.ipv6.dport;
+		return;
+	}
+	ip_addr_from_v4(src, f->tuple.ipv4.saddr);
+	ip_addr_from_v4(dst, f->tuple.ipv4.daddr);
+	*sport = f->tuple.ipv4.sport;
+	*dport = f->tuple.ipv4.dport;
+}
 
 /* ports_at reads the source and destination ports at off; TCP and UDP both start with them. */
 static __always_inline int ports_at(struct __sk_buff *skb, __u32 off, __be16 ports[2])
@@ -93,7 +128,36 @@ static __always_inline int ports_at(struct __sk_buff *skb, __u32 off, __be16 por
 
 /* flow_of_icmp_error: an ICMP error belongs to the flow of the packet it quotes, and travels against it:
  * the quoted packet went from B to A, the error goes from A's side back to B. Its flow is the quoted tuple
- * reversed, which is also what conntrack does with errors (RELATED to that entry). */
+ * reversed, which is also what conntrack does with errors (RELATED to that entry). An ICMPv6 error quotes
+ * the fixed IPv6 header; one that quotes a fragment header or another extension header goes to the host. */
+static __always_inline void flow_of_icmp6_error(struct __sk_buff *skb, struct packet *p, struct flow *f)
+{
+	struct ipv6_head inner;
+	__u32 off = p->l4_off + sizeof(struct icmp_head);
+
+	f->path = FLOW_HOST;
+	if (bpf_skb_load_bytes(skb, off, &inner, sizeof(inner)) < 0 || (inner.version_class >> 4) != 6)
+		return;
+	switch (inner.nexthdr) {
+	case IPPROTO_TCP:
+	case IPPROTO_UDP: {
+		__be16 ports[2];
+		if (ports_at(skb, off + IPV6_HLEN, ports) < 0)
+			return;
+		struct ip_addr s, d;
+		__builtin_memcpy(s.addr, inner.saddr, 16);
+		__builtin_memcpy(d.addr, inner.daddr, 16);
+		f->protocol = inner.nexthdr;
+		flow_set(f, &d, &s, ports[1], ports[0]);
+		f->path = FLOW_LOOKUP;
+		return;
+	}
+	case IPPROTO_ICMPV6_:
+		f->path = FLOW_ROUTED;
+		return;
+	}
+}
+
 static __always_inline void flow_of_icmp_error(struct __sk_buff *skb, struct packet *p, struct flow *f)
 {
 	struct iphdr inner;
@@ -129,6 +193,7 @@ static __always_inline void flow_of_icmp_error(struct __sk_buff *skb, struct pac
 static __always_inline void flow_of(struct __sk_buff *skb, struct packet *p, struct flow *f)
 {
 	__builtin_memset(f, 0, sizeof(*f));
+	f->family = p->family;
 	if (p->fragment) {
 		f->path = FLOW_HOST;
 		return;
@@ -143,14 +208,33 @@ static __always_inline void flow_of(struct __sk_buff *skb, struct packet *p, str
 			return;
 		}
 		f->protocol = p->protocol;
-		f->tuple.ipv4.saddr = p->saddr;
-		f->tuple.ipv4.daddr = p->daddr;
-		f->tuple.ipv4.sport = ports[0];
-		f->tuple.ipv4.dport = ports[1];
+		flow_set(f, &p->src, &p->dst, ports[0], ports[1]);
 		f->path = FLOW_LOOKUP;
 		return;
 	}
+	case IPPROTO_ICMPV6_: {
+		__u8 type = 0;
+		if (p->family != FAMILY_IPV6 || bpf_skb_load_bytes(skb, p->l4_off, &type, 1) < 0) {
+			f->path = FLOW_ROUTED;
+			return;
+		}
+		switch (type) {
+		case ICMPV6_DEST_UNREACH:
+		case ICMPV6_PKT_TOOBIG:
+		case ICMPV6_TIME_EXCEED:
+		case ICMPV6_PARAMPROB:
+			flow_of_icmp6_error(skb, p, f);
+			return;
+		}
+		/* Echo and the other informational messages: as ICMP queries. */
+		f->path = FLOW_ROUTED;
+		return;
+	}
 	case IPPROTO_ICMP: {
+		if (p->family != FAMILY_IPV4) {
+			f->path = FLOW_HOST;
+			return;
+		}
 		struct icmp_head icmp;
 		if (bpf_skb_load_bytes(skb, p->l4_off, &icmp, sizeof(icmp)) < 0) {
 			f->path = FLOW_ROUTED;
@@ -181,10 +265,7 @@ static __always_inline int first_fragment_flow(struct __sk_buff *skb, struct pac
 	    ports_at(skb, p->l4_off, ports) < 0)
 		return -1;
 	f->protocol = p->protocol;
-	f->tuple.ipv4.saddr = p->saddr;
-	f->tuple.ipv4.daddr = p->daddr;
-	f->tuple.ipv4.sport = ports[0];
-	f->tuple.ipv4.dport = ports[1];
+	flow_set(f, &p->src, &p->dst, ports[0], ports[1]);
 	return 0;
 }
 
@@ -193,7 +274,11 @@ static __always_inline int first_fragment_flow(struct __sk_buff *skb, struct pac
 static __always_inline struct nf_conn *ct_lookup(struct __sk_buff *skb, struct flow *f, __u8 *dir)
 {
 	struct ct_opts opts = {.netns_id = BPF_F_CURRENT_NETNS, .l4proto = f->protocol};
-	struct nf_conn *ct = bpf_skb_ct_lookup(skb, &f->tuple, sizeof(f->tuple.ipv4), &opts, sizeof(opts));
+	struct nf_conn *ct;
+	if (f->family == FAMILY_IPV6)
+		ct = bpf_skb_ct_lookup(skb, &f->tuple, sizeof(f->tuple.ipv6), &opts, sizeof(opts));
+	else
+		ct = bpf_skb_ct_lookup(skb, &f->tuple, sizeof(f->tuple.ipv4), &opts, sizeof(opts));
 	*dir = opts.dir;
 	return ct;
 }

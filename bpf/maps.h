@@ -2,7 +2,7 @@
 /* The maps shared by eniwire's tc programs and its Go loader (datapath/).
  *
  * Every address is 16 bytes: IPv4 is stored IPv4-mapped (::ffff:a.b.c.d), which is what Go's
- * netip.Addr.As16 yields, so IPv6 can follow without a second set of maps or a key change. Every struct
+ * netip.Addr.As16 yields, so IPv6 addresses share the maps with IPv4 ones (datapath/doc.go, IPv6). Every struct
  * here that Go reads is listed with -type in gen.go; changing one is a map migration (see datapath/load.go). */
 #pragma once
 
@@ -31,7 +31,7 @@ struct pod_value {
 /* enis: ENI ifindex -> how to leave through it. */
 struct eni_value {
 	struct ip_addr gateway; /* next hop for bpf_redirect_neigh: the subnet's router (.1) */
-	struct ip_addr subnet;  /* the ENI's subnet, for operators and for IPv6 later */
+	struct ip_addr subnet;  /* the ENI's subnet, for operators */
 	__u8 subnet_prefixlen;  /* in IPv4-mapped bits (96 + IPv4 length) */
 	__u8 family;            /* AF_INET or AF_INET6 of the gateway */
 	__u8 mac[6];            /* the ENI's MAC, for operators */
@@ -39,7 +39,7 @@ struct eni_value {
 
 /* routes: destination prefix -> what from_pod does with it (LPM trie). */
 struct route_key {
-	__u32 prefixlen; /* IPv4-mapped bits: 96 + IPv4 length */
+	__u32 prefixlen; /* IPv4-mapped bits: 96 + IPv4 length; IPv6: its own length */
 	struct ip_addr dst;
 };
 
@@ -58,19 +58,19 @@ enum verdict {
 	VERDICT_FROM_POD_TO_PEER = 1,    /* from_pod: to a pod on this node (redirect_peer) */
 	VERDICT_FROM_POD_TO_HOST = 2,    /* from_pod: handed to the host stack by its destination */
 	VERDICT_FROM_POD_SPOOF = 3,      /* from_pod: dropped, source is not the pod of this veth */
-	VERDICT_FROM_POD_MALFORMED = 4,  /* from_pod: dropped, truncated or malformed IPv4 header */
+	VERDICT_FROM_POD_MALFORMED = 4,  /* from_pod: dropped, truncated or malformed IPv4 or IPv6 header */
 	VERDICT_FROM_POD_NON_IPV4 = 5,   /* from_pod: ARP, IPv6 neighbour solicitations and advertisements: passed */
 	VERDICT_FROM_POD_NO_ENI = 6,     /* from_pod: the pod's ENI has no entry, passed to the host */
 	VERDICT_TO_VPC_REROUTED = 7,     /* to_vpc: a pod of another ENI, moved to its own ENI */
-	VERDICT_TO_VPC_PASS = 8,         /* to_vpc: left as routed (not IPv4, not a pod's, or already on its ENI) */
+	VERDICT_TO_VPC_PASS = 8,         /* to_vpc: left as routed (not IP, not a pod's, or already on its ENI) */
 	VERDICT_TO_POD_TO_PEER = 9,      /* to_pod: into the pod (redirect_peer) */
 	VERDICT_TO_POD_HOST_FLOW = 10,   /* to_pod: a packet of a flow the host carries (conntrack), to the host */
-	VERDICT_TO_POD_PASS = 11,        /* to_pod: not IPv4 (or no valid IPv4 header), or not for a pod: to the host */
+	VERDICT_TO_POD_PASS = 11,        /* to_pod: not IP (or no valid header), IPv6 neighbour discovery, or not for a pod: to the host */
 	VERDICT_REDIRECT_FAILED = 12,    /* the redirect target is gone or the helper refused; dropped */
 	VERDICT_FROM_POD_HOST_FLOW = 13, /* from_pod: a packet of a flow the host carries, to the host */
 	VERDICT_FROM_POD_TTL = 14,       /* from_pod: TTL would expire, to the host (ICMP time exceeded) */
 	VERDICT_FROM_POD_TOO_BIG = 15,   /* from_pod: larger than the next hop's MTU, to the host (ICMP or fragments) */
-	VERDICT_FROM_POD_IPV6 = 16,      /* from_pod: IPv6 other than neighbour solicitations and advertisements, dropped */
+	VERDICT_FROM_POD_IPV6 = 16,      /* from_pod: IPv6 router messages, or from a link-local source other than NS and NA, dropped */
 	VERDICT_TO_POD_TTL = 17,         /* to_pod: TTL would expire, to the host (ICMP time exceeded) */
 	VERDICT_TO_POD_TOO_BIG = 18,     /* to_pod: larger than the pod veth's MTU, to the host (ICMP or fragments) */
 	VERDICT_TO_POD_OUTSIDE_VPC = 19, /* to_pod: with SNAT, a source outside the VPC's routes, to the host (conntrack) */
@@ -97,7 +97,10 @@ enum verdict {
 	VERDICT_FORWARD_INGRESS_DENIED = 36, /* forward: dropped, a flow the host carries that the responder's ingress policy denies */
 	VERDICT_FORWARD_EGRESS_ALLOWED = 37, /* forward: a new flow the host carries that the opener's egress policy allows */
 	VERDICT_FORWARD_INGRESS_ALLOWED = 38, /* forward: a new flow the host carries that the responder's ingress policy allows */
-	VERDICT_MAX = 39,
+	/* IPv6 (every verdict above but the IPv4 header's and forward's counts IPv6 packets as well). */
+	VERDICT_FROM_POD_IPV6_HEADER = 39, /* from_pod: an IPv6 hop-by-hop options header, to the host (a router reads it) */
+	VERDICT_TO_POD_IPV6_HEADER = 40,   /* to_pod: an IPv6 hop-by-hop options header, to the host (a router reads it) */
+	VERDICT_MAX = 41,
 };
 
 struct counter {

@@ -17,7 +17,8 @@
 
 /* side_allows says whether the policy in a pod's flags lets a flow with peer, on protocol and port, open in
  * direction dir. A pod not isolated in that direction allows everything. */
-static __always_inline int side_allows(__u32 flags, enum policy_direction dir, __be32 peer, __u8 protocol, __be16 port)
+static __always_inline int side_allows(__u32 flags, enum policy_direction dir, const struct ip_addr *peer, __u8 protocol,
+				       __be16 port)
 {
 	__u32 isolated = dir == POLICY_INGRESS ? POLICY_INGRESS_ISOLATED : POLICY_EGRESS_ISOLATED;
 	if (!(flags & isolated))
@@ -27,9 +28,7 @@ static __always_inline int side_allows(__u32 flags, enum policy_direction dir, _
 	pk.prefixlen = POLICY_PEER_KEY_BITS;
 	pk.policy_id = flags & POLICY_ID_MASK;
 	pk.direction = dir;
-	pk.peer.addr[10] = 0xff;
-	pk.peer.addr[11] = 0xff;
-	__builtin_memcpy(&pk.peer.addr[12], &peer, sizeof(peer));
+	pk.peer = *peer;
 	struct policy_peer_value *pv = bpf_map_lookup_elem(&policy_peers, &pk);
 	if (!pv || !pv->port_set)
 		return 0;
@@ -50,9 +49,10 @@ enum policy_result {
 };
 
 /* A flow as it opened: its opener, its responder and the responder's port, with each end's pod flags (0
- * for an address that is not a pod of this node). */
+ * for an address that is not a pod of this node). Addresses as the maps keep them: IPv4-mapped for IPv4, so
+ * an IPv6 flow is judged on the same entries, an IPv6 ipBlock's prefix matching IPv6 peers only. */
 struct opening {
-	__be32 opener, responder;
+	struct ip_addr opener, responder;
 	__u32 opener_flags, responder_flags;
 	__u8 protocol;
 	__be16 port;
@@ -60,9 +60,9 @@ struct opening {
 
 static __always_inline enum policy_result judge(struct opening *o)
 {
-	if (!side_allows(o->opener_flags, POLICY_EGRESS, o->responder, o->protocol, o->port))
+	if (!side_allows(o->opener_flags, POLICY_EGRESS, &o->responder, o->protocol, o->port))
 		return POLICY_EGRESS_DENIED;
-	if (!side_allows(o->responder_flags, POLICY_INGRESS, o->opener, o->protocol, o->port))
+	if (!side_allows(o->responder_flags, POLICY_INGRESS, &o->opener, o->protocol, o->port))
 		return POLICY_INGRESS_DENIED;
 	return POLICY_ALLOWED;
 }
@@ -85,8 +85,8 @@ static __always_inline void report_denial(struct opening *o, enum policy_result 
 	struct policy_denial e;
 	__builtin_memset(&e, 0, sizeof(e));
 	int egress = r == POLICY_EGRESS_DENIED;
-	ip_addr_from_v4(&e.pod, egress ? o->opener : o->responder);
-	ip_addr_from_v4(&e.peer, egress ? o->responder : o->opener);
+	e.pod = egress ? o->opener : o->responder;
+	e.peer = egress ? o->responder : o->opener;
 	e.flags = egress ? o->opener_flags : o->responder_flags;
 	e.verdict = verdict;
 	e.direction = egress ? POLICY_EGRESS : POLICY_INGRESS;
@@ -127,7 +127,11 @@ extern int bpf_ct_set_status(struct nf_conn___init *ct, __u32 status) __ksym;
 static __always_inline void ct_insert(struct __sk_buff *skb, struct flow *f, __u32 timeout)
 {
 	struct ct_opts opts = {.netns_id = BPF_F_CURRENT_NETNS, .l4proto = f->protocol};
-	struct nf_conn___init *n = bpf_skb_ct_alloc(skb, &f->tuple, sizeof(f->tuple.ipv4), &opts, sizeof(opts));
+	struct nf_conn___init *n;
+	if (f->family == FAMILY_IPV6)
+		n = bpf_skb_ct_alloc(skb, &f->tuple, sizeof(f->tuple.ipv6), &opts, sizeof(opts));
+	else
+		n = bpf_skb_ct_alloc(skb, &f->tuple, sizeof(f->tuple.ipv4), &opts, sizeof(opts));
 	if (!n)
 		return;
 	((struct nf_conn___mark *)n)->mark = ENIWIRE_CT_MARK;

@@ -13,6 +13,11 @@ import (
 // not, so that an address handed to a new pod inherits no flow the host carried for the old one (the
 // programs would send its packets to the host). Run in the node's network namespace.
 func forgetFlows(ip netip.Addr) (uint, error) {
+	ip = ip.Unmap()
+	family := netlink.InetFamily(netlink.FAMILY_V4)
+	if ip.Is6() {
+		family = netlink.FAMILY_V6
+	}
 	var filters []netlink.CustomConntrackFilter
 	for _, by := range []netlink.ConntrackFilterType{netlink.ConntrackOrigSrcIP, netlink.ConntrackOrigDstIP, netlink.ConntrackReplyAnyIP} {
 		f := &netlink.ConntrackFilter{}
@@ -25,7 +30,7 @@ func forgetFlows(ip netip.Addr) (uint, error) {
 	// and going deletes what it found and is taken again for the rest.
 	var deleted uint
 	_, err := netlinkdump.Retry(func() (uint, error) {
-		n, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, netlink.FAMILY_V4, filters...)
+		n, err := netlink.ConntrackDeleteFilters(netlink.ConntrackTable, family, filters...)
 		deleted += n
 		return n, err
 	})

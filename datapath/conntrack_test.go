@@ -21,8 +21,12 @@ func addConntrack(t *testing.T, n ns.NetNS, entries ...ctEntry) {
 	t.Helper()
 	if err := n.Do(func(ns.NetNS) error {
 		for _, e := range entries {
+			family := netlink.InetFamily(netlink.FAMILY_V4)
+			if e.orig[0].Addr().Is6() {
+				family = netlink.FAMILY_V6
+			}
 			f := &netlink.ConntrackFlow{
-				FamilyType: netlink.FAMILY_V4,
+				FamilyType: uint8(family),
 				Forward:    ipTuple(e.proto, e.orig),
 				Reverse:    ipTuple(e.proto, e.expect),
 				TimeOut:    300,
@@ -30,7 +34,7 @@ func addConntrack(t *testing.T, n ns.NetNS, entries ...ctEntry) {
 			if e.proto == protoTCP {
 				f.ProtoInfo = &netlink.ProtoInfoTCP{State: 3} // ESTABLISHED
 			}
-			if err := netlink.ConntrackCreate(netlink.ConntrackTable, netlink.FAMILY_V4, f); err != nil {
+			if err := netlink.ConntrackCreate(netlink.ConntrackTable, family, f); err != nil {
 				return err
 			}
 		}

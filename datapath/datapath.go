@@ -149,7 +149,7 @@ func (d *Datapath) putENIEntry(e ENI) error {
 	if err != nil {
 		return fmt.Errorf("putting ENI %d: subnet: %w", e.Ifindex, err)
 	}
-	v := bpf.EniwireEniValue{Gateway: gk, Subnet: sk.Dst, SubnetPrefixlen: uint8(sk.Prefixlen), Family: 2 /* AF_INET */}
+	v := bpf.EniwireEniValue{Gateway: gk, Subnet: sk.Dst, SubnetPrefixlen: uint8(sk.Prefixlen), Family: addressFamily(e.Gateway)}
 	if len(e.MAC) != len(v.Mac) {
 		return fmt.Errorf("putting ENI %d: MAC %q is not 6 bytes", e.Ifindex, e.MAC)
 	}

@@ -129,16 +129,76 @@
 //
 // # What crosses a pod's veth
 //
-// from_pod takes from a pod untagged IPv4 from the pod's own address (the pod behind that very veth), ARP
-// (the host resolves pods on their veths) and IPv6 neighbour solicitations and advertisements; it drops
-// the rest, counted: another source (dropped_spoof), a VLAN tag (dropped_vlan: the kernel strips a tag of
-// VLAN 0 after tc runs, so a tagged frame would reach the IP stack unchecked), other IPv6, router
-// advertisements and redirects included (dropped_ipv6), other EtherTypes (dropped_ethertype). Host veths
+// from_pod takes from a pod untagged IPv4 and IPv6 from the pod's own addresses (the pod behind that very
+// veth), ARP (the host resolves pods on their veths) and IPv6 neighbour solicitations and advertisements;
+// it drops the rest, counted: another source (dropped_spoof), a VLAN tag (dropped_vlan: the kernel strips a
+// tag of VLAN 0 after tc runs, so a tagged frame would reach the IP stack unchecked), other IPv6 from a
+// link-local or unspecified source, and router advertisements, solicitations and redirects from any
+// (dropped_ipv6), other EtherTypes (dropped_ethertype). Host veths
 // also take no IPv6 router advertisement or redirect (the plugin sets accept_ra and accept_redirects to 0).
 // It stays on a pod's veth until the veth goes: a pod torn down has no entry, so whatever it still sends
 // is dropped. to_pod drops a packet from the VPC claiming a pod of this node (dropped_spoof), and hands
 // one claiming the node's own address or a host-only range to the host, which drops its own addresses as
 // martians (to_host_source).
+//
+// # IPv6
+//
+// The programs handle IPv6 as IPv4, in the same code: a packet is parsed into one struct packet whose
+// addresses are 16 bytes, the maps' form (IPv4-mapped for IPv4), so the pods, routes, enis and policy
+// lookups, the verdicts and the policy judgement are the same for both families; only what the header
+// itself says differs (bpf/packet.h, bpf/flow.h):
+//   - A pod's IPv6 address (from the node's /80) is a pods entry of its own beside its IPv4 one, on the same
+//     veth; from_pod's source check is the same lookup. A link-local or unspecified source is no pod's:
+//     what a pod sends from one is dropped (dropped_ipv6), except neighbour solicitations and advertisements,
+//     which pass whatever the source (the pod resolves nothing but its gateway, the host resolves the pod).
+//     Router solicitations, advertisements and redirects are dropped from any source. A pod with no IPv6
+//     entry so keeps exactly what IPv4-only eniwire gave it.
+//   - The routes map holds IPv6 prefixes at their own length (fe80::/10 and ff00::/8 are host routes, as
+//     169.254.0.0/16; the node's IPv6 addresses and an IPv6 Service CIDR too). IPv6 is never translated:
+//     a destination in no route leaves by the pod's ENI whatever SNAT says (the VPC's egress-only internet
+//     gateway), and to_pod takes any IPv6 source that is not the node's or a pod's onto the fast path.
+//   - Out of an ENI, redirect_neigh uses the ENI entry's gateway when its family is the packet's, and the
+//     kernel's FIB next hop out of that ENI otherwise: an ENI entry names its IPv4 subnet gateway, and IPv6
+//     leaves through the VPC router's link-local address the node learnt from router advertisements
+//     (accept_ra=2 on the primary ENI, so forwarding keeps it).
+//   - The hop limit is decremented (no checksum to fix); hop limit 1 and a packet too big for the next hop
+//     go to the host, which answers ICMPv6 time exceeded and Packet Too Big (IPv6 is never fragmented on
+//     the way). A hop-by-hop options header, which every router reads, goes to the host
+//     (to_host_ipv6_header). The one extension header the programs look through is the fragment header
+//     (fragments go to the host, as IPv4's); any other makes the packet's protocol unknown, so its flow is
+//     the host's.
+//   - Flows: TCP and UDP are looked up in conntrack with the IPv6 tuple, ICMPv6 errors by the flow they quote
+//     (the inner IPv6 header reversed), ICMPv6 echo follows its route, neighbour discovery arriving on an
+//     ENI is the host's.
+//   - NetworkPolicy: the same judgement on 16-byte peers; an IPv6 ipBlock matches IPv6 peers only (policy.go
+//     keeps IPv4 out of ::/0), eniwire's conntrack entries of fast-path flows take the IPv6 tuple, and
+//     eniw_forward is linked at the IPv6 FORWARD hook beside IPv4's (links/forward6), so the IPv6 flows the
+//     host carries are judged too. Not family-agnostic yet: a pod's policy is set per address
+//     (SetPodPolicy on each of a dual-address pod's addresses, which the agent does not do yet), and
+//     eniw_forward takes an IPv6 packet's L4 header to follow its fixed header (an extension header
+//     leaves it judged without ports).
+//
+// The pod's IPv6 default route mirrors IPv4's. The CNI plugin gives the pod its /128 (no DAD: the address
+// is the node's to hand out) and a default route via fe80::1 on eth0 with a permanent neighbour entry
+// fe80::1 -> the host veth's MAC, as it does for 169.254.1.1: no one holds fe80::1, so the host veth needs no
+// proxy NDP and the pod never solicits its gateway; the host routes the pod's /128 on the host veth and
+// resolves it with neighbour discovery from the host veth's own link-local address, which the veth must
+// keep (disable_ipv6 0). The node sets net.ipv6.conf.all.forwarding=1, and accept_ra=2 on the primary ENI
+// before it (forwarding makes accept_ra=1 ignore advertisements): nodenet.Config.IPv6, which no agent
+// setting turns on yet. Host veths keep accept_ra=0 and accept_redirects=0 (set today); no proxy_ndp. The
+// CNI plugin's part (the /128, the route and the neighbour entry in the pod, the host /128 route) is what
+// TestPacketsFlowOverIPv6ThroughNamespaces plumbs by hand (plumbPod6).
+//
+// IPv4 egress of IPv6 pods (designed, not built). As the AWS VPC CNI does, each IPv6 pod gets a second,
+// node-local IPv4 address from 169.254.172.0/22, one per pod, and the IPv4 default route via 169.254.1.1 it
+// has today; the agent writes that address as a pods entry of its own on the pod's veth, so from_pod's
+// source check covers it unchanged (IPv4 from any other address is dropped as spoofed). Such a packet goes
+// to the host whatever its destination and whatever SNAT says (a source in the node-local range has no
+// VPC route to leave by: one new check on the source's routes entry, ROUTE_HOST for 169.254.0.0/16), where
+// one masquerade rule of the snat package, "from 169.254.172.0/22 out of the primary ENI", translates it
+// to the node's primary IPv4; conntrack un-NATs the replies, which to_pod hands to the host as it does
+// every flow the host carries. A pod's IPv4 address that is node-local never appears in the VPC, so the
+// fabric's source check and the VPC's need nothing new.
 //
 // # A router's manners
 //

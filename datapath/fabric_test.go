@@ -14,6 +14,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/eniwire/eniwire/datapath/internal/linktest"
 )
@@ -245,12 +246,12 @@ func (f *fabric) start(t *testing.T, mode AttachMode) *Datapath {
 	return d
 }
 
-// listenUDP opens a UDP socket on at in netns n, closed when the test ends.
+// listenUDP opens a UDP socket on at (IPv4 or IPv6) in netns n, closed when the test ends.
 func listenUDP(t *testing.T, n ns.NetNS, at netip.AddrPort) net.PacketConn {
 	t.Helper()
 	var conn net.PacketConn
 	if err := n.Do(func(ns.NetNS) (err error) {
-		conn, err = net.ListenPacket("udp4", at.String())
+		conn, err = net.ListenPacket("udp", at.String())
 		return err
 	}); err != nil {
 		t.Fatalf("listening on %s: %v", at, err)
@@ -264,7 +265,7 @@ func serveUDPEcho(t *testing.T, n ns.NetNS, at netip.AddrPort) {
 	t.Helper()
 	conn := listenUDP(t, n, at)
 	go func() {
-		buf := make([]byte, 2048)
+		buf := make([]byte, 65536)
 		for {
 			n, from, err := conn.ReadFrom(buf)
 			if err != nil {
@@ -278,21 +279,35 @@ func serveUDPEcho(t *testing.T, n ns.NetNS, at netip.AddrPort) {
 // udpExchange sends from netns n (bound to src when valid) to dst and waits for the echo, retrying until
 // the deadline: the first packets may wait on ARP.
 func udpExchange(n ns.NetNS, src netip.Addr, dst netip.AddrPort, within time.Duration) error {
+	return udpExchangeSized(n, src, dst, 0, 0, within)
+}
+
+// udpExchangeSized is udpExchange with size bytes of payload (0: a short message) and the given TTL or hop
+// limit (0: the default), over dst's family.
+func udpExchangeSized(n ns.NetNS, src netip.Addr, dst netip.AddrPort, size, hops int, within time.Duration) error {
 	var conn *net.UDPConn
 	if err := n.Do(func(ns.NetNS) (err error) {
 		var laddr *net.UDPAddr
 		if src.IsValid() {
 			laddr = &net.UDPAddr{IP: src.AsSlice()}
 		}
-		conn, err = net.DialUDP("udp4", laddr, net.UDPAddrFromAddrPort(dst))
+		conn, err = net.DialUDP("udp", laddr, net.UDPAddrFromAddrPort(dst))
 		return err
 	}); err != nil {
 		return fmt.Errorf("dialing %s: %w", dst, err)
 	}
 	defer conn.Close()
+	if hops > 0 {
+		if err := setHops(conn, dst.Addr().Is6(), hops); err != nil {
+			return err
+		}
+	}
 	deadline := time.Now().Add(within)
 	msg := []byte("eniwire " + dst.String())
-	buf := make([]byte, 2048)
+	if size > len(msg) {
+		msg = append(msg, make([]byte, size-len(msg))...)
+	}
+	buf := make([]byte, 65536)
 	var last error
 	for time.Now().Before(deadline) {
 		if _, err := conn.Write(msg); err != nil {
@@ -308,6 +323,26 @@ func udpExchange(n ns.NetNS, src netip.Addr, dst netip.AddrPort, within time.Dur
 		last = err
 	}
 	return fmt.Errorf("no echo from %s within %s: %v", dst, within, last)
+}
+
+// setHops sets a socket's unicast TTL (IPv4) or hop limit (IPv6).
+func setHops(conn *net.UDPConn, ipv6 bool, hops int) error {
+	raw, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	level, opt := unix.IPPROTO_IP, unix.IP_TTL
+	if ipv6 {
+		level, opt = unix.IPPROTO_IPV6, unix.IPV6_UNICAST_HOPS
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), level, opt, hops) }); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("setting the hop limit: %w", serr)
+	}
+	return nil
 }
 
 // waitCounter waits until a verdict's counter reaches at least min packets.

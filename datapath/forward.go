@@ -9,20 +9,39 @@ import (
 	"github.com/cilium/ebpf/link"
 )
 
-// The forward hook: eniw_forward judges NetworkPolicy on the flows the host stack carries, at IPv4
-// FORWARD of the node's network namespace (bpf/eniwire.c). One netfilter link, pinned as links/forward.
+// The forward hook: eniw_forward judges NetworkPolicy on the flows the host stack carries, at IPv4 and IPv6
+// FORWARD of the node's network namespace (bpf/eniwire.c). One netfilter link per family, pinned as
+// links/forward and links/forward6.
 
-// forwardPinName is the forward hook's link pin; parsePinName does not take it for a tc hook's.
-const forwardPinName = "forward"
+// forwardHooks are the forward hook's links: their pins (which parsePinName does not take for a tc
+// hook's) and families.
+var forwardHooks = []struct {
+	pin    string
+	family link.NetfilterProtocolFamily
+	name   string
+}{
+	{"forward", link.NetfilterProtoIPv4, "netfilter ipv4 forward"},
+	{"forward6", link.NetfilterProtoIPv6, "netfilter ipv6 forward"},
+}
 
 // forwardPriority places eniw_forward after conntrack, kube-proxy's DNAT and the mangle table, and before
 // the filter table (NF_IP_PRI_FILTER, 0): a packet it drops meets no ACCEPT of another's rules first.
 const forwardPriority = -10
 
-// attachForward attaches eniw_forward with a pinned netfilter link. A link an earlier agent pinned is
-// replaced, the new one attached before the old one goes, so the hook is never without a program.
+// attachForward attaches eniw_forward with a pinned netfilter link per family.
 func (d *Datapath) attachForward() error {
-	pin := filepath.Join(d.cfg.PinRoot, linksDir, forwardPinName)
+	for _, h := range forwardHooks {
+		if err := d.attachForwardFamily(h.pin, h.family, h.name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// attachForwardFamily attaches eniw_forward at one family's FORWARD hook. A link an earlier agent pinned
+// is replaced, the new one attached before the old one goes, so the hook is never without a program.
+func (d *Datapath) attachForwardFamily(pinName string, family link.NetfilterProtocolFamily, hookName string) error {
+	pin := filepath.Join(d.cfg.PinRoot, linksDir, pinName)
 	old, err := link.LoadPinnedLink(pin, nil)
 	switch {
 	case err == nil:
@@ -39,7 +58,7 @@ func (d *Datapath) attachForward() error {
 	}
 	l, err := link.AttachNetfilter(link.NetfilterOptions{
 		Program:        d.objs.EniwForward,
-		ProtocolFamily: link.NetfilterProtoIPv4,
+		ProtocolFamily: family,
 		Hook:           link.NetfilterInetForward,
 		Priority:       forwardPriority,
 	})
@@ -55,12 +74,16 @@ func (d *Datapath) attachForward() error {
 	if err := l.Pin(pin); err != nil {
 		return fmt.Errorf("pinning link %s: %w", pin, err)
 	}
-	d.log.Info("attached program", "program", "forward", "hook", "netfilter ipv4 forward")
+	d.log.Info("attached program", "program", "forward", "hook", hookName)
 	return nil
 }
 
-// detachForward unpins the forward hook's link, which detaches it. No pin is no error.
+// detachForward unpins the forward hook's links, which detaches them. No pin is no error.
 func detachForward(pinRoot string) error {
-	_, err := unpinLink(filepath.Join(pinRoot, linksDir, forwardPinName))
-	return err
+	var errs []error
+	for _, h := range forwardHooks {
+		_, err := unpinLink(filepath.Join(pinRoot, linksDir, h.pin))
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }

@@ -88,8 +88,8 @@ func TestBpftoolDumpsPinnedMapsReadably(t *testing.T) {
 			kinds = append(kinds, e.Formatted.Value.Kind)
 		}
 		slices.Sort(kinds)
-		// testConfig's node IP and host CIDR, and 169.254.0.0/16; its VPC CIDR.
-		if want := []string{"ROUTE_HOST", "ROUTE_HOST", "ROUTE_HOST", "ROUTE_VPC"}; !slices.Equal(kinds, want) {
+		// testConfig's node IP and host CIDR, 169.254.0.0/16, fe80::/10 and ff00::/8; its VPC CIDR.
+		if want := []string{"ROUTE_HOST", "ROUTE_HOST", "ROUTE_HOST", "ROUTE_HOST", "ROUTE_HOST", "ROUTE_VPC"}; !slices.Equal(kinds, want) {
 			t.Errorf("route kinds = %v, want %v", kinds, want)
 		}
 	})

@@ -161,11 +161,7 @@ func peerKey(dir bpf.EniwirePolicyDirection, p netip.Prefix) (bpf.EniwirePolicyP
 		return bpf.EniwirePolicyPeerKey{}, fmt.Errorf("invalid peer prefix %v", p)
 	}
 	p = p.Masked()
-	bits := p.Bits()
-	if p.Addr().Is4() {
-		bits += mappedBits
-	}
-	return bpf.EniwirePolicyPeerKey{Prefixlen: uint32(64 + bits), Direction: dir, Peer: bpf.EniwireIpAddr{Addr: p.Addr().As16()}}, nil
+	return bpf.EniwirePolicyPeerKey{Prefixlen: uint32(64 + keyBits(p)), Direction: dir, Peer: bpf.EniwireIpAddr{Addr: p.Addr().As16()}}, nil
 }
 
 // portKeys are the entries of one range in a port set: AnyProtocol is one entry matching every protocol

@@ -350,6 +350,7 @@ type nfHookState struct {
 const (
 	nfInetForward = 2
 	nfProtoIPv4   = 2
+	nfProtoIPv6   = 10
 	nfDrop        = 0
 	nfAccept      = 1
 )
@@ -357,27 +358,21 @@ const (
 // TestForwardVerdicts: eniw_forward judges what the host forwards on its real addresses (after DNAT,
 // before SNAT). A test run at FORWARD takes the Ethernet frame and hands the program the skb at its IPv4
 // header; its packet has no conntrack entry, so it is judged as a flow's opening.
-func TestForwardVerdicts(t *testing.T) {
-	d := openTest(t, testConfig(true))
-	putTestState(t, d)
-	setPolicy(t, d, pod2, pod2Ingress)
-	setPolicy(t, d, pod1, pod1Egress)
-	for _, c := range []struct {
-		name    string
-		pkt     []byte
-		want    uint32
-		verdict Verdict
-	}{
-		{"pod1 to a Service backend elsewhere, on a port its egress allows", frame(pod1, addr("10.0.2.50"), protoTCP, 40000, 8080), nfAccept, VerdictForwardEgressAllowed},
-		{"pod1 to the internet, before SNAT: its egress denies it", frame(pod1, addr("192.0.2.7"), protoTCP, 40000, 443), nfDrop, VerdictForwardEgressDenied},
-		{"a VPC client to pod2 through a NodePort, after DNAT, on its allowed range", frame(vpcPeer, pod2, protoUDP, 999, 5005), nfAccept, VerdictForwardIngressAllowed},
-		{"a VPC client to pod2 through a NodePort, on a port it does not allow", frame(vpcPeer, pod2, protoUDP, 999, 5011), nfDrop, VerdictForwardIngressDenied},
-		{"SCTP to pod2 on its rule's port", sctpInit(vpcPeer, pod2, 999, 7000), nfAccept, VerdictForwardIngressAllowed},
-		{"SCTP to pod2 on another port", sctpInit(vpcPeer, pod2, 999, 7001), nfDrop, VerdictForwardIngressDenied},
-	} {
+// forwardCase is a packet eniw_forward sees at a FORWARD hook, what it should return and count.
+type forwardCase struct {
+	name    string
+	pkt     []byte
+	want    uint32
+	verdict Verdict
+}
+
+// runForwardCases runs eniw_forward on each case's packet at the FORWARD hook of protocol family pf.
+func runForwardCases(t *testing.T, d *Datapath, pf uint8, cases []forwardCase) {
+	t.Helper()
+	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			before := counterNow(t, d.Reader, c.verdict)
-			ret, err := d.objs.EniwForward.Run(&ebpf.RunOptions{Data: c.pkt, Context: nfHookState{Hook: nfInetForward, PF: nfProtoIPv4}})
+			ret, err := d.objs.EniwForward.Run(&ebpf.RunOptions{Data: c.pkt, Context: nfHookState{Hook: nfInetForward, PF: pf}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -389,6 +384,21 @@ func TestForwardVerdicts(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestForwardVerdicts(t *testing.T) {
+	d := openTest(t, testConfig(true))
+	putTestState(t, d)
+	setPolicy(t, d, pod2, pod2Ingress)
+	setPolicy(t, d, pod1, pod1Egress)
+	runForwardCases(t, d, nfProtoIPv4, []forwardCase{
+		{"pod1 to a Service backend elsewhere, on a port its egress allows", frame(pod1, addr("10.0.2.50"), protoTCP, 40000, 8080), nfAccept, VerdictForwardEgressAllowed},
+		{"pod1 to the internet, before SNAT: its egress denies it", frame(pod1, addr("192.0.2.7"), protoTCP, 40000, 443), nfDrop, VerdictForwardEgressDenied},
+		{"a VPC client to pod2 through a NodePort, after DNAT, on its allowed range", frame(vpcPeer, pod2, protoUDP, 999, 5005), nfAccept, VerdictForwardIngressAllowed},
+		{"a VPC client to pod2 through a NodePort, on a port it does not allow", frame(vpcPeer, pod2, protoUDP, 999, 5011), nfDrop, VerdictForwardIngressDenied},
+		{"SCTP to pod2 on its rule's port", sctpInit(vpcPeer, pod2, 999, 7000), nfAccept, VerdictForwardIngressAllowed},
+		{"SCTP to pod2 on another port", sctpInit(vpcPeer, pod2, 999, 7001), nfDrop, VerdictForwardIngressDenied},
+	})
 	t.Run("flows of pods no policy isolates pass uncounted", func(t *testing.T) {
 		if err := d.ClearPodPolicy(context.Background(), pod1); err != nil {
 			t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"path/filepath"
 
 	"github.com/cilium/ebpf"
@@ -96,7 +95,7 @@ func eniFromValue(ifindex int, v bpf.EniwireEniValue) ENI {
 		Ifindex: ifindex,
 		Gateway: addrFromKey(v.Gateway),
 		MAC:     net.HardwareAddr(append([]byte(nil), v.Mac[:]...)),
-		Subnet:  netip.PrefixFrom(addrFromKey(v.Subnet), int(v.SubnetPrefixlen)-mappedBits),
+		Subnet:  prefixFromRouteKey(bpf.EniwireRouteKey{Prefixlen: uint32(v.SubnetPrefixlen), Dst: v.Subnet}),
 	}
 }
 

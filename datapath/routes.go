@@ -17,13 +17,19 @@ import (
 //   - the node's own addresses (every local address: secondary ENIs' primary IPs, dummy interfaces),
 //     169.254.0.0/16 and Config.HostCIDRs: RouteHost, to the host stack, in both SNAT modes. The
 //     link-local range is the node's (IMDS, NodeLocal DNSCache, the EKS Pod Identity agent): leaving by an
-//     ENI it would skip the host's filters, or reach the VPC router and be lost.
+//     ENI it would skip the host's filters, or reach the VPC router and be lost. So are IPv6's link-local
+//     (fe80::/10, the pod's gateway) and multicast (ff00::/8) ranges, which no router forwards off the link.
 //
-// A destination in no entry goes to the host with SNAT (to be masqueraded) and out of the pod's ENI
-// without. A prefix in both sets is a host route.
+// An IPv4 destination in no entry goes to the host with SNAT (to be masqueraded) and out of the pod's ENI
+// without; an IPv6 one always leaves by the pod's ENI (IPv6 is never translated). A prefix in both sets is
+// a host route.
 
-// linkLocal is 169.254.0.0/16: the node's, never the VPC's.
-var linkLocal = netip.MustParsePrefix("169.254.0.0/16")
+// hostOnly are the ranges that are the node's, never the VPC's: 169.254.0.0/16, fe80::/10 and ff00::/8.
+var hostOnly = []netip.Prefix{
+	netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("fe80::/10"),
+	netip.MustParsePrefix("ff00::/8"),
+}
 
 // SetVPCCIDRs replaces the VPC's prefixes in the routes map (pods reach them by their own ENI) and keeps
 // the EXCLUDE_SNAT and host ones: a block associated with the VPC later joins at run time.
@@ -46,11 +52,11 @@ func (d *Datapath) SetNodeIPs(ips []netip.Addr) error {
 // writeRoutes makes the routes map hold the current sets. The caller holds routesMu.
 func (d *Datapath) writeRoutes() error {
 	vpc := append(slices.Clone(d.vpc), d.cfg.ExcludeSNATCIDRs...)
-	host := append(slices.Clone(d.cfg.HostCIDRs), linkLocal)
+	host := append(slices.Clone(d.cfg.HostCIDRs), hostOnly...)
 	for _, a := range d.nodeIPs {
-		a = a.Unmap()
-		if !a.Is4() || slices.ContainsFunc(host, func(p netip.Prefix) bool { return p.Contains(a) }) {
-			continue // IPv4 only; one entry of a range that holds it already is enough
+		a = a.Unmap().WithZone("")
+		if slices.ContainsFunc(host, func(p netip.Prefix) bool { return p.Contains(a) }) {
+			continue // one entry of a range that holds it already is enough
 		}
 		host = append(host, netip.PrefixFrom(a, a.BitLen()))
 	}

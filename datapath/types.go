@@ -1,17 +1,12 @@
 package datapath
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 
 	"github.com/eniwire/eniwire/bpf"
 )
-
-// ErrUnsupportedFamily is returned for IPv6 addresses: the maps are laid out for them, the programs are not
-// yet.
-var ErrUnsupportedFamily = errors.New("only IPv4 is supported")
 
 // Pod is one entry of the pods map.
 type Pod struct {
@@ -100,6 +95,9 @@ var verdictNames = [...]struct{ program, verdict string }{
 	bpf.EniwireVerdictVERDICT_FORWARD_INGRESS_DENIED:   {"forward", "dropped_policy_ingress"},
 	bpf.EniwireVerdictVERDICT_FORWARD_EGRESS_ALLOWED:   {"forward", "policy_egress_allowed"},
 	bpf.EniwireVerdictVERDICT_FORWARD_INGRESS_ALLOWED:  {"forward", "policy_ingress_allowed"},
+
+	bpf.EniwireVerdictVERDICT_FROM_POD_IPV6HEADER: {"from_pod", "to_host_ipv6_header"},
+	bpf.EniwireVerdictVERDICT_TO_POD_IPV6HEADER:   {"to_pod", "to_host_ipv6_header"},
 }
 
 // Verdicts, as the programs count them.
@@ -146,7 +144,11 @@ const (
 	VerdictForwardIngressDenied  = Verdict(bpf.EniwireVerdictVERDICT_FORWARD_INGRESS_DENIED)
 	VerdictForwardEgressAllowed  = Verdict(bpf.EniwireVerdictVERDICT_FORWARD_EGRESS_ALLOWED)
 	VerdictForwardIngressAllowed = Verdict(bpf.EniwireVerdictVERDICT_FORWARD_INGRESS_ALLOWED)
-	numVerdicts                  = int(bpf.EniwireVerdictVERDICT_MAX)
+
+	// IPv6: a hop-by-hop options header, which every router on the way reads, sends a packet to the host.
+	VerdictFromPodIPv6Header = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_IPV6HEADER)
+	VerdictToPodIPv6Header   = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_IPV6HEADER)
+	numVerdicts              = int(bpf.EniwireVerdictVERDICT_MAX)
 )
 
 // Program is the program that counts this verdict.
@@ -179,13 +181,14 @@ type PodTraffic struct {
 	RxPackets, RxBytes uint64
 }
 
-// addrKey converts an address to the maps' 16-byte form (IPv4-mapped for IPv4).
+// addrKey converts an address to the maps' 16-byte form (IPv4-mapped for IPv4). An IPv6 address with a zone
+// is refused: no map entry is per interface.
 func addrKey(a netip.Addr) (bpf.EniwireIpAddr, error) {
 	if !a.IsValid() {
 		return bpf.EniwireIpAddr{}, fmt.Errorf("invalid address")
 	}
-	if !a.Unmap().Is4() {
-		return bpf.EniwireIpAddr{}, fmt.Errorf("address %s: %w", a, ErrUnsupportedFamily)
+	if a.Zone() != "" {
+		return bpf.EniwireIpAddr{}, fmt.Errorf("address %s: a zone has no place in the maps", a)
 	}
 	return bpf.EniwireIpAddr{Addr: a.As16()}, nil
 }
@@ -197,15 +200,41 @@ func addrFromKey(k bpf.EniwireIpAddr) netip.Addr {
 // mappedBits is how many bits of an IPv4-mapped address precede the IPv4 address.
 const mappedBits = 96
 
+// keyBits is a prefix's length in the maps' 16-byte addresses: IPv4's counts the mapped bits too (an
+// IPv4-mapped IPv6 prefix is IPv6's, as written).
+func keyBits(p netip.Prefix) int {
+	if p.Addr().Is4() {
+		return mappedBits + p.Bits()
+	}
+	return p.Bits()
+}
+
+// The address families of the enis map's gateway (linux/socket.h).
+const (
+	afInet  = 2
+	afInet6 = 10
+)
+
+func addressFamily(a netip.Addr) uint8 {
+	if a.Unmap().Is4() {
+		return afInet
+	}
+	return afInet6
+}
+
 func routeKey(p netip.Prefix) (bpf.EniwireRouteKey, error) {
-	p = p.Masked()
+	p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()).Masked()
 	a, err := addrKey(p.Addr())
 	if err != nil {
 		return bpf.EniwireRouteKey{}, err
 	}
-	return bpf.EniwireRouteKey{Prefixlen: uint32(mappedBits + p.Bits()), Dst: a}, nil
+	return bpf.EniwireRouteKey{Prefixlen: uint32(keyBits(p)), Dst: a}, nil
 }
 
 func prefixFromRouteKey(k bpf.EniwireRouteKey) netip.Prefix {
-	return netip.PrefixFrom(addrFromKey(k.Dst), int(k.Prefixlen)-mappedBits)
+	a := addrFromKey(k.Dst)
+	if a.Is4() {
+		return netip.PrefixFrom(a, int(k.Prefixlen)-mappedBits)
+	}
+	return netip.PrefixFrom(a, int(k.Prefixlen))
 }

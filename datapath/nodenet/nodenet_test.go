@@ -95,6 +95,7 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 		b                *BPF
 		eniLink, podLink netlink.Link
 		ipForward        string
+		ipv6             [2]string // the primary ENI's accept_ra, all's IPv6 forwarding
 	)
 	in(t, func() (err error) {
 		if _, err := addVeth("eth0", primaryMAC); err != nil {
@@ -112,11 +113,12 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 		b, err = Open(ctx, Config{
 			PinRoot: pinRoot, PrimaryMAC: primaryMAC.String(), PrimaryIP: netip.MustParseAddr("10.0.0.10"),
 			VPCCIDRs: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/16")}, MTU: 9001, MaxPods: 29,
-			IMDS: primaryIPs{eniMAC.String(): netip.MustParseAddr("10.0.1.5")}, Logger: log,
+			IMDS: primaryIPs{eniMAC.String(): netip.MustParseAddr("10.0.1.5")}, Logger: log, IPv6: true,
 		})
 		if err != nil {
 			return fmt.Errorf("Open: %w", err)
 		}
+		ipv6 = [2]string{readSysctl("net/ipv6/conf/eth0/accept_ra"), readSysctl("net/ipv6/conf/all/forwarding")}
 		// What the journal holds: the pod and its ENI, and a pod whose veth has gone (left to the controller).
 		gone := dptypes.Pod{ContainerID: "c0", IfName: "eth0", IP: netip.MustParseAddr("10.0.1.19"), HostVeth: "eniwgone", ENI: eni}
 		if err := b.Attach(ctx, []dptypes.ENI{eni}, []dptypes.Pod{pod, gone}); err != nil {
@@ -133,6 +135,9 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 	})
 	if ipForward != "1" {
 		t.Errorf("ip_forward = %q after Open, want 1", ipForward)
+	}
+	if ipv6 != [2]string{"2", "1"} {
+		t.Errorf("eth0's accept_ra and IPv6 forwarding = %q after Open with IPv6, want 2 and 1", ipv6)
 	}
 
 	t.Run("Attach wrote the journal's pod and ENI entries, skipping the pod whose veth is gone", func(t *testing.T) {

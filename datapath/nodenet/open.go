@@ -53,6 +53,10 @@ type Config struct {
 	// NetworkPolicy attaches the forward hook that judges NetworkPolicy on the flows the host carries
 	// (datapath.Config.NetworkPolicy); the agent sets it with enforcement on.
 	NetworkPolicy bool
+	// IPv6 prepares the node for IPv6 pods (datapath/doc.go, IPv6): accept_ra=2 on the primary ENI, then
+	// IPv6 forwarding, so the node keeps the default route the VPC router advertises once it forwards.
+	// The agent has no IPv6 mode yet to set it.
+	IPv6 bool
 	// Registerer receives the programs' counters (nil: not registered).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -85,6 +89,15 @@ func Open(ctx context.Context, cfg Config) (*BPF, error) {
 	primary, err := linkByMAC(primaryMAC)
 	if err != nil {
 		return nil, fmt.Errorf("finding the primary ENI: %w", err)
+	}
+	if cfg.IPv6 {
+		// In this order: with forwarding on, accept_ra=1 ignores advertisements and the node would lose
+		// its IPv6 default route when it expires.
+		for _, kv := range [][2]string{{"net/ipv6/conf/" + primary.Attrs().Name + "/accept_ra", "2"}, {"net/ipv6/conf/all/forwarding", "1"}} {
+			if err := setSysctl(log, cfg.SysctlRoot, kv[0], kv[1]); err != nil {
+				return nil, err
+			}
+		}
 	}
 	scfg, err := snat.FromEnv(getenv, snat.Config{
 		PrimaryIP: cfg.PrimaryIP, PrimaryInterface: primary.Attrs().Name, VPCCIDRs: cfg.VPCCIDRs, Logger: log,

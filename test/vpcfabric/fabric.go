@@ -30,6 +30,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/eniwire/eniwire/test/ec2sim"
@@ -65,6 +66,10 @@ type Options struct {
 	VPCHost string
 	// Internet is the internet host's address with its prefix (default 198.51.100.10/24).
 	Internet string
+	// VPCHostIPv6 and InternetIPv6 are the same hosts' IPv6 addresses with their prefixes (defaults
+	// 2600:1f14:e0:ff::10/64, inside what tests seed as the VPC's /56, and 2001:db8:1::10/64). The router
+	// takes each prefix's first address; the internet host sits behind an egress-only internet gateway.
+	VPCHostIPv6, InternetIPv6 string
 	// OnPremises is the on-premises host's address with its prefix (default 192.0.2.10/24), outside the VPC.
 	OnPremises string
 	// MTU of every veth (default 9001, as on EC2 instances).
@@ -82,6 +87,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Internet == "" {
 		o.Internet = "198.51.100.10/24"
+	}
+	if o.VPCHostIPv6 == "" {
+		o.VPCHostIPv6 = "2600:1f14:e0:ff::10/64"
+	}
+	if o.InternetIPv6 == "" {
+		o.InternetIPv6 = "2001:db8:1::10/64"
 	}
 	if o.OnPremises == "" {
 		o.OnPremises = "192.0.2.10/24"
@@ -171,6 +182,21 @@ func New(ctx context.Context, sim *ec2sim.Sim, opts Options) (_ *Fabric, err err
 	if f.inet, f.internet, err = f.addHost("inet", "inet", inetHost); err != nil {
 		return nil, err
 	}
+	for _, h := range []struct {
+		n       *namespace
+		host    *Host
+		link    string
+		address string
+	}{{f.vpchost, &f.vpcHost, "vpchost", opts.VPCHostIPv6}, {f.inet, &f.internet, "inet", opts.InternetIPv6}} {
+		a, err := netip.ParsePrefix(h.address)
+		if err != nil || !a.Addr().Is6() {
+			return nil, fmt.Errorf("parsing IPv6 host %q: %w", h.address, ErrInvalidOptions)
+		}
+		if err := f.addHostIPv6(h.n, h.link, a); err != nil {
+			return nil, err
+		}
+		h.host.IPv6 = a.Addr()
+	}
 	if err := f.installGate(); err != nil {
 		return nil, err
 	}
@@ -247,9 +273,9 @@ func (f *Fabric) apply(ev ec2sim.Event) error {
 	case ec2sim.ENIDetached:
 		err = f.detachLocked(e.ENIID)
 	case ec2sim.IPsAssigned:
-		err = f.assignLocked(e.ENIID, e.IPs, e.Prefixes)
+		err = f.assignLocked(e.ENIID, slices.Concat(e.IPs, e.IPv6s), slices.Concat(e.Prefixes, e.IPv6Prefixes))
 	case ec2sim.IPsUnassigned:
-		err = f.unassignLocked(e.ENIID, e.IPs, e.Prefixes)
+		err = f.unassignLocked(e.ENIID, slices.Concat(e.IPs, e.IPv6s), slices.Concat(e.Prefixes, e.IPv6Prefixes))
 	case ec2sim.InstanceTerminated:
 		err = f.removeNodeLocked(e.InstanceID)
 	}

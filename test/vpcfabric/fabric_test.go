@@ -92,7 +92,7 @@ func (w *world) ec2Client() *ec2.Client {
 // echoServer accepts TCP connections inside a netns and reports each peer's address.
 func echoServer(t *testing.T, nsPath string, ip netip.Addr) (netip.AddrPort, <-chan netip.Addr) {
 	t.Helper()
-	l, err := Listen(nsPath, "tcp4", netip.AddrPortFrom(ip, 0).String())
+	l, err := Listen(nsPath, "tcp", netip.AddrPortFrom(ip, 0).String())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func dialFrom(nsPath string, src netip.Addr, dev string, to netip.AddrPort, time
 		if src.IsValid() {
 			d.LocalAddr = &net.TCPAddr{IP: src.AsSlice()}
 		}
-		c, err := d.Dial("tcp4", to.String())
+		c, err := d.Dial("tcp", to.String())
 		if err != nil {
 			return err
 		}

@@ -53,17 +53,22 @@ func (f *Fabric) installSourceCheck() error {
 	return nil
 }
 
-// SourceCheckDrops is how many packets the router has dropped because their source is not an address of
-// the ENI they came from (EC2's source/destination check).
+// SourceCheckDrops is how many packets, IPv4 and IPv6, the router has dropped because their source is not
+// an address of the ENI they came from (EC2's source/destination check).
 func (f *Fabric) SourceCheckDrops() (uint64, error) {
 	if err := f.usable(); err != nil {
 		return 0, err
 	}
-	return readCounter(f.vpc.path(), "prerouting")
+	v4, err := readCounter(f.vpc.path(), "ip", "prerouting")
+	if err != nil {
+		return 0, err
+	}
+	v6, err := readCounter(f.vpc.path(), "ip6", "prerouting")
+	return v4 + v6, err
 }
 
-func readCounter(nsPath, chain string) (uint64, error) {
-	out, err := nft(nsPath, "", "list", "chain", "ip", gateTable, chain)
+func readCounter(nsPath, family, chain string) (uint64, error) {
+	out, err := nft(nsPath, "", "list", "chain", family, gateTable, chain)
 	if err != nil {
 		return 0, fmt.Errorf("reading drop counter of %s: %w", chain, err)
 	}
@@ -99,13 +104,22 @@ func (f *Fabric) allowInternet(ip netip.Addr, allow bool) error {
 
 var counterPackets = regexp.MustCompile(`counter packets (\d+)`)
 
+// EgressOnlyDrops is how many IPv6 packets the egress-only internet gateway dropped: from the internet,
+// in no flow the VPC opened.
+func (f *Fabric) EgressOnlyDrops() (uint64, error) {
+	if err := f.usable(); err != nil {
+		return 0, err
+	}
+	return readCounter(f.vpc.path(), "ip6", "forward")
+}
+
 // InternetDrops is how many packets the internet host has dropped because their source was not a node's
 // primary IP.
 func (f *Fabric) InternetDrops() (uint64, error) {
 	if err := f.usable(); err != nil {
 		return 0, err
 	}
-	return readCounter(f.inet.path(), "input")
+	return readCounter(f.inet.path(), "ip", "input")
 }
 
 // InternetAllowed lists the sources the internet host accepts (the nodes' primary IPs).

@@ -172,12 +172,18 @@ func (f *Fabric) attachLocked(ev ec2sim.ENIAttached) error {
 	if err := f.deliverTo(e.routerLink, mac); err != nil {
 		return fmt.Errorf("attaching ENI %s: %w", ev.ENIID, err)
 	}
+	if err := f.routerLinkLocal(e.routerLink); err != nil {
+		return fmt.Errorf("attaching ENI %s: %w", ev.ENIID, err)
+	}
 	if ev.DeviceIndex == 0 {
 		ip, err := netip.ParseAddr(ev.PrimaryIP)
 		if err != nil {
 			return fmt.Errorf("attaching ENI %s: primary IP %q: %w", ev.ENIID, ev.PrimaryIP, err)
 		}
 		if err := hostSide(n.ns, e.nodeLink, netip.PrefixFrom(ip, subnet.Bits()), gw); err != nil {
+			return fmt.Errorf("attaching ENI %s: %w", ev.ENIID, err)
+		}
+		if err := ipv6DefaultRoute(n.ns, e.nodeLink); err != nil {
 			return fmt.Errorf("attaching ENI %s: %w", ev.ENIID, err)
 		}
 	}
@@ -265,7 +271,7 @@ func parseDsts(ips, prefixes []string) ([]netip.Prefix, error) {
 		if err != nil {
 			return nil, fmt.Errorf("parsing IP %q: %w", s, err)
 		}
-		out = append(out, netip.PrefixFrom(a, 32))
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
 	}
 	for _, s := range prefixes {
 		p, err := netip.ParsePrefix(s)

@@ -29,11 +29,26 @@ import (
 // The strict check is nftables' fib expression, not the kernel's rp_filter=1: the kernel applies
 // rp_filter to ARP requests too, so with it the router ignores a node asking for the gateway's MAC from
 // any address that is not one of that ENI's (a bare eth1 asks from the node's primary IP), while EC2's
-// router answers every ARP request. For IP packets both checks drop exactly the same packets.
+// router answers every ARP request. For IP packets both checks drop exactly the same packets. IPv6 has no
+// rp_filter at all: the same rule in an ip6 table is its source/destination check (an ENI's IPv6 addresses
+// and /80 prefixes are routed through its veth like its IPv4 ones; link-local sources pass, each router
+// link having its fe80::/64). The forward chain is the egress-only internet gateway of IPv6: the
+// internet host reaches the VPC only in flows the VPC opened (IPv6 is never translated, so this, not a
+// NAT, is what keeps the internet out).
 const sourceCheckRuleset = `table ip ` + gateTable + ` {
 	chain prerouting {
 		type filter hook prerouting priority raw; policy accept;
 		fib saddr . iif oif missing counter drop
+	}
+}
+table ip6 ` + gateTable + ` {
+	chain prerouting {
+		type filter hook prerouting priority raw; policy accept;
+		fib saddr . iif oif missing counter drop
+	}
+	chain forward {
+		type filter hook forward priority filter; policy accept;
+		iifname "inet" ct state != { established, related } counter drop
 	}
 }
 `
@@ -69,6 +84,7 @@ func (f *Fabric) serveEndpoints() error {
 // subnet reach each other). rp_filter is set explicitly because a new netns inherits the host's value.
 var routerSysctls = [][2]string{
 	{"net/ipv4/ip_forward", "1"},
+	{"net/ipv6/conf/all/forwarding", "1"},
 	{"net/ipv4/conf/all/rp_filter", "0"},
 	{"net/ipv4/conf/default/rp_filter", "0"},
 	{"net/ipv4/conf/all/send_redirects", "0"},
@@ -88,8 +104,20 @@ func linkSysctls(dev string) [][2]string {
 }
 
 // deliveryHop is the next hop of every route to an ENI's addresses: link-local, never an address of any
-// namespace, and meaningful only through each ENI veth's permanent neighbour entry.
-var deliveryHop = netip.MustParseAddr("169.254.0.1")
+// namespace, and meaningful only through each ENI veth's permanent neighbour entry. deliveryHop6 is
+// IPv6's (an ENI's IPv6 addresses and /80 prefixes).
+var (
+	deliveryHop  = netip.MustParseAddr("169.254.0.1")
+	deliveryHop6 = netip.MustParseAddr("fe80::e1:1")
+)
+
+// deliveryHopFor is the delivery hop of dst's family.
+func deliveryHopFor(dst netip.Prefix) netip.Addr {
+	if dst.Addr().Is4() {
+		return deliveryHop
+	}
+	return deliveryHop6
+}
 
 // routerLinkName names the vpc-side end of an ENI's veth: 15 bytes at most, derived from the ENI id so
 // the same ENI always maps to the same name.
@@ -107,6 +135,34 @@ type Host struct {
 	IP               netip.Addr
 	// Prefix is the host's on-link network; the router holds its first address.
 	Prefix netip.Prefix
+	// IPv6 is the host's IPv6 address (the router holds its /64's first address).
+	IPv6 netip.Addr
+}
+
+// addHostIPv6 gives a host (its netns n, wired to the router by routerLink) an IPv6 address: the router
+// holds the prefix's first address, the host a default route via it. No duplicate address detection: the
+// addresses are the fabric's to give.
+func (f *Fabric) addHostIPv6(n *namespace, routerLink string, addr netip.Prefix) error {
+	gw := addr.Masked().Addr().Next()
+	link, err := f.vpc.nl.LinkByName(routerLink)
+	if err != nil {
+		return fmt.Errorf("finding router link %s: %w", routerLink, err)
+	}
+	if err := f.vpc.nl.AddrReplace(link, &netlink.Addr{IPNet: ipNet(netip.PrefixFrom(gw, addr.Bits())), Flags: unix.IFA_F_NODAD}); err != nil {
+		return fmt.Errorf("adding %s to router link %s: %w", gw, routerLink, err)
+	}
+	eth0, err := n.nl.LinkByName("eth0")
+	if err != nil {
+		return fmt.Errorf("finding eth0 in netns %s: %w", n.name, err)
+	}
+	if err := n.nl.AddrReplace(eth0, &netlink.Addr{IPNet: ipNet(addr), Flags: unix.IFA_F_NODAD}); err != nil {
+		return fmt.Errorf("adding %s in netns %s: %w", addr, n.name, err)
+	}
+	def := &netlink.Route{LinkIndex: eth0.Attrs().Index, Dst: ipNet(netip.MustParsePrefix("::/0")), Gw: gw.AsSlice()}
+	if err := n.nl.RouteReplace(def); err != nil {
+		return fmt.Errorf("adding the IPv6 default route via %s in netns %s: %w", gw, n.name, err)
+	}
+	return nil
 }
 
 // addHost creates a netns for a host at addr (an address with its prefix length), wires it to the router
@@ -204,6 +260,38 @@ func hostSide(n *namespace, dev string, addr netip.Prefix, gw netip.Addr) error 
 	return nil
 }
 
+// routerIPv6 is the router's link-local address on every ENI's veth, the IPv6 next hop a node's router
+// advertisements would name (the VPC's router is a link-local neighbour of every ENI).
+var routerIPv6 = netip.MustParseAddr("fe80::1")
+
+// routerLinkLocal puts routerIPv6 on a router link (no duplicate address detection: it is the router's on
+// every link, and no node holds it).
+func (f *Fabric) routerLinkLocal(routerLink string) error {
+	link, err := f.vpc.nl.LinkByName(routerLink)
+	if err != nil {
+		return fmt.Errorf("finding router link %s: %w", routerLink, err)
+	}
+	a := &netlink.Addr{IPNet: ipNet(netip.PrefixFrom(routerIPv6, 64)), Flags: unix.IFA_F_NODAD}
+	if err := f.vpc.nl.AddrReplace(link, a); err != nil {
+		return fmt.Errorf("adding %s to router link %s: %w", routerIPv6, routerLink, err)
+	}
+	return nil
+}
+
+// ipv6DefaultRoute gives a node's primary ENI the IPv6 default route a router advertisement would: via
+// the router's link-local address.
+func ipv6DefaultRoute(n *namespace, dev string) error {
+	link, err := n.nl.LinkByName(dev)
+	if err != nil {
+		return fmt.Errorf("finding %s in netns %s: %w", dev, n.name, err)
+	}
+	def := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: ipNet(netip.MustParsePrefix("::/0")), Gw: routerIPv6.AsSlice()}
+	if err := n.nl.RouteReplace(def); err != nil {
+		return fmt.Errorf("adding the IPv6 default route via %s in netns %s: %w", routerIPv6, n.name, err)
+	}
+	return nil
+}
+
 // deliverTo makes the router reach deliveryHop on a router link at the ENI's MAC, permanently, so that
 // the routes via it never trigger ARP.
 func (f *Fabric) deliverTo(routerLink string, mac net.HardwareAddr) error {
@@ -211,17 +299,23 @@ func (f *Fabric) deliverTo(routerLink string, mac net.HardwareAddr) error {
 	if err != nil {
 		return fmt.Errorf("finding router link %s: %w", routerLink, err)
 	}
-	n := &netlink.Neigh{LinkIndex: link.Attrs().Index, Family: netlink.FAMILY_V4, State: netlink.NUD_PERMANENT,
-		IP: deliveryHop.AsSlice(), HardwareAddr: mac}
-	if err := f.vpc.nl.NeighSet(n); err != nil {
-		return fmt.Errorf("mapping %s to %s on router link %s: %w", deliveryHop, mac, routerLink, err)
+	for _, hop := range []netip.Addr{deliveryHop, deliveryHop6} {
+		family := netlink.FAMILY_V4
+		if hop.Is6() {
+			family = netlink.FAMILY_V6
+		}
+		n := &netlink.Neigh{LinkIndex: link.Attrs().Index, Family: family, State: netlink.NUD_PERMANENT,
+			IP: hop.AsSlice(), HardwareAddr: mac}
+		if err := f.vpc.nl.NeighSet(n); err != nil {
+			return fmt.Errorf("mapping %s to %s on router link %s: %w", hop, mac, routerLink, err)
+		}
 	}
 	return nil
 }
 
 // deliveryRoute is the route to dst (an ENI's IP or prefix) through a router link.
 func deliveryRoute(linkIndex int, dst netip.Prefix) *netlink.Route {
-	return &netlink.Route{LinkIndex: linkIndex, Dst: ipNet(dst), Gw: deliveryHop.AsSlice(), Flags: int(netlink.FLAG_ONLINK)}
+	return &netlink.Route{LinkIndex: linkIndex, Dst: ipNet(dst), Gw: deliveryHopFor(dst).AsSlice(), Flags: int(netlink.FLAG_ONLINK)}
 }
 
 // routeVia makes dst reachable through a router link (an ENI's IP or prefix), delivered to the ENI's MAC
@@ -276,7 +370,7 @@ func (f *Fabric) routesVia(routerLink string) ([]netip.Prefix, error) {
 	if err != nil {
 		return nil, fmt.Errorf("finding router link %s: %w", routerLink, err)
 	}
-	rs, err := f.vpc.nl.RouteList(link, netlink.FAMILY_V4)
+	rs, err := f.vpc.nl.RouteList(link, netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, fmt.Errorf("listing routes via %s: %w", routerLink, err)
 	}
@@ -285,7 +379,8 @@ func (f *Fabric) routesVia(routerLink string) ([]netip.Prefix, error) {
 		if r.Dst == nil {
 			continue
 		}
-		if p, ok := prefixOf(r.Dst); ok {
+		// The delivery routes only, not the kernel's own (an IPv6 link's fe80::/64).
+		if p, ok := prefixOf(r.Dst); ok && r.Gw.Equal(deliveryHopFor(p).AsSlice()) {
 			out = append(out, p)
 		}
 	}
