@@ -17,7 +17,25 @@ const recentNoIP = 10 * time.Second
 type addLine struct {
 	mu      sync.Mutex
 	waiters []*addWaiter
-	noIP    []time.Time // when ADDs were answered "no IP", oldest first
+	// arriving are the ADDs on their way to the line: waiting for the books' lock, which a slow journal
+	// write or a pool round may hold for long while a burst of ADDs piles up behind it. They are pods
+	// waiting for an IP too: left out, the pool saw no demand and gave back as surplus the IPs they came for.
+	arriving int
+	noIP     []time.Time // when ADDs were answered "no IP", oldest first
+}
+
+// arrive counts an ADD on its way to the line; arrived, once it holds the books' lock (it then takes an IP
+// or joins the line before the pool can look again).
+func (l *addLine) arrive() {
+	l.mu.Lock()
+	l.arriving++
+	l.mu.Unlock()
+}
+
+func (l *addLine) arrived() {
+	l.mu.Lock()
+	l.arriving--
+	l.mu.Unlock()
 }
 
 // addWaiter is one waiting ADD; poke tells it to look at the pool again.
@@ -70,11 +88,11 @@ func (l *addLine) pokeFirstLocked() {
 	}
 }
 
-// waiting is the number of ADDs in line.
+// waiting is the number of ADDs in line or on their way to it.
 func (l *addLine) waiting() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.waiters)
+	return len(l.waiters) + l.arriving
 }
 
 // answeredNoIP remembers that an ADD was answered "no IP" at now.
@@ -85,12 +103,13 @@ func (l *addLine) answeredNoIP(now time.Time) {
 	l.noIP = append(l.noIP, now)
 }
 
-// demand is the pods waiting for an IP at now: the ADDs in line and those answered "no IP" within recentNoIP.
+// demand is the pods waiting for an IP at now: the ADDs in line or on their way to it, and those answered
+// "no IP" within recentNoIP.
 func (l *addLine) demand(now time.Time) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.forgetLocked(now)
-	return len(l.waiters) + len(l.noIP)
+	return len(l.waiters) + l.arriving + len(l.noIP)
 }
 
 func (l *addLine) forgetLocked(now time.Time) {

@@ -97,7 +97,9 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		return nil, fmt.Errorf("assigning an IP to %s: %w", req.ContainerID, err)
 	}
 	defer p.turns.finish(req.Attachment, t)
+	p.line.arrive()
 	p.books.mu.Lock()
+	p.line.arrived()
 	if a := p.books.st.Assignment(req.ContainerID, req.IfName); a != nil {
 		out := p.toAPI(*a)
 		seq := p.books.seq

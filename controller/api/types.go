@@ -182,7 +182,8 @@ type Status struct {
 	Assigned int         `json:"assigned"`
 	Warm     int         `json:"warm"`
 	Cooldown int         `json:"cooldown"`
-	// AddsWaiting are the ADDs waiting for an IP while the pool refills (ENIWIRE_ADD_WAIT).
+	// AddsWaiting are the ADDs waiting for an IP while the pool refills (ENIWIRE_ADD_WAIT), with those still
+	// queued for the agent's state lock.
 	AddsWaiting int         `json:"addsWaiting,omitempty"`
 	Pending     []PendingOp `json:"pending"`
 	// PoolStatus is the pool manager's last word, e.g. "subnet exhausted, backing off until ...".
