@@ -187,8 +187,10 @@ func TestSubnetDiscoveryTakesTheZonesTaggedSubnetsMostFreeFirst(t *testing.T) {
 			waitReady(t, r.node)
 			// 10 pods are more than the primary's 9 IPs: the node needs a secondary ENI.
 			assignPods(t, r.node, map[string]string{}, 0, 10)
+			// The pod waiting and WARM_ENI_TARGET=1 may bring two ENIs in one growth step (growth counts the pods
+			// waiting): the first is the one the placement is judged by.
 			eventually(t, 20*time.Second, "a secondary ENI ready", func() error {
-				if n := readySecondaries(r.node.Snapshot()); n != 1 {
+				if n := readySecondaries(r.node.Snapshot()); n < 1 {
 					return fmt.Errorf("%d ready", n)
 				}
 				return nil
