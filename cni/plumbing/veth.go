@@ -77,7 +77,12 @@ func (p *Pod) SetupVeth(hostName, ifName string, mtu int) (*Veth, error) {
 	if errors.Is(err, syscall.EEXIST) {
 		// A name is taken: by the pair of an earlier ADD (kept), by something else in the pod (refused), or by
 		// the host veth of an earlier sandbox of the same pod, which must give way to the new one.
-		if v, perr := p.existingPair(hostName, ifName); perr != nil || v != nil {
+		v, perr := p.existingPair(hostName, ifName)
+		switch {
+		case perr != nil && isNotFound(perr):
+			// The pair vanished while it was looked at: the agent removed the released sandbox's pair. A new
+			// one takes its place below.
+		case perr != nil || v != nil:
 			return v, perr
 		}
 		if old, lerr := netlinkdump.LinkByName(p.host, hostName); lerr == nil {
