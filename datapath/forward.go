@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/cilium/ebpf/link"
 )
@@ -24,9 +25,11 @@ var forwardHooks = []struct {
 	{"forward6", link.NetfilterProtoIPv6, "netfilter ipv6 forward"},
 }
 
-// forwardPriority places eniw_forward after conntrack, kube-proxy's DNAT and the mangle table, and before
-// the filter table (NF_IP_PRI_FILTER, 0): a packet it drops meets no ACCEPT of another's rules first.
-const forwardPriority = -10
+// forwardPriorities place eniw_forward after conntrack, kube-proxy's DNAT and the mangle table, and before
+// the filter table (NF_IP_PRI_FILTER, 0): a packet it drops meets no ACCEPT of another's rules first. The
+// kernel takes one BPF program per hook and priority, so a new agent links its own at the other of two
+// neighbouring priorities while the earlier agent's link still holds one; both sit between DNAT and filter.
+var forwardPriorities = [2]int{-10, -11}
 
 // attachForward attaches eniw_forward with a pinned netfilter link per family.
 func (d *Datapath) attachForward() error {
@@ -56,12 +59,18 @@ func (d *Datapath) attachForwardFamily(pinName string, family link.NetfilterProt
 	case !errors.Is(err, os.ErrNotExist):
 		return fmt.Errorf("opening pinned link %s: %w", pin, err)
 	}
-	l, err := link.AttachNetfilter(link.NetfilterOptions{
-		Program:        d.objs.EniwForward,
-		ProtocolFamily: family,
-		Hook:           link.NetfilterInetForward,
-		Priority:       forwardPriority,
-	})
+	var l link.Link
+	for _, priority := range forwardPriorities {
+		l, err = link.AttachNetfilter(link.NetfilterOptions{
+			Program:        d.objs.EniwForward,
+			ProtocolFamily: family,
+			Hook:           link.NetfilterInetForward,
+			Priority:       int32(priority),
+		})
+		if !errors.Is(err, syscall.EBUSY) {
+			break // attached, or refused for another reason; EBUSY: the earlier agent's link holds this one
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("attaching the forward hook: %w", err)
 	}

@@ -182,3 +182,28 @@ func closeConn(c net.Conn) {
 		_ = c.Close()
 	}
 }
+
+// TestARestartedAgentReplacesTheForwardHook: an agent that opens the datapath again (a restart, an upgrade)
+// loads its own eniw_forward and links it at the FORWARD hooks before the earlier agent's links go; the node
+// is never without the hook, and the second open succeeds.
+func TestARestartedAgentReplacesTheForwardHook(t *testing.T) {
+	t.Parallel()
+	f := newFabric(t)
+	root := testPinRoot(t)
+	cfg := f.config(root, AttachTCX)
+	cfg.NetworkPolicy = true
+	t.Cleanup(func() { _ = f.node.Do(func(ns.NetNS) error { return Uninstall(root) }) })
+	// Two restarts: the latest agent takes the other priority, the third the first one again.
+	for range 2 {
+		if err := f.open(t, cfg).Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	latest := f.open(t, cfg)
+	t.Cleanup(func() { _ = latest.Close() })
+	f.wire(t, latest)
+	setPolicy(t, latest, pod2IP, dptypes.PodPolicy{IngressIsolated: true})
+	wantRefused(t, latest, VerdictFromPodIngressDenied, func() error {
+		return udpExchange(f.pod1, netip.Addr{}, netip.AddrPortFrom(pod2IP, 7001), 700*time.Millisecond)
+	})
+}
