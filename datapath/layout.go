@@ -3,6 +3,7 @@ package datapath
 import (
 	"errors"
 	"fmt"
+	"os"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -31,6 +32,12 @@ func pinnedLayoutDiffers(m *ebpf.Map, spec *ebpf.MapSpec) error {
 		return nil
 	}
 	h, err := btf.NewHandleFromID(id)
+	if errors.Is(err, os.ErrPermission) {
+		// Opening BTF by id needs CAP_SYS_ADMIN, which the agent's container is not given (CAP_BPF and
+		// CAP_NET_ADMIN are): the sizes, already compared, are what can be judged. Replacing every pinned map
+		// on each restart instead would empty the maps the running pods depend on.
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("opening the pinned map's BTF: %w", err)
 	}
