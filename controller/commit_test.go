@@ -54,14 +54,17 @@ func TestThrottledModifyKeepsTheENIInTheBooksAndInUse(t *testing.T) {
 			if len(sec) == 0 {
 				t.Fatal("no secondary ENI in the books")
 			}
+			// Growth that counts the pods waiting may bring two secondaries at once: pods on either count.
 			onSecondary := 0
 			for _, a := range st.Assignments {
-				if a.ENI == sec[0].ID {
-					onSecondary++
+				for _, e := range sec {
+					if a.ENI == e.ID {
+						onSecondary++
+					}
 				}
 			}
 			if onSecondary == 0 {
-				t.Fatalf("no pod got an IP of the secondary ENI %s (state %s)", sec[0].ID, sec[0].State)
+				t.Fatalf("no pod got an IP of a secondary ENI (%+v)", sec)
 			}
 			if tc.until != nil {
 				start := w.clk.Now()
