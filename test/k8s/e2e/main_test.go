@@ -148,6 +148,10 @@ func TestKubernetesNode(t *testing.T) {
 	results.run(t, fullNodeReadyCase, s.fullNodeStayedReady)
 	results.run(t, "5a. DaemonSet rolling update to a second tag while a flow runs", s.rollingUpdate)
 	results.run(t, "5b. agent pod deleted during a scale-up; scale to 0 and back", s.agentKilledDuringScaleUp)
+	for _, nc := range s.netpolCases() {
+		results.run(t, nc.name, nc.run)
+	}
+	s.removeNetpol(t)
 	results.run(t, "6. uninstall: the node holds nothing of eniwire", s.uninstall)
 	results.run(t, "7. Helm chart (helm's own engine) installs a working eniwire", s.helm)
 	results.run(t, "8. prefix delegation: 110 pods on an m5.large", s.prefixDelegation)
@@ -172,4 +176,6 @@ type suite struct {
 	svcs *svcs
 	// full is node 2 filled to its max pods, from fillNode until fullNodeStayedReady.
 	full *fullNode
+	// np is what the NetworkPolicy cases share, from the first that runs until removeNetpol.
+	np *netpolSetup
 }
