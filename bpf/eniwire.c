@@ -1,8 +1,12 @@
 //go:build ignore
 /* SPDX-License-Identifier: GPL-2.0 */
-/* eniwire's tc programs: eniw_from_pod on each pod's host veth (ingress), eniw_to_vpc on every managed ENI
- * (egress), eniw_to_pod on every managed ENI (ingress). Every decision is a hash, LPM or conntrack lookup,
- * so the cost per packet does not grow with the number of pods.
+/* eniwire's programs: the tc programs eniw_from_pod on each pod's host veth (ingress), eniw_to_vpc on every
+ * managed ENI (egress), eniw_to_pod on every managed ENI (ingress), and eniw_forward, a netfilter program at
+ * the node's IPv4 FORWARD hook. Every decision is a hash, LPM or conntrack lookup, so the cost per packet
+ * does not grow with the number of pods, nor with the size of the NetworkPolicy of a pod (policy.h).
+ *
+ * NetworkPolicy on the fast paths: before a packet takes one, its flow is judged against the policies of
+ * the pods at either end (flow_detour), and a denied packet is dropped, never detoured to the host.
  *
  * The fast paths (redirect_peer into a pod, redirect_neigh out of an ENI) behave as a router: a packet of a
  * flow the host carries goes to the host (flow.h), the TTL is decremented and a packet about to expire goes
@@ -27,6 +31,7 @@
 #include "maps.h"
 #include "packet.h"
 #include "flow.h"
+#include "policy.h"
 
 #ifndef AF_INET
 #define AF_INET 2
@@ -78,6 +83,8 @@ static __always_inline void count_pod(struct ip_addr *pod, __u32 len, int rx)
 /* Why a packet that its route would put on a fast path goes elsewhere. */
 enum detour {
 	DETOUR_NONE = 0,
+	DETOUR_EGRESS_DENIED,  /* a policy isolating the opener of its flow allows no such flow: dropped */
+	DETOUR_INGRESS_DENIED, /* a policy isolating the responder of its flow allows no such flow: dropped */
 	DETOUR_IP_HEADER, /* its IPv4 header is one a router acts on: options, or a bad checksum */
 	DETOUR_HOST_FLOW, /* its flow is the host's */
 	DETOUR_TTL,       /* it would expire at this hop */
@@ -107,14 +114,193 @@ static __always_inline int ip_header_needs_host(struct __sk_buff *skb, struct pa
 	return sum != 0xffff;
 }
 
-/* detour_of says whether a packet may take the fast path to interface target_ifindex. Checking the device
- * here is what makes redirect_failed honest: the redirect helpers accept any ifindex and fail later. */
-static __always_inline enum detour detour_of(struct __sk_buff *skb, struct packet *p, __u32 target_ifindex)
+/* The verdicts a program counts a fast-path packet under: delivered, why it detoured to the host, or what
+ * the policy said of it. */
+struct fast_verdicts {
+	enum verdict delivered, ip_header, host_flow, ttl, too_big;
+	enum verdict egress_denied, ingress_denied, egress_allowed, ingress_allowed;
+};
+
+/* The pod flags (maps.h) of a packet's source and destination: 0 for an address that is not a pod of this
+ * node, or a pod no policy selects. */
+struct ends {
+	__u32 src_flags, dst_flags;
+};
+
+static __always_inline enum detour denial(enum policy_result r)
 {
+	switch (r) {
+	case POLICY_EGRESS_DENIED:
+		return DETOUR_EGRESS_DENIED;
+	case POLICY_INGRESS_DENIED:
+		return DETOUR_INGRESS_DENIED;
+	default:
+		return DETOUR_NONE;
+	}
+}
+
+/* count_opening counts a flow the policies allowed to open, under each direction that a policy isolates. */
+static __always_inline void count_opening(struct opening *o, struct fast_verdicts v, __u32 len)
+{
+	if (o->opener_flags & POLICY_EGRESS_ISOLATED)
+		count(v.egress_allowed, len);
+	if (o->responder_flags & POLICY_INGRESS_ISOLATED)
+		count(v.ingress_allowed, len);
+}
+
+/* opening_of is the opening of the flow of a packet whose tuple is t: t itself when the packet travels in
+ * the flow's original direction, t reversed when it is a reply. */
+static __always_inline struct opening opening_of(struct packet *p, struct ends e, __be32 saddr, __be32 daddr,
+						 __be16 sport, __be16 dport, __u8 protocol, int reply)
+{
+	struct opening o = {.protocol = protocol};
+	o.opener = reply ? daddr : saddr;
+	o.responder = reply ? saddr : daddr;
+	o.port = reply ? sport : dport;
+	o.opener_flags = o.opener == p->saddr ? e.src_flags : o.opener == p->daddr ? e.dst_flags : 0;
+	o.responder_flags = o.responder == p->saddr ? e.src_flags : o.responder == p->daddr ? e.dst_flags : 0;
+	return o;
+}
+
+/* How a packet without conntrack state from tc is judged (stateless_way). */
+enum stateless_way {
+	STATELESS_REQUEST = 0, /* on its own tuple, as a flow's opening */
+	STATELESS_REPLY = 1,   /* on its tuple reversed: an ICMP echo or timestamp reply, an ICMP error */
+	STATELESS_EITHER = 2,  /* either way: an SCTP packet other than an INIT, inside an association */
+};
+
+#define SCTP_CHUNK_INIT 1
+
+/* stateless_way tells a request from a reply where the packet itself says which it is. A packet that
+ * cannot say is a request: the way that asks the most of the policies. */
+static __always_inline enum stateless_way stateless_way(struct __sk_buff *skb, struct packet *p)
+{
+	__u8 type = 0;
+	switch (p->protocol) {
+	case IPPROTO_ICMP:
+		if (bpf_skb_load_bytes(skb, p->l4_off, &type, 1) < 0)
+			return STATELESS_REQUEST;
+		switch (type) {
+		case ICMP_ECHOREPLY:
+		case ICMP_TIMESTAMPREPLY:
+		case ICMP_DEST_UNREACH:
+		case ICMP_SOURCE_QUENCH:
+		case ICMP_REDIRECT:
+		case ICMP_TIME_EXCEEDED:
+		case ICMP_PARAMETERPROB:
+			return STATELESS_REPLY;
+		}
+		return STATELESS_REQUEST;
+	case IPPROTO_SCTP:
+		/* The first chunk follows the 12-byte common header; an INIT opens an association. */
+		if (p->fragment || bpf_skb_load_bytes(skb, p->l4_off + 12, &type, 1) < 0 || type == SCTP_CHUNK_INIT)
+			return STATELESS_REQUEST;
+		return STATELESS_EITHER;
+	}
+	return STATELESS_REQUEST;
+}
+
+/* judge_stateless judges a packet of an isolated pod that conntrack cannot hold from tc: ICMP, SCTP (which
+ * the host tracks, the kfuncs cannot look up), other protocols, first fragments. A later fragment carries
+ * no ports and passes; the host reassembles it with its first fragment, which was judged. */
+static __always_inline enum detour judge_stateless(struct __sk_buff *skb, struct packet *p, struct ends e,
+						   struct fast_verdicts v)
+{
+	if (p->fragment == FRAGMENT_LATER)
+		return DETOUR_NONE;
+	__be16 ports[2] = {};
+	if (p->protocol == IPPROTO_TCP || p->protocol == IPPROTO_UDP || p->protocol == IPPROTO_SCTP)
+		if (ports_at(skb, p->l4_off, ports) < 0)
+			ports[0] = ports[1] = 0;
+	enum stateless_way way = stateless_way(skb, p);
+	struct opening o = opening_of(p, e, p->saddr, p->daddr, ports[0], ports[1], p->protocol, way == STATELESS_REPLY);
+	enum policy_result r = judge(&o);
+	if (r != POLICY_ALLOWED && way == STATELESS_EITHER) {
+		struct opening back = opening_of(p, e, p->saddr, p->daddr, ports[0], ports[1], p->protocol, 1);
+		if (judge(&back) == POLICY_ALLOWED) {
+			o = back;
+			r = POLICY_ALLOWED;
+		}
+	}
+	if (r != POLICY_ALLOWED) {
+		report_denial(&o, r, r == POLICY_EGRESS_DENIED ? v.egress_denied : v.ingress_denied);
+		return denial(r);
+	}
+	count_opening(&o, v, p->len);
+	return DETOUR_NONE;
+}
+
+/* flow_detour takes the one conntrack lookup of a packet's flow and says what it means:
+ *   - an entry of the host's: the host carries the flow (DETOUR_HOST_FLOW), policy or not;
+ *   - an entry of eniwire's: the flow is on the fast path and its pods' policies are judged again on the
+ *     flow's opening, whichever way this packet travels, so a removed allow cuts it; allowed, the entry
+ *     lives on;
+ *   - none, with a pod at either end isolated: a new flow, judged on this packet's tuple and, allowed,
+ *     given an entry of eniwire's (ct_insert) so that its replies pass;
+ *   - none, no pod isolated: the fast path as without policy, no state kept.
+ * A first fragment of a TCP or UDP flow is judged so too when a pod is isolated (it carries the ports; a
+ * fragmented reply passes as a reply), then goes to the host, which reassembles it; it opens no entry. */
+static __always_inline enum detour flow_detour(struct __sk_buff *skb, struct packet *p, struct ends e,
+					       struct fast_verdicts v)
+{
+	struct flow f;
+	int isolated = ((e.src_flags | e.dst_flags) & ISOLATED) != 0;
+
+	flow_of(skb, p, &f);
+	int fragment = isolated && f.path == FLOW_HOST && first_fragment_flow(skb, p, &f) == 0;
+	enum detour allowed = fragment ? DETOUR_HOST_FLOW : DETOUR_NONE;
+	if (f.path != FLOW_LOOKUP && !fragment) {
+		if (isolated) {
+			enum detour d = judge_stateless(skb, p, e, v);
+			if (d != DETOUR_NONE)
+				return d;
+		}
+		return f.path == FLOW_HOST ? DETOUR_HOST_FLOW : DETOUR_NONE;
+	}
+	__be32 saddr = f.tuple.ipv4.saddr, daddr = f.tuple.ipv4.daddr;
+	__be16 sport = f.tuple.ipv4.sport, dport = f.tuple.ipv4.dport;
+	__u8 dir = 0;
+	struct nf_conn *ct = ct_lookup(skb, &f, &dir);
+	if (ct) {
+		if (!ct_is_eniwire(ct)) {
+			bpf_ct_release(ct);
+			return DETOUR_HOST_FLOW;
+		}
+		struct opening o = opening_of(p, e, saddr, daddr, sport, dport, f.protocol, dir != 0);
+		enum policy_result r = judge(&o);
+		if (r == POLICY_ALLOWED)
+			bpf_ct_change_timeout(ct, ct_timeout(skb, p));
+		bpf_ct_release(ct);
+		return r == POLICY_ALLOWED ? allowed : denial(r);
+	}
+	if (!isolated)
+		return DETOUR_NONE;
+	struct opening o = opening_of(p, e, saddr, daddr, sport, dport, f.protocol, 0);
+	enum policy_result r = judge(&o);
+	if (r != POLICY_ALLOWED) {
+		report_denial(&o, r, r == POLICY_EGRESS_DENIED ? v.egress_denied : v.ingress_denied);
+		return denial(r);
+	}
+	count_opening(&o, v, p->len);
+	/* An ICMP error about a flow conntrack does not know opens nothing; nor does a fragment. */
+	if (f.protocol == p->protocol && !fragment)
+		ct_insert(skb, &f, ct_timeout(skb, p));
+	return allowed;
+}
+
+/* detour_of says whether a packet may take the fast path to interface target_ifindex. The policies come
+ * first, so no detour carries a denied packet to the host. Checking the device here is what makes
+ * redirect_failed honest: the redirect helpers accept any ifindex and fail later. */
+static __always_inline enum detour detour_of(struct __sk_buff *skb, struct packet *p, __u32 target_ifindex,
+					     struct ends e, struct fast_verdicts v)
+{
+	enum detour d = flow_detour(skb, p, e, v);
+	if (d == DETOUR_EGRESS_DENIED || d == DETOUR_INGRESS_DENIED)
+		return d;
 	if (ip_header_needs_host(skb, p))
 		return DETOUR_IP_HEADER;
-	if (host_carries(skb, p))
-		return DETOUR_HOST_FLOW;
+	if (d != DETOUR_NONE)
+		return d;
 	if (p->ttl <= 1)
 		return DETOUR_TTL;
 	__u32 mtu = 0;
@@ -199,14 +385,11 @@ static __always_inline int write_failed(__u32 len)
 	return TC_ACT_SHOT;
 }
 
-/* The verdicts a program counts a fast-path packet under: delivered, or why it detoured to the host. */
-struct fast_verdicts {
-	enum verdict delivered, ip_header, host_flow, ttl, too_big;
-};
-
 #define FROM_POD_DETOURS                                                                                     \
 	.ip_header = VERDICT_FROM_POD_IP_HEADER, .host_flow = VERDICT_FROM_POD_HOST_FLOW,                    \
-	.ttl = VERDICT_FROM_POD_TTL, .too_big = VERDICT_FROM_POD_TOO_BIG
+	.ttl = VERDICT_FROM_POD_TTL, .too_big = VERDICT_FROM_POD_TOO_BIG,                                    \
+	.egress_denied = VERDICT_FROM_POD_EGRESS_DENIED, .ingress_denied = VERDICT_FROM_POD_INGRESS_DENIED,  \
+	.egress_allowed = VERDICT_FROM_POD_EGRESS_ALLOWED, .ingress_allowed = VERDICT_FROM_POD_INGRESS_ALLOWED
 static const struct fast_verdicts from_pod_to_peer = {.delivered = VERDICT_FROM_POD_TO_PEER, FROM_POD_DETOURS};
 static const struct fast_verdicts from_pod_out_eni = {.delivered = VERDICT_FROM_POD_OUT_ENI, FROM_POD_DETOURS};
 static const struct fast_verdicts to_pod_to_peer = {
@@ -215,6 +398,10 @@ static const struct fast_verdicts to_pod_to_peer = {
 	.host_flow = VERDICT_TO_POD_HOST_FLOW,
 	.ttl = VERDICT_TO_POD_TTL,
 	.too_big = VERDICT_TO_POD_TOO_BIG,
+	.egress_denied = VERDICT_TO_POD_EGRESS_DENIED,
+	.ingress_denied = VERDICT_TO_POD_INGRESS_DENIED,
+	.egress_allowed = VERDICT_TO_POD_EGRESS_ALLOWED,
+	.ingress_allowed = VERDICT_TO_POD_INGRESS_ALLOWED,
 };
 
 /* take_detour counts a packet that may not take the fast path under its program's verdict for the reason,
@@ -222,6 +409,12 @@ static const struct fast_verdicts to_pod_to_peer = {
 static __always_inline int take_detour(enum detour d, struct fast_verdicts v, __u32 len)
 {
 	switch (d) {
+	case DETOUR_EGRESS_DENIED:
+		count(v.egress_denied, len);
+		return TC_ACT_SHOT;
+	case DETOUR_INGRESS_DENIED:
+		count(v.ingress_denied, len);
+		return TC_ACT_SHOT;
 	case DETOUR_IP_HEADER:
 		count(v.ip_header, len);
 		return TC_ACT_UNSPEC;
@@ -243,9 +436,9 @@ static __always_inline int take_detour(enum detour d, struct fast_verdicts v, __
 /* into_pod delivers a packet into the pod dst behind host veth host_ifindex (redirect_peer), as a router
  * hop, unless it must detour. */
 static __always_inline int into_pod(struct __sk_buff *skb, struct packet *p, struct ip_addr *dst, __u32 host_ifindex,
-				    struct fast_verdicts v)
+				    struct ends e, struct fast_verdicts v)
 {
-	enum detour d = detour_of(skb, p, host_ifindex);
+	enum detour d = detour_of(skb, p, host_ifindex, e, v);
 	if (d != DETOUR_NONE)
 		return take_detour(d, v, p->len);
 	if (decrement_ttl(skb, p) < 0)
@@ -295,7 +488,8 @@ int eniw_from_pod(struct __sk_buff *skb)
 	ip_addr_from_v4(&dst, p.daddr);
 	struct pod_value *peer = bpf_map_lookup_elem(&pods, &dst);
 	if (peer && peer->host_ifindex)
-		return into_pod(skb, &p, &dst, peer->host_ifindex, from_pod_to_peer);
+		return into_pod(skb, &p, &dst, peer->host_ifindex, (struct ends){pod->flags, peer->flags},
+				from_pod_to_peer);
 
 	struct route_key rk = {.prefixlen = 128, .dst = dst};
 	struct route_value *route = bpf_map_lookup_elem(&routes, &rk);
@@ -307,7 +501,7 @@ int eniw_from_pod(struct __sk_buff *skb)
 			count(VERDICT_FROM_POD_NO_ENI, p.len);
 			return TC_ACT_UNSPEC;
 		}
-		enum detour d = detour_of(skb, &p, eni_ifindex);
+		enum detour d = detour_of(skb, &p, eni_ifindex, (struct ends){pod->flags, 0}, from_pod_out_eni);
 		if (d != DETOUR_NONE)
 			return take_detour(d, from_pod_out_eni, p.len);
 		if (decrement_ttl(skb, &p) < 0)
@@ -413,7 +607,108 @@ int eniw_to_pod(struct __sk_buff *skb)
 		return act;
 	/* A reply to a flow the host translated (Service DNAT to a VPC host), or a packet of one it delivers
 	 * (NodePort, hostPort), detours: the host un-NATs it and keeps conntrack whole. */
-	return into_pod(skb, &p, &dst, pod->host_ifindex, to_pod_to_peer);
+	return into_pod(skb, &p, &dst, pod->host_ifindex, (struct ends){0, pod->flags}, to_pod_to_peer);
+}
+
+/* The kernel's context of a netfilter program (include/net/netfilter/nf_bpf_link.h), and the fields of its
+ * struct sk_buff read here, located by CO-RE. */
+struct nf_hook_state;
+struct sk_buff;
+struct bpf_nf_ctx {
+	const struct nf_hook_state *state;
+	struct sk_buff *skb;
+};
+
+struct sk_buff___eniwire {
+	unsigned int len;
+	unsigned long _nfct; /* the conntrack entry, its ctinfo in the low 3 bits */
+} __attribute__((preserve_access_index));
+
+extern int bpf_dynptr_from_skb(struct __sk_buff *skb, __u64 flags, struct bpf_dynptr *ptr__uninit) __ksym;
+extern void *bpf_dynptr_slice(const struct bpf_dynptr *ptr, __u32 offset, void *buffer__opt, __u32 buffer__szk) __ksym;
+
+#define NF_DROP 0
+#define NF_ACCEPT 1
+
+/* enum ip_conntrack_info: the packet's relation to its conntrack entry. */
+#define IP_CT_RELATED 1
+#define IP_CT_NEW 2
+#define IP_CT_IS_REPLY 3
+#define IP_CT_RELATED_REPLY 4
+#define IP_CT_UNTRACKED 7
+#define NFCT_INFOMASK 7UL
+
+/* Attach point: netfilter, IPv4 FORWARD (a BPF netfilter link): every packet the host stack forwards,
+ * after conntrack and kube-proxy's DNAT (PREROUTING) and before SNAT (POSTROUTING), so on the addresses
+ * and ports the flow really has: a Service's backend and targetPort, a NodePort's pod, a pod's internet
+ * peer before masquerading. The fast paths never come here. Every packet of a flow with an isolated pod
+ * at either end is judged on the flow's opening (conntrack says which way the packet goes), so a removed
+ * allow cuts a host-carried flow as it cuts a fast-path one; ICMP errors conntrack relates to a flow
+ * pass with it. What the node itself sends or receives (kubelet's probes) never crosses FORWARD. */
+SEC("netfilter")
+int eniw_forward(struct bpf_nf_ctx *ctx)
+{
+	struct sk_buff___eniwire *skb = (struct sk_buff___eniwire *)ctx->skb;
+	struct bpf_dynptr ptr;
+	struct iphdr iph_buf;
+	__u32 len = skb->len;
+
+	if (bpf_dynptr_from_skb((struct __sk_buff *)ctx->skb, 0, &ptr))
+		return NF_ACCEPT;
+	struct iphdr *ip = bpf_dynptr_slice(&ptr, 0, &iph_buf, sizeof(iph_buf));
+	if (!ip || ip->version != 4 || ip->ihl < 5)
+		return NF_ACCEPT;
+	__be32 saddr = ip->saddr, daddr = ip->daddr;
+	__u8 protocol = ip->protocol;
+	__u32 l4_off = ip->ihl * 4;
+	int later_fragment = (ip->frag_off & bpf_htons(IP_OFFSET)) != 0;
+
+	struct ip_addr a;
+	ip_addr_from_v4(&a, saddr);
+	struct pod_value *src = bpf_map_lookup_elem(&pods, &a);
+	ip_addr_from_v4(&a, daddr);
+	struct pod_value *dst = bpf_map_lookup_elem(&pods, &a);
+	__u32 src_flags = src ? src->flags : 0, dst_flags = dst ? dst->flags : 0;
+	if (!((src_flags | dst_flags) & ISOLATED))
+		return NF_ACCEPT;
+
+	unsigned long nfct = skb->_nfct;
+	__u32 ctinfo = nfct & NFCT_INFOMASK;
+	int tracked = nfct != 0 && ctinfo != IP_CT_UNTRACKED;
+	if (tracked && (ctinfo == IP_CT_RELATED || ctinfo == IP_CT_RELATED_REPLY))
+		return NF_ACCEPT;
+	int reply = tracked && ctinfo >= IP_CT_IS_REPLY;
+
+	__be16 ports[2] = {}, ports_buf[2];
+	if (!later_fragment && (protocol == IPPROTO_TCP || protocol == IPPROTO_UDP || protocol == IPPROTO_SCTP)) {
+		__be16 *pp = bpf_dynptr_slice(&ptr, l4_off, ports_buf, sizeof(ports_buf));
+		if (pp) {
+			ports[0] = pp[0];
+			ports[1] = pp[1];
+		}
+	}
+	struct opening o = {.protocol = protocol};
+	o.opener = reply ? daddr : saddr;
+	o.responder = reply ? saddr : daddr;
+	o.opener_flags = reply ? dst_flags : src_flags;
+	o.responder_flags = reply ? src_flags : dst_flags;
+	o.port = reply ? ports[0] : ports[1];
+	int opening = !tracked || ctinfo == IP_CT_NEW;
+	enum policy_result r = judge(&o);
+	if (r != POLICY_ALLOWED) {
+		enum verdict v = r == POLICY_EGRESS_DENIED ? VERDICT_FORWARD_EGRESS_DENIED : VERDICT_FORWARD_INGRESS_DENIED;
+		count(v, len);
+		if (opening)
+			report_denial(&o, r, v);
+		return NF_DROP;
+	}
+	if (opening) {
+		if (o.opener_flags & POLICY_EGRESS_ISOLATED)
+			count(VERDICT_FORWARD_EGRESS_ALLOWED, len);
+		if (o.responder_flags & POLICY_INGRESS_ISOLATED)
+			count(VERDICT_FORWARD_INGRESS_ALLOWED, len);
+	}
+	return NF_ACCEPT;
 }
 
 char __license[] SEC("license") = "GPL";

@@ -19,6 +19,13 @@ type EniwireCounter struct {
 	Bytes   uint64
 }
 
+type EniwireDenialBudget struct {
+	_             structs.HostLayout
+	WindowStartNs uint64
+	Sent          uint32
+	Pad           uint32
+}
+
 type EniwireEniValue struct {
 	_               structs.HostLayout
 	Gateway         EniwireIpAddr
@@ -49,6 +56,53 @@ type EniwirePodValue struct {
 	Pad         uint32
 }
 
+type EniwirePolicyDenial struct {
+	_         structs.HostLayout
+	Pod       EniwireIpAddr
+	Peer      EniwireIpAddr
+	Flags     uint32
+	Verdict   EniwireVerdict
+	Direction EniwirePolicyDirection
+	Port      uint16
+	Protocol  uint8
+	Pad       uint8
+}
+
+type EniwirePolicyDirection uint32
+
+const (
+	EniwirePolicyDirectionPOLICY_INGRESS EniwirePolicyDirection = 0
+	EniwirePolicyDirectionPOLICY_EGRESS  EniwirePolicyDirection = 1
+)
+
+type EniwirePolicyPeerKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	PolicyId  uint32
+	Direction EniwirePolicyDirection
+	Peer      EniwireIpAddr
+}
+
+type EniwirePolicyPeerValue struct {
+	_       structs.HostLayout
+	PortSet uint32
+}
+
+type EniwirePolicyPortKey struct {
+	_         structs.HostLayout
+	Prefixlen uint32
+	PolicyId  uint32
+	PortSet   uint32
+	Protocol  uint8
+	Pad       uint8
+	Port      uint16
+}
+
+type EniwirePolicyPortValue struct {
+	_       structs.HostLayout
+	Allowed uint32
+}
+
 type EniwireRouteKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
@@ -70,49 +124,67 @@ type EniwireRouteValue struct {
 type EniwireVerdict uint32
 
 const (
-	EniwireVerdictVERDICT_FROM_POD_OUT_ENI   EniwireVerdict = 0
-	EniwireVerdictVERDICT_FROM_POD_TO_PEER   EniwireVerdict = 1
-	EniwireVerdictVERDICT_FROM_POD_TO_HOST   EniwireVerdict = 2
-	EniwireVerdictVERDICT_FROM_POD_SPOOF     EniwireVerdict = 3
-	EniwireVerdictVERDICT_FROM_POD_MALFORMED EniwireVerdict = 4
-	EniwireVerdictVERDICT_FROM_POD_NON_IPV4  EniwireVerdict = 5
-	EniwireVerdictVERDICT_FROM_POD_NO_ENI    EniwireVerdict = 6
-	EniwireVerdictVERDICT_TO_VPC_REROUTED    EniwireVerdict = 7
-	EniwireVerdictVERDICT_TO_VPC_PASS        EniwireVerdict = 8
-	EniwireVerdictVERDICT_TO_POD_TO_PEER     EniwireVerdict = 9
-	EniwireVerdictVERDICT_TO_POD_HOST_FLOW   EniwireVerdict = 10
-	EniwireVerdictVERDICT_TO_POD_PASS        EniwireVerdict = 11
-	EniwireVerdictVERDICT_REDIRECT_FAILED    EniwireVerdict = 12
-	EniwireVerdictVERDICT_FROM_POD_HOST_FLOW EniwireVerdict = 13
-	EniwireVerdictVERDICT_FROM_POD_TTL       EniwireVerdict = 14
-	EniwireVerdictVERDICT_FROM_POD_TOO_BIG   EniwireVerdict = 15
-	EniwireVerdictVERDICT_FROM_POD_IPV6      EniwireVerdict = 16
-	EniwireVerdictVERDICT_TO_POD_TTL         EniwireVerdict = 17
-	EniwireVerdictVERDICT_TO_POD_TOO_BIG     EniwireVerdict = 18
-	EniwireVerdictVERDICT_TO_POD_OUTSIDE_VPC EniwireVerdict = 19
-	EniwireVerdictVERDICT_FROM_POD_VLAN      EniwireVerdict = 20
-	EniwireVerdictVERDICT_FROM_POD_ETHERTYPE EniwireVerdict = 21
-	EniwireVerdictVERDICT_TO_POD_SPOOF       EniwireVerdict = 22
-	EniwireVerdictVERDICT_TO_POD_HOST_SOURCE EniwireVerdict = 23
-	EniwireVerdictVERDICT_FROM_POD_IP_HEADER EniwireVerdict = 24
-	EniwireVerdictVERDICT_TO_POD_IP_HEADER   EniwireVerdict = 25
-	EniwireVerdictVERDICT_WRITE_FAILED       EniwireVerdict = 26
-	EniwireVerdictVERDICT_MAX                EniwireVerdict = 27
+	EniwireVerdictVERDICT_FROM_POD_OUT_ENI         EniwireVerdict = 0
+	EniwireVerdictVERDICT_FROM_POD_TO_PEER         EniwireVerdict = 1
+	EniwireVerdictVERDICT_FROM_POD_TO_HOST         EniwireVerdict = 2
+	EniwireVerdictVERDICT_FROM_POD_SPOOF           EniwireVerdict = 3
+	EniwireVerdictVERDICT_FROM_POD_MALFORMED       EniwireVerdict = 4
+	EniwireVerdictVERDICT_FROM_POD_NON_IPV4        EniwireVerdict = 5
+	EniwireVerdictVERDICT_FROM_POD_NO_ENI          EniwireVerdict = 6
+	EniwireVerdictVERDICT_TO_VPC_REROUTED          EniwireVerdict = 7
+	EniwireVerdictVERDICT_TO_VPC_PASS              EniwireVerdict = 8
+	EniwireVerdictVERDICT_TO_POD_TO_PEER           EniwireVerdict = 9
+	EniwireVerdictVERDICT_TO_POD_HOST_FLOW         EniwireVerdict = 10
+	EniwireVerdictVERDICT_TO_POD_PASS              EniwireVerdict = 11
+	EniwireVerdictVERDICT_REDIRECT_FAILED          EniwireVerdict = 12
+	EniwireVerdictVERDICT_FROM_POD_HOST_FLOW       EniwireVerdict = 13
+	EniwireVerdictVERDICT_FROM_POD_TTL             EniwireVerdict = 14
+	EniwireVerdictVERDICT_FROM_POD_TOO_BIG         EniwireVerdict = 15
+	EniwireVerdictVERDICT_FROM_POD_IPV6            EniwireVerdict = 16
+	EniwireVerdictVERDICT_TO_POD_TTL               EniwireVerdict = 17
+	EniwireVerdictVERDICT_TO_POD_TOO_BIG           EniwireVerdict = 18
+	EniwireVerdictVERDICT_TO_POD_OUTSIDE_VPC       EniwireVerdict = 19
+	EniwireVerdictVERDICT_FROM_POD_VLAN            EniwireVerdict = 20
+	EniwireVerdictVERDICT_FROM_POD_ETHERTYPE       EniwireVerdict = 21
+	EniwireVerdictVERDICT_TO_POD_SPOOF             EniwireVerdict = 22
+	EniwireVerdictVERDICT_TO_POD_HOST_SOURCE       EniwireVerdict = 23
+	EniwireVerdictVERDICT_FROM_POD_IP_HEADER       EniwireVerdict = 24
+	EniwireVerdictVERDICT_TO_POD_IP_HEADER         EniwireVerdict = 25
+	EniwireVerdictVERDICT_WRITE_FAILED             EniwireVerdict = 26
+	EniwireVerdictVERDICT_FROM_POD_EGRESS_DENIED   EniwireVerdict = 27
+	EniwireVerdictVERDICT_FROM_POD_INGRESS_DENIED  EniwireVerdict = 28
+	EniwireVerdictVERDICT_TO_POD_EGRESS_DENIED     EniwireVerdict = 29
+	EniwireVerdictVERDICT_TO_POD_INGRESS_DENIED    EniwireVerdict = 30
+	EniwireVerdictVERDICT_FROM_POD_EGRESS_ALLOWED  EniwireVerdict = 31
+	EniwireVerdictVERDICT_FROM_POD_INGRESS_ALLOWED EniwireVerdict = 32
+	EniwireVerdictVERDICT_TO_POD_EGRESS_ALLOWED    EniwireVerdict = 33
+	EniwireVerdictVERDICT_TO_POD_INGRESS_ALLOWED   EniwireVerdict = 34
+	EniwireVerdictVERDICT_FORWARD_EGRESS_DENIED    EniwireVerdict = 35
+	EniwireVerdictVERDICT_FORWARD_INGRESS_DENIED   EniwireVerdict = 36
+	EniwireVerdictVERDICT_FORWARD_EGRESS_ALLOWED   EniwireVerdict = 37
+	EniwireVerdictVERDICT_FORWARD_INGRESS_ALLOWED  EniwireVerdict = 38
+	EniwireVerdictVERDICT_MAX                      EniwireVerdict = 39
 )
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	EniwireMapCounters     = "counters"
-	EniwireMapEnis         = "enis"
-	EniwireMapPodStats     = "pod_stats"
-	EniwireMapPods         = "pods"
-	EniwireMapRoutes       = "routes"
-	EniwireProgEniwFromPod = "eniw_from_pod"
-	EniwireProgEniwToPod   = "eniw_to_pod"
-	EniwireProgEniwToVpc   = "eniw_to_vpc"
-	EniwireVarSnatEnabled  = "snat_enabled"
+	EniwireMapCounters           = "counters"
+	EniwireMapDenialBudgets      = "denial_budgets"
+	EniwireMapEnis               = "enis"
+	EniwireMapPodStats           = "pod_stats"
+	EniwireMapPods               = "pods"
+	EniwireMapPolicyDenials      = "policy_denials"
+	EniwireMapPolicyPeers        = "policy_peers"
+	EniwireMapPolicyPorts        = "policy_ports"
+	EniwireMapRoutes             = "routes"
+	EniwireProgEniwForward       = "eniw_forward"
+	EniwireProgEniwFromPod       = "eniw_from_pod"
+	EniwireProgEniwToPod         = "eniw_to_pod"
+	EniwireProgEniwToVpc         = "eniw_to_vpc"
+	EniwireVarSnatEnabled        = "snat_enabled"
+	EniwireVarUnusedPolicyDenial = "unused_policy_denial"
 )
 
 // LoadEniwire returns the embedded CollectionSpec for Eniwire.
@@ -157,6 +229,7 @@ type EniwireSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type EniwireProgramSpecs struct {
+	EniwForward *ebpf.ProgramSpec `ebpf:"eniw_forward"`
 	EniwFromPod *ebpf.ProgramSpec `ebpf:"eniw_from_pod"`
 	EniwToPod   *ebpf.ProgramSpec `ebpf:"eniw_to_pod"`
 	EniwToVpc   *ebpf.ProgramSpec `ebpf:"eniw_to_vpc"`
@@ -166,18 +239,23 @@ type EniwireProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type EniwireMapSpecs struct {
-	Counters *ebpf.MapSpec `ebpf:"counters"`
-	Enis     *ebpf.MapSpec `ebpf:"enis"`
-	PodStats *ebpf.MapSpec `ebpf:"pod_stats"`
-	Pods     *ebpf.MapSpec `ebpf:"pods"`
-	Routes   *ebpf.MapSpec `ebpf:"routes"`
+	Counters      *ebpf.MapSpec `ebpf:"counters"`
+	DenialBudgets *ebpf.MapSpec `ebpf:"denial_budgets"`
+	Enis          *ebpf.MapSpec `ebpf:"enis"`
+	PodStats      *ebpf.MapSpec `ebpf:"pod_stats"`
+	Pods          *ebpf.MapSpec `ebpf:"pods"`
+	PolicyDenials *ebpf.MapSpec `ebpf:"policy_denials"`
+	PolicyPeers   *ebpf.MapSpec `ebpf:"policy_peers"`
+	PolicyPorts   *ebpf.MapSpec `ebpf:"policy_ports"`
+	Routes        *ebpf.MapSpec `ebpf:"routes"`
 }
 
 // EniwireVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type EniwireVariableSpecs struct {
-	SnatEnabled *ebpf.VariableSpec `ebpf:"snat_enabled"`
+	SnatEnabled        *ebpf.VariableSpec `ebpf:"snat_enabled"`
+	UnusedPolicyDenial *ebpf.VariableSpec `ebpf:"unused_policy_denial"`
 }
 
 // EniwireObjects contains all objects after they have been loaded into the kernel.
@@ -200,19 +278,27 @@ func (o *EniwireObjects) Close() error {
 //
 // It can be passed to LoadEniwireObjects or ebpf.CollectionSpec.LoadAndAssign.
 type EniwireMaps struct {
-	Counters *ebpf.Map `ebpf:"counters"`
-	Enis     *ebpf.Map `ebpf:"enis"`
-	PodStats *ebpf.Map `ebpf:"pod_stats"`
-	Pods     *ebpf.Map `ebpf:"pods"`
-	Routes   *ebpf.Map `ebpf:"routes"`
+	Counters      *ebpf.Map `ebpf:"counters"`
+	DenialBudgets *ebpf.Map `ebpf:"denial_budgets"`
+	Enis          *ebpf.Map `ebpf:"enis"`
+	PodStats      *ebpf.Map `ebpf:"pod_stats"`
+	Pods          *ebpf.Map `ebpf:"pods"`
+	PolicyDenials *ebpf.Map `ebpf:"policy_denials"`
+	PolicyPeers   *ebpf.Map `ebpf:"policy_peers"`
+	PolicyPorts   *ebpf.Map `ebpf:"policy_ports"`
+	Routes        *ebpf.Map `ebpf:"routes"`
 }
 
 func (m *EniwireMaps) Close() error {
 	return _EniwireClose(
 		m.Counters,
+		m.DenialBudgets,
 		m.Enis,
 		m.PodStats,
 		m.Pods,
+		m.PolicyDenials,
+		m.PolicyPeers,
+		m.PolicyPorts,
 		m.Routes,
 	)
 }
@@ -221,13 +307,15 @@ func (m *EniwireMaps) Close() error {
 //
 // It can be passed to LoadEniwireObjects or ebpf.CollectionSpec.LoadAndAssign.
 type EniwireVariables struct {
-	SnatEnabled *ebpf.Variable `ebpf:"snat_enabled"`
+	SnatEnabled        *ebpf.Variable `ebpf:"snat_enabled"`
+	UnusedPolicyDenial *ebpf.Variable `ebpf:"unused_policy_denial"`
 }
 
 // EniwirePrograms contains all programs after they have been loaded into the kernel.
 //
 // It can be passed to LoadEniwireObjects or ebpf.CollectionSpec.LoadAndAssign.
 type EniwirePrograms struct {
+	EniwForward *ebpf.Program `ebpf:"eniw_forward"`
 	EniwFromPod *ebpf.Program `ebpf:"eniw_from_pod"`
 	EniwToPod   *ebpf.Program `ebpf:"eniw_to_pod"`
 	EniwToVpc   *ebpf.Program `ebpf:"eniw_to_vpc"`
@@ -235,6 +323,7 @@ type EniwirePrograms struct {
 
 func (p *EniwirePrograms) Close() error {
 	return _EniwireClose(
+		p.EniwForward,
 		p.EniwFromPod,
 		p.EniwToPod,
 		p.EniwToVpc,

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* One flow, one path. A flow (5-tuple, both directions) is either wholly on the fast path or wholly
- * through the host stack, and the host carries exactly the flows the kernel's conntrack has an entry for:
- * a flow gets one when the host translates or delivers a packet of it, and never while its packets take
- * the fast path, since conntrack sits in the host stack's netfilter hooks, which redirected packets skip.
- * So before a packet takes a fast path, the programs ask conntrack (bpf_skb_ct_lookup) about its flow:
- * known, the packet goes to the host like the rest of its flow. See datapath/doc.go for why this and not a
+ * through the host stack, and the host carries exactly the flows the kernel's conntrack has an entry for,
+ * except those eniwire's own entries name (ENIWIRE_CT_MARK): a flow gets one when the host translates or
+ * delivers a packet of it, and never while its packets take the fast path, since conntrack sits in the
+ * host stack's netfilter hooks, which redirected packets skip. So before a packet takes a fast path, the
+ * programs ask conntrack (bpf_skb_ct_lookup) about its flow: known, and not by eniwire's mark, the packet
+ * goes to the host like the rest of its flow. See datapath/doc.go for why this and not a
  * flow table of our own.
  *
  * flow_of is the one place that says which flow a packet belongs to; from_pod and to_pod both use it. */
@@ -36,6 +37,33 @@ struct ct_opts {
 extern struct nf_conn *bpf_skb_ct_lookup(struct __sk_buff *skb, struct bpf_sock_tuple *tuple, __u32 tuple__sz,
 					 struct ct_opts *opts, __u32 opts__sz) __ksym;
 extern void bpf_ct_release(struct nf_conn *ct) __ksym;
+
+/* The kernel's struct nf_conn___init: an entry allocated and not yet inserted. */
+struct nf_conn___init {
+	int opaque;
+};
+
+/* The kfuncs that create an entry (Linux 6.0 and later; policy.h): allocate, mark and time it, insert. */
+extern struct nf_conn___init *bpf_skb_ct_alloc(struct __sk_buff *skb, struct bpf_sock_tuple *tuple, __u32 tuple__sz,
+					       struct ct_opts *opts, __u32 opts__sz) __ksym;
+extern struct nf_conn *bpf_ct_insert_entry(struct nf_conn___init *ct) __ksym;
+extern void bpf_ct_set_timeout(struct nf_conn___init *ct, __u32 timeout) __ksym;
+extern int bpf_ct_change_timeout(struct nf_conn *ct, __u32 timeout) __ksym;
+
+/* The one field of the kernel's struct nf_conn the programs read (and write, on an entry of their own):
+ * its mark, located by CO-RE against the kernel's BTF. */
+struct nf_conn___mark {
+	__u32 mark;
+} __attribute__((preserve_access_index));
+
+/* ENIWIRE_CT_MARK marks the conntrack entries eniwire inserts for the fast-path flows of pods a policy
+ * isolates (policy.h): the host never carries those flows, whatever conntrack knows of them. */
+#define ENIWIRE_CT_MARK 0x0e1e0001u
+
+static __always_inline int ct_is_eniwire(struct nf_conn *ct)
+{
+	return ((struct nf_conn___mark *)ct)->mark == ENIWIRE_CT_MARK;
+}
 
 enum flow_path {
 	/* The packet's route decides: ICMP echo and other ICMP queries, which conntrack keys by id, not
@@ -144,18 +172,28 @@ static __always_inline void flow_of(struct __sk_buff *skb, struct packet *p, str
 	f->path = FLOW_HOST;
 }
 
-/* host_carries reports whether the host stack carries the packet's flow. */
-static __always_inline int host_carries(struct __sk_buff *skb, struct packet *p)
+/* first_fragment_flow fills f with the TCP or UDP flow of a first fragment, which carries the ports (its
+ * path stays FLOW_HOST: the host reassembles it). It returns 0 when it did. */
+static __always_inline int first_fragment_flow(struct __sk_buff *skb, struct packet *p, struct flow *f)
 {
-	struct flow f;
+	__be16 ports[2];
+	if (p->fragment != FRAGMENT_FIRST || (p->protocol != IPPROTO_TCP && p->protocol != IPPROTO_UDP) ||
+	    ports_at(skb, p->l4_off, ports) < 0)
+		return -1;
+	f->protocol = p->protocol;
+	f->tuple.ipv4.saddr = p->saddr;
+	f->tuple.ipv4.daddr = p->daddr;
+	f->tuple.ipv4.sport = ports[0];
+	f->tuple.ipv4.dport = ports[1];
+	return 0;
+}
 
-	flow_of(skb, p, &f);
-	if (f.path != FLOW_LOOKUP)
-		return f.path == FLOW_HOST;
-	struct ct_opts opts = {.netns_id = BPF_F_CURRENT_NETNS, .l4proto = f.protocol};
-	struct nf_conn *ct = bpf_skb_ct_lookup(skb, &f.tuple, sizeof(f.tuple.ipv4), &opts, sizeof(opts));
-	if (!ct)
-		return 0;
-	bpf_ct_release(ct);
-	return 1;
+/* ct_lookup looks the flow up in conntrack; the caller releases what it returns. *dir is the direction of
+ * the packet's tuple in the entry (0 original, 1 reply). */
+static __always_inline struct nf_conn *ct_lookup(struct __sk_buff *skb, struct flow *f, __u8 *dir)
+{
+	struct ct_opts opts = {.netns_id = BPF_F_CURRENT_NETNS, .l4proto = f->protocol};
+	struct nf_conn *ct = bpf_skb_ct_lookup(skb, &f->tuple, sizeof(f->tuple.ipv4), &opts, sizeof(opts));
+	*dir = opts.dir;
+	return ct;
 }

@@ -12,6 +12,8 @@
 #define ENIWIRE_MAX_PODS 65536
 #define ENIWIRE_MAX_ENIS 256
 #define ENIWIRE_MAX_ROUTES 1024
+#define ENIWIRE_MAX_POLICY_PEERS 131072
+#define ENIWIRE_MAX_POLICY_PORTS 131072
 
 /* An address, IPv4-mapped for IPv4. */
 struct ip_addr {
@@ -22,7 +24,7 @@ struct ip_addr {
 struct pod_value {
 	__u32 host_ifindex; /* host end of the pod's veth */
 	__u32 eni_ifindex;  /* the ENI whose secondary IP the pod holds */
-	__u32 flags;        /* reserved for per-pod policy (e.g. no-SNAT); 0 today */
+	__u32 flags;        /* NetworkPolicy: the pod's policy id and isolation bits (POLICY_*); 0 when no policy selects it */
 	__u32 pad;
 };
 
@@ -79,7 +81,23 @@ enum verdict {
 	VERDICT_FROM_POD_IP_HEADER = 24, /* from_pod: IPv4 options or a bad header checksum, to the host (a router's call) */
 	VERDICT_TO_POD_IP_HEADER = 25,   /* to_pod: IPv4 options or a bad header checksum, to the host (a router's call) */
 	VERDICT_WRITE_FAILED = 26,       /* the fast path could not write the TTL (no memory to copy the packet); dropped */
-	VERDICT_MAX = 27,
+	/* NetworkPolicy (policy.h). A denied packet is counted under its denial alone; an allowed one under the
+	 * verdict of where it went, and, when it opens a flow that a policy isolates, under the direction
+	 * whose policy allowed it as well: the *_ALLOWED counters count new flows beside their packets (and
+	 * every allowed packet of what has no flow state from tc: ICMP, SCTP, other protocols). */
+	VERDICT_FROM_POD_EGRESS_DENIED = 27,  /* from_pod: dropped, the sender's egress policy allows no such flow */
+	VERDICT_FROM_POD_INGRESS_DENIED = 28, /* from_pod: dropped, the pod it is for (on this node) allows no such flow in */
+	VERDICT_TO_POD_EGRESS_DENIED = 29,    /* to_pod: dropped, the pod's egress policy no longer allows the flow it opened */
+	VERDICT_TO_POD_INGRESS_DENIED = 30,   /* to_pod: dropped, the pod's ingress policy allows no such flow */
+	VERDICT_FROM_POD_EGRESS_ALLOWED = 31, /* from_pod: a new flow the sender's egress policy allows */
+	VERDICT_FROM_POD_INGRESS_ALLOWED = 32, /* from_pod: a new flow the pod it is for (on this node) allows in */
+	VERDICT_TO_POD_EGRESS_ALLOWED = 33,   /* to_pod: a packet without flow state the pod's egress policy allows (its reply) */
+	VERDICT_TO_POD_INGRESS_ALLOWED = 34,  /* to_pod: a new flow the pod's ingress policy allows */
+	VERDICT_FORWARD_EGRESS_DENIED = 35,  /* forward: dropped, a flow the host carries that the opener's egress policy denies */
+	VERDICT_FORWARD_INGRESS_DENIED = 36, /* forward: dropped, a flow the host carries that the responder's ingress policy denies */
+	VERDICT_FORWARD_EGRESS_ALLOWED = 37, /* forward: a new flow the host carries that the opener's egress policy allows */
+	VERDICT_FORWARD_INGRESS_ALLOWED = 38, /* forward: a new flow the host carries that the responder's ingress policy allows */
+	VERDICT_MAX = 39,
 };
 
 struct counter {
@@ -132,3 +150,108 @@ struct {
 	__type(key, struct ip_addr);
 	__type(value, struct pod_traffic);
 } pod_stats SEC(".maps");
+
+/* NetworkPolicy state. Per packet it costs two lookups per isolated side, whatever the number of pods,
+ * policies, rules and CIDRs: the pod's own entry (pods, already read) gives its policy id and isolation; the
+ * peer's address takes the longest prefix of that id and direction in policy_peers, which names a port set;
+ * the protocol and port take the longest prefix of that set in policy_ports. No cap on combinations: a
+ * peer names one set, and a set holds any number of ranges, each split into at most 30 prefixes.
+ *
+ * A pod's flags: bits 0-29 its policy id, bit 30 egress isolated, bit 31 ingress isolated. Entries are
+ * written under a new id before the pod's flags flip to it (one update of its pods entry, which packets
+ * see whole), and the old id's entries are deleted after: no packet sees part of two policies. Pods with
+ * the same compiled policy share an id. Isolation bits with an id that has no entries allow nothing: a
+ * policy that did not fit the maps leaves the pod so (fail closed). */
+#define POLICY_ID_MASK 0x3fffffff
+#define POLICY_EGRESS_ISOLATED (1u << 30)
+#define POLICY_INGRESS_ISOLATED (1u << 31)
+
+enum policy_direction {
+	POLICY_INGRESS = 0, /* peers that may open a flow to the pod */
+	POLICY_EGRESS = 1,  /* peers the pod may open a flow to */
+};
+
+/* policy_peers: {policy id, direction, peer prefix} -> port set (LPM trie). prefixlen counts the id and
+ * direction (64 bits) and then the address's bits (IPv4-mapped: 96 + IPv4 length). */
+struct policy_peer_key {
+	__u32 prefixlen;
+	__u32 policy_id;
+	enum policy_direction direction;
+	struct ip_addr peer;
+};
+
+struct policy_peer_value {
+	__u32 port_set; /* 0: no port (the hole an ipBlock's except leaves) */
+};
+
+/* policy_ports: {policy id, port set, protocol, port} -> present (LPM trie). prefixlen 64 matches any
+ * protocol and port (a rule without ports); 80 + n one protocol's ports sharing their first n bits. */
+struct policy_port_key {
+	__u32 prefixlen;
+	__u32 policy_id;
+	__u32 port_set;
+	__u8 protocol;
+	__u8 pad;
+	__be16 port;
+};
+
+struct policy_port_value {
+	__u32 allowed; /* 1; the entry's presence is what counts */
+};
+
+#define POLICY_PEER_KEY_BITS (64 + 128)
+#define POLICY_PORT_KEY_BITS (64 + 32)
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, ENIWIRE_MAX_POLICY_PEERS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct policy_peer_key);
+	__type(value, struct policy_peer_value);
+} policy_peers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LPM_TRIE);
+	__uint(max_entries, ENIWIRE_MAX_POLICY_PORTS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct policy_port_key);
+	__type(value, struct policy_port_value);
+} policy_ports SEC(".maps");
+
+/* policy_denials: an event for each new flow a policy denied (policy.h, report_denial), for the agent to
+ * log with the policies that isolate the pod. At most DENIALS_PER_SECOND per CPU: a flood of denied packets
+ * costs a counter, not a log line each. */
+struct policy_denial {
+	struct ip_addr pod;  /* the pod whose policy denied the flow */
+	struct ip_addr peer; /* the other end */
+	__u32 flags;         /* the pod's flags: its policy id and isolation */
+	enum verdict verdict;
+	enum policy_direction direction; /* whose rules denied: the pod's egress or its ingress */
+	__u16 port;                      /* the responder's port, host order */
+	__u8 protocol;
+	__u8 pad;
+};
+
+#define DENIALS_PER_SECOND 64
+
+struct denial_budget {
+	__u64 window_start_ns;
+	__u32 sent;
+	__u32 pad;
+};
+
+/* A ring buffer's records carry no BTF of their own: this puts struct policy_denial's in the object, for
+ * bpf2go. */
+const struct policy_denial *unused_policy_denial __attribute__((unused));
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} policy_denials SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct denial_budget);
+} denial_budgets SEC(".maps");

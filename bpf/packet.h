@@ -31,7 +31,7 @@ struct packet {
 	__u32 l4_off;  /* offset of the L4 header in the frame: after the IPv4 options, if any */
 	__u8 protocol;
 	__u8 ttl;
-	__u8 fragment; /* a fragment (MF set or a non-zero offset): only the first one carries ports */
+	__u8 fragment; /* a fragment: FRAGMENT_FIRST (MF, offset 0) carries the ports, FRAGMENT_LATER does not */
 	__u8 pad;
 	__sum16 check; /* the header checksum, as sent */
 	__u16 pad2;
@@ -53,11 +53,15 @@ struct icmp_head {
 #define ICMP_ECHO 8
 #define ICMP_TIME_EXCEEDED 11
 #define ICMP_PARAMETERPROB 12
+#define ICMP_TIMESTAMPREPLY 14
 
 #define IP_MF 0x2000
 #define IP_OFFSET 0x1fff
 
 #define ETH_HLEN_ sizeof(struct ethhdr)
+
+#define FRAGMENT_FIRST 1
+#define FRAGMENT_LATER 2
 
 static __always_inline void ip_addr_from_v4(struct ip_addr *a, __be32 v4)
 {
@@ -91,7 +95,10 @@ static __always_inline enum parse_result parse_ipv4(struct __sk_buff *skb, struc
 	p->check = ip->check;
 	p->len = skb->len;
 	p->l4_off = ETH_HLEN_ + ip->ihl * 4;
-	p->fragment = (ip->frag_off & bpf_htons(IP_MF | IP_OFFSET)) != 0;
+	if (ip->frag_off & bpf_htons(IP_OFFSET))
+		p->fragment = FRAGMENT_LATER;
+	else if (ip->frag_off & bpf_htons(IP_MF))
+		p->fragment = FRAGMENT_FIRST;
 	if (p->l4_off > skb->len)
 		return PARSE_TRUNCATED;
 	return PARSE_OK;

@@ -105,6 +105,8 @@ type Deps struct {
 	Urgent func(context.Context) context.Context
 	// ENIConfigs says which ENIConfig applies to the node; required with Config.CustomNetworking.
 	ENIConfigs subnet.ENIConfigSource
+	// PodGate, if set, is passed by every ADD before the pod's datapath comes up (the agent's NetworkPolicy).
+	PodGate PodGate
 	// WrapJournal, if set, wraps the opened journal (tests inject crashes with it).
 	WrapJournal func(Journal) Journal
 }

@@ -38,6 +38,8 @@ var (
 type ipam struct {
 	books *books
 	dp    dptypes.Driver
+	// gate, if set, is passed before an ADD's pod comes up (PodGate).
+	gate PodGate
 	// removesVeth: the datapath removes released pods' host veths (asked once, when the node was built), so
 	// a Release tells the plugin's DEL to skip its own deletion.
 	removesVeth bool
@@ -107,7 +109,7 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 			return nil, fmt.Errorf("journaling assignment of %s: %w", out.IP, err)
 		}
 		p.metrics.assigns.WithLabelValues("repeat").Inc()
-		if err := p.podUp(ctx, *out); err != nil {
+		if err := p.podStart(ctx, *out); err != nil {
 			return nil, err
 		}
 		return out, supersededErr(t, out.IP)
@@ -160,7 +162,7 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		p.metrics.assigns.WithLabelValues("error").Inc()
 		return nil, fmt.Errorf("journaling assignment of %s: %w", ip, err)
 	}
-	err = p.podUp(ctx, *out)
+	err = p.podStart(ctx, *out)
 	if t.superseded.Load() {
 		// The DEL waiting behind this ADD releases the IP and tears the datapath down.
 		p.metrics.assigns.WithLabelValues("error").Inc()

@@ -46,6 +46,8 @@ type Node struct {
 
 	// place says where new ENIs go and which ENIs pods may use; its own lock.
 	place *subnet.Placer
+	// policyStatus is the PodGate's status line (nil without one that reports it).
+	policyStatus func() string
 }
 
 // New opens the journal in cfg.StateDir, replays it into the books and returns the controller; Run starts it.
@@ -116,11 +118,14 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		log.Warn("prefix delegation asked for, but the instance type does not take prefixes (not Nitro); using secondary IPs",
 			"type", deps.Node.InstanceType)
 	}
-	n.ipam = &ipam{books: n.books, dp: deps.Datapath, cooldown: cfg.Cooldown, targets: targets, limits: limits,
+	n.ipam = &ipam{books: n.books, dp: deps.Datapath, gate: deps.PodGate, cooldown: cfg.Cooldown, targets: targets, limits: limits,
 		podMTU: cfg.PodMTU, clock: deps.Clock, log: log, metrics: m, ready: n.Ready, wake: n.Wake, avail: n.servable,
 		poolStatus: n.status.compose}
 	if r, ok := deps.Datapath.(interface{ RemovesHostVeth() bool }); ok {
 		n.ipam.removesVeth = r.RemovesHostVeth()
+	}
+	if r, ok := deps.PodGate.(interface{ Status() string }); ok {
+		n.policyStatus = r.Status
 	}
 	n.repair = &podRepair{ipam: n.ipam, clock: deps.Clock, log: log, due: map[api.Attachment]*repairTry{}}
 	n.enis = &eniSync{books: n.books, dp: deps.Datapath, log: log, up: map[string]dptypes.ENI{}, failing: map[string]error{},

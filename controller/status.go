@@ -24,6 +24,9 @@ func (n *Node) Status() *api.Status {
 	out := &api.Status{Ready: ready, Reason: why, Journal: journalHealth, Datapath: datapathHealth, InstanceID: n.info.InstanceID, InstanceType: n.info.InstanceType,
 		MaxENIs: n.eni.MaxENIs(), PoolStatus: n.status.compose(), ENIs: []api.ENIStatus{}, Pending: []api.PendingOp{},
 		VPCCIDRs: n.vpc.list()}
+	if n.policyStatus != nil {
+		out.NetworkPolicy = n.policyStatus()
+	}
 	n.pool.report(out, n.clock.Now())
 	out.Subnets = n.place.Candidates()
 	n.books.View(func(st *journal.State) {

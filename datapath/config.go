@@ -66,6 +66,11 @@ type Config struct {
 	// SNAT is true unless external SNAT is configured. With it on, destinations outside the VPC go to the
 	// host stack (which masquerades them); with it off, they leave by the pod's ENI.
 	SNAT bool
+	// NetworkPolicy attaches eniw_forward at the node's IPv4 FORWARD hook (a netfilter link, Linux 6.4 or
+	// later), which judges the policies of SetPodPolicy on the flows the host stack carries (Services,
+	// NodePorts, SNAT) after DNAT and before SNAT. The fast paths judge them whatever this says; the agent
+	// sets no policy when enforcement is off.
+	NetworkPolicy bool
 	// Attach chooses tcx or clsact; AttachAuto prefers tcx.
 	Attach AttachMode
 	// MigrateMaps allows Open to replace a pinned map that no longer matches the programs (type, sizes,

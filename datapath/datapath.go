@@ -1,6 +1,7 @@
 package datapath
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -25,6 +26,9 @@ type Datapath struct {
 
 	mu   sync.Mutex
 	mode AttachMode // resolved after the first attach when AttachAuto
+
+	// policies owns the policy maps and the pods' policy flags (policy.go).
+	policies policies
 
 	// routesMu guards the sets the routes map is written from (routes.go).
 	routesMu sync.Mutex
@@ -70,13 +74,16 @@ func (d *Datapath) Mode() AttachMode {
 }
 
 // PutPod writes or replaces a pod's entry: packets from ip are accepted on its veth and leave by the ENI
-// eniIfindex; packets to ip are redirected into hostIfindex's peer.
+// eniIfindex; packets to ip are redirected into hostIfindex's peer. The entry carries the pod's policy as
+// SetPodPolicy last set it, even when that came first: a pod is isolated from its first packet.
 func (d *Datapath) PutPod(ip netip.Addr, hostIfindex, eniIfindex int) error {
 	k, err := addrKey(ip)
 	if err != nil {
 		return fmt.Errorf("putting pod %s: %w", ip, err)
 	}
-	v := bpf.EniwirePodValue{HostIfindex: uint32(hostIfindex), EniIfindex: uint32(eniIfindex)}
+	d.policies.mu.Lock()
+	defer d.policies.mu.Unlock()
+	v := bpf.EniwirePodValue{HostIfindex: uint32(hostIfindex), EniIfindex: uint32(eniIfindex), Flags: d.policies.podFlags(ip)}
 	if err := d.objs.Pods.Put(k, v); err != nil {
 		return fmt.Errorf("putting pod %s: %w", ip, err)
 	}
@@ -84,11 +91,14 @@ func (d *Datapath) PutPod(ip netip.Addr, hostIfindex, eniIfindex int) error {
 	return nil
 }
 
-// DeletePod removes a pod's entry, its traffic counters and the conntrack entries of its address. A
-// missing entry is not an error.
+// DeletePod removes a pod's entry, its policy, its traffic counters and the conntrack entries of its
+// address. A missing entry is not an error.
 func (d *Datapath) DeletePod(ip netip.Addr) error {
 	k, err := addrKey(ip)
 	if err != nil {
+		return fmt.Errorf("deleting pod %s: %w", ip, err)
+	}
+	if err := d.ClearPodPolicy(context.Background(), ip); err != nil {
 		return fmt.Errorf("deleting pod %s: %w", ip, err)
 	}
 	if err := d.objs.Pods.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {

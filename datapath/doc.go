@@ -19,7 +19,8 @@
 //	                    hostroute Driver.
 //	datapath/snat       the one masquerade rule (nftables or iptables).
 //	datapath            this package, the loader: the tc programs, their maps and links pinned under the
-//	                    bpffs, attach (tcx, clsact fallback), and the typed map API (Pod, ENI, Route, counters).
+//	                    bpffs, attach (tcx, clsact fallback), and the typed map API (Pod, ENI, Route, counters,
+//	                    and the pods' NetworkPolicy: the contract's PolicyDriver).
 //	bpf                 the C programs and the objects bpf2go generates from them.
 //
 // Beside them, internal/netlinkdump takes every netlink dump of the datapath and of the CNI plugin again
@@ -63,6 +64,68 @@
 // built in or loaded. Where they are missing, loading fails with an error saying so: there is no safe
 // fallback, since without a look at conntrack the fast paths would split translated flows again. tcx needs
 // 6.6 (clsact is used below), bpf_check_mtu 5.12, bpf_redirect_peer and bpf_redirect_neigh 5.10.
+//
+// # NetworkPolicy
+//
+// The agent compiles the policies that select each pod of the node into a dptypes.PodPolicy (isolation per
+// direction, peer prefixes each with port ranges) and hands it over with SetPodPolicy (policy.go); the
+// programs judge a flow on its opening: the opener's egress policy and the responder's ingress policy,
+// when they are pods of this node (bpf/policy.h).
+//
+// The maps, and why. The cost of a judgment must not grow with the number of pods, policies, rules or
+// CIDRs, so it is a fixed number of lookups: the pod's own pods entry (read anyway) holds its policy id and
+// isolation bits in its flags; the peer address takes the longest prefix of {policy id, direction, peer}
+// in the policy_peers LPM trie, which names a port set; {policy id, set, protocol, port} takes the longest
+// prefix in the policy_ports LPM trie, where a port range is split into at most 30 aligned prefixes (an
+// endPort range costs entries, not lookups) and a rule without ports is one prefix that ignores protocol
+// and port. So there is no cap on the ports of a peer (the AWS agent's 24 per CIDR), an ipBlock's except
+// is a longer prefix whose set is empty, and state is keyed by the pod's address, never by a name. Pods
+// whose compiled policies are equal share one id and one copy of the entries. BenchmarkPolicy measures the
+// cost with 0, 100 and 10,000 rules selecting the pod.
+//
+// Atomic changes. SetPodPolicy writes the new entries under a new id, flips the pod's flags to it (one
+// update of its pods entry, which a packet sees whole), then deletes the old id's entries once no pod uses
+// them: no packet sees half of two policies. A pod's flags survive PutPod, so a policy set before the pod's
+// entry exists isolates it from its first packet. A policy that does not fit the maps (131,072 peer
+// prefixes, 131,072 port prefixes) leaves the pod isolated both ways under id 0, which has no entries, and
+// SetPodPolicy returns a *PolicyTooLargeError; nothing else changes (fail closed). A new agent reads the
+// pods' flags and the entries back (recoverPolicies) and deletes the entries of ids no pod uses.
+//
+// Flow state: the kernel's conntrack, still the one flow table. A flow on the fast path with an isolated
+// pod at either end gets an entry of eniwire's in the kernel's conntrack on its first, allowed packet
+// (bpf_skb_ct_alloc, bpf_ct_insert_entry), in the direction it opened, marked ENIWIRE_CT_MARK and marked
+// assured; every later packet finds it with the lookup the programs already take, and is judged again on
+// the flow's opening (the entry says which way the packet goes), so a reply passes whatever the replying
+// pod's own rules say, and a removed allow cuts an established flow with its next packet. An allowed
+// packet renews the entry's timeout (6 hours for TCP, 10 seconds after a FIN or RST, 120 seconds for UDP);
+// the kernel expires it, no garbage collector of ours races live flows, and it survives an agent restart.
+// An entry of the host's (no mark) still means the host carries the flow. Flows of pods no policy
+// isolates keep no state, as before; so a flow a pod had before a policy isolated it has no entry, and
+// its next packet is judged as a new flow opened the way that packet goes (a TCP flow whose first packet
+// after the change comes from the side the policy refuses waits for the other side's next segment, which
+// opens it the right way). An entry that conntrack's tools or kube-proxy delete is treated the same. Packets conntrack cannot hold from tc are judged alone: ICMP by its
+// type (an echo reply or an error as a reply, the rest as requests), SCTP as a request when it carries an
+// INIT and either way otherwise (the host tracks SCTP; see the forward hook), other protocols as requests.
+// A first fragment of TCP or UDP carries its ports and is judged on its flow's conntrack entry like any
+// packet of the flow (a fragmented reply passes as a reply); a later fragment passes to the host, which
+// reassembles it with its judged first fragment.
+//
+// Flows the host carries: the forward hook. A Service's flow, a NodePort's, a pod's flow to the internet
+// and the fast path's detours (SCTP, fragments, IPv4 options, packets too big) cross the host stack's IPv4
+// FORWARD. eniw_forward, a BPF netfilter program there (Config.NetworkPolicy; forward.go), sees them after
+// conntrack and kube-proxy's DNAT (PREROUTING) and before SNAT (POSTROUTING): on the backend and its
+// targetPort, on the pod's internet peer before masquerading, so no ClusterIP list is kept and a Service's
+// port may differ from its targetPort. It judges every packet with an isolated pod at either end on the
+// flow's opening, taking the direction from the packet's conntrack entry (skb->_nfct), and lets ICMP errors
+// conntrack relates to a flow pass. What the node sends to its pods or receives from them (kubelet's
+// probes, a hostNetwork pod) never crosses FORWARD and is always allowed; so is, today, a pod's traffic to
+// the node's own addresses (INPUT is not judged).
+//
+// What is counted and reported: a denied packet under its program's dropped_policy_{egress,ingress}
+// verdict, a new flow a policy allowed under policy_{egress,ingress}_allowed beside its packet's verdict,
+// and each denied new flow as an event in the policy_denials ring buffer (ReadPolicyDenials: the pod, the
+// peer, the port, the pod's policy id and whose rules denied it), at most 64 a second per CPU so that a
+// flood costs counters, not events.
 //
 // # What crosses a pod's veth
 //

@@ -329,7 +329,7 @@ func waitCounter(t *testing.T, r *Reader, v Verdict, min uint64) {
 	}
 }
 
-func counterNow(t *testing.T, r *Reader, v Verdict) uint64 {
+func counterNow(t testing.TB, r *Reader, v Verdict) uint64 {
 	t.Helper()
 	c, err := r.Counter(v)
 	if err != nil {

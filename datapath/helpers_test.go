@@ -61,11 +61,20 @@ func openTest(t testing.TB, cfg Config) *Datapath {
 // device only if it exists in the caller's namespace.
 func runNS(t testing.TB, ifindexes ...int) ns.NetNS {
 	t.Helper()
+	n, err := newRunNS(ifindexes...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeRunNS(n) })
+	return n
+}
+
+// newRunNS is runNS for a caller that closes the namespace itself (closeRunNS).
+func newRunNS(ifindexes ...int) (ns.NetNS, error) {
 	n, err := testutils.NewNS()
 	if err != nil {
-		t.Fatalf("creating netns: %v", err)
+		return nil, fmt.Errorf("creating netns: %w", err)
 	}
-	t.Cleanup(func() { _ = n.Close(); _ = testutils.UnmountNS(n) })
 	if err := n.Do(func(ns.NetNS) error {
 		for _, i := range ifindexes {
 			l := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: fmt.Sprintf("dpt%d", i), Index: i}, PeerName: fmt.Sprintf("dpt%dp", i)}
@@ -75,10 +84,13 @@ func runNS(t testing.TB, ifindexes ...int) ns.NetNS {
 		}
 		return nil
 	}); err != nil {
-		t.Fatal(err)
+		closeRunNS(n)
+		return nil, err
 	}
-	return n
+	return n, nil
 }
+
+func closeRunNS(n ns.NetNS) { _ = n.Close(); _ = testutils.UnmountNS(n) }
 
 func addr(s string) netip.Addr     { return netip.MustParseAddr(s) }
 func prefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }

@@ -36,7 +36,7 @@ func TestTheDatapathLayersImportOnlyWhatTheMapSays(t *testing.T) {
 	allowed := map[string][]string{
 		"datapath/dptypes":   nil,
 		"datapath/snat":      nil,
-		"datapath":           {"bpf", "internal/netlinkdump"},
+		"datapath":           {"bpf", "datapath/dptypes", "internal/netlinkdump"},
 		"datapath/hostroute": {"datapath/dptypes", "internal/netlinkdump"},
 		"datapath/nodenet":   {"datapath", "datapath/dptypes", "datapath/hostroute", "datapath/snat", "internal/netlinkdump"},
 	}

@@ -46,6 +46,10 @@ func load(cfg Config, spec *ebpf.CollectionSpec) (*Datapath, error) {
 		d.Close()
 		return nil, err
 	}
+	if err := d.recoverPolicies(); err != nil {
+		d.Close()
+		return nil, err
+	}
 	return d, nil
 }
 
@@ -67,7 +71,8 @@ func (d *Datapath) Restore(enis []ENI, pods []Pod) error {
 }
 
 // Attach moves the attachments an earlier agent left (pinned tcx links, cls_bpf filters) to the programs
-// Load loaded, prunes those of vanished interfaces, and unpins the maps this version retired.
+// Load loaded, prunes those of vanished interfaces, attaches the forward hook (or removes it, with
+// Config.NetworkPolicy off), and unpins the maps this version retired.
 func (d *Datapath) Attach() error {
 	d.mu.Lock()
 	err := d.adopt()
@@ -76,6 +81,14 @@ func (d *Datapath) Attach() error {
 	}
 	mode := d.mode
 	d.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if d.cfg.NetworkPolicy {
+		err = d.attachForward()
+	} else {
+		err = detachForward(d.cfg.PinRoot)
+	}
 	if err != nil {
 		return err
 	}

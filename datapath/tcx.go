@@ -60,20 +60,28 @@ func linkHolds(l link.Link, ifindex int) bool {
 
 // detachTCX unpins a hook's link on ifindex; dropping the last reference detaches it. No pin is no error.
 func (d *Datapath) detachTCX(h hook, ifindex int) error {
-	pin := filepath.Join(d.cfg.PinRoot, linksDir, h.pinName(ifindex))
+	found, err := unpinLink(filepath.Join(d.cfg.PinRoot, linksDir, h.pinName(ifindex)))
+	if found {
+		d.log.Info("detached program", "program", h.name, "ifindex", ifindex, "mode", "tcx")
+	}
+	return err
+}
+
+// unpinLink unpins the link pinned at pin, which detaches it once no one else holds it, and says whether
+// there was one.
+func unpinLink(pin string) (bool, error) {
 	l, err := link.LoadPinnedLink(pin, nil)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("opening pinned link %s: %w", pin, err)
+		return false, fmt.Errorf("opening pinned link %s: %w", pin, err)
 	}
 	defer l.Close()
 	if err := l.Unpin(); err != nil {
-		return fmt.Errorf("unpinning link %s: %w", pin, err)
+		return true, fmt.Errorf("unpinning link %s: %w", pin, err)
 	}
-	d.log.Info("detached program", "program", h.name, "ifindex", ifindex, "mode", "tcx")
-	return nil
+	return true, nil
 }
 
 // adoptLinks moves the links pinned by an earlier agent to the programs just loaded, and unpins those

@@ -87,6 +87,19 @@ var verdictNames = [...]struct{ program, verdict string }{
 	bpf.EniwireVerdictVERDICT_TO_POD_IP_HEADER:   {"to_pod", "to_host_ip_header"},
 	bpf.EniwireVerdictVERDICT_WRITE_FAILED:       {"any", "dropped_write_failed"},
 	bpf.EniwireVerdictVERDICT_TO_POD_OUTSIDE_VPC: {"to_pod", "to_host_outside_vpc"},
+
+	bpf.EniwireVerdictVERDICT_FROM_POD_EGRESS_DENIED:   {"from_pod", "dropped_policy_egress"},
+	bpf.EniwireVerdictVERDICT_FROM_POD_INGRESS_DENIED:  {"from_pod", "dropped_policy_ingress"},
+	bpf.EniwireVerdictVERDICT_TO_POD_EGRESS_DENIED:     {"to_pod", "dropped_policy_egress"},
+	bpf.EniwireVerdictVERDICT_TO_POD_INGRESS_DENIED:    {"to_pod", "dropped_policy_ingress"},
+	bpf.EniwireVerdictVERDICT_FROM_POD_EGRESS_ALLOWED:  {"from_pod", "policy_egress_allowed"},
+	bpf.EniwireVerdictVERDICT_FROM_POD_INGRESS_ALLOWED: {"from_pod", "policy_ingress_allowed"},
+	bpf.EniwireVerdictVERDICT_TO_POD_EGRESS_ALLOWED:    {"to_pod", "policy_egress_allowed"},
+	bpf.EniwireVerdictVERDICT_TO_POD_INGRESS_ALLOWED:   {"to_pod", "policy_ingress_allowed"},
+	bpf.EniwireVerdictVERDICT_FORWARD_EGRESS_DENIED:    {"forward", "dropped_policy_egress"},
+	bpf.EniwireVerdictVERDICT_FORWARD_INGRESS_DENIED:   {"forward", "dropped_policy_ingress"},
+	bpf.EniwireVerdictVERDICT_FORWARD_EGRESS_ALLOWED:   {"forward", "policy_egress_allowed"},
+	bpf.EniwireVerdictVERDICT_FORWARD_INGRESS_ALLOWED:  {"forward", "policy_ingress_allowed"},
 }
 
 // Verdicts, as the programs count them.
@@ -118,7 +131,22 @@ const (
 	VerdictToPodIPHeader    = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_IP_HEADER)
 	VerdictWriteFailed      = Verdict(bpf.EniwireVerdictVERDICT_WRITE_FAILED)
 	VerdictToPodOutsideVPC  = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_OUTSIDE_VPC)
-	numVerdicts             = int(bpf.EniwireVerdictVERDICT_MAX)
+
+	// NetworkPolicy: a denial is a packet's verdict; an *Allowed counter counts the new flows a policy
+	// let open, beside the verdict of their packets.
+	VerdictFromPodEgressDenied   = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_EGRESS_DENIED)
+	VerdictFromPodIngressDenied  = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_INGRESS_DENIED)
+	VerdictToPodEgressDenied     = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_EGRESS_DENIED)
+	VerdictToPodIngressDenied    = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_INGRESS_DENIED)
+	VerdictFromPodEgressAllowed  = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_EGRESS_ALLOWED)
+	VerdictFromPodIngressAllowed = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_INGRESS_ALLOWED)
+	VerdictToPodEgressAllowed    = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_EGRESS_ALLOWED)
+	VerdictToPodIngressAllowed   = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_INGRESS_ALLOWED)
+	VerdictForwardEgressDenied   = Verdict(bpf.EniwireVerdictVERDICT_FORWARD_EGRESS_DENIED)
+	VerdictForwardIngressDenied  = Verdict(bpf.EniwireVerdictVERDICT_FORWARD_INGRESS_DENIED)
+	VerdictForwardEgressAllowed  = Verdict(bpf.EniwireVerdictVERDICT_FORWARD_EGRESS_ALLOWED)
+	VerdictForwardIngressAllowed = Verdict(bpf.EniwireVerdictVERDICT_FORWARD_INGRESS_ALLOWED)
+	numVerdicts                  = int(bpf.EniwireVerdictVERDICT_MAX)
 )
 
 // Program is the program that counts this verdict.

@@ -12,8 +12,8 @@ import (
 	"github.com/eniwire/eniwire/internal/netlinkdump"
 )
 
-// Uninstall detaches every program of ours (pinned tcx links under pinRoot, and eniwire_ cls_bpf filters
-// on the interfaces of the calling network namespace) and unpins our maps, then removes the pin
+// Uninstall detaches every program of ours (pinned tcx links and the forward hook's netfilter link under
+// pinRoot, and eniwire_ cls_bpf filters on the interfaces of the calling network namespace) and unpins our maps, then removes the pin
 // directories if they are empty. Pins and filters of others are left alone. Running it twice is fine.
 func Uninstall(pinRoot string) error {
 	if pinRoot == "" {
@@ -38,6 +38,10 @@ func Uninstall(pinRoot string) error {
 		errs = append(errs, l.Unpin(), l.Close())
 	}
 
+	if err := detachForward(pinRoot); err != nil {
+		errs = append(errs, err)
+	}
+
 	ifaces, err := netlinkdump.Links(nil)
 	if err != nil {
 		errs = append(errs, fmt.Errorf("listing interfaces: %w", err))
@@ -52,7 +56,8 @@ func Uninstall(pinRoot string) error {
 
 	mapDir := filepath.Join(pinRoot, mapsDir)
 	for _, name := range append([]string{bpf.EniwireMapPods, bpf.EniwireMapEnis, bpf.EniwireMapRoutes,
-		bpf.EniwireMapCounters, bpf.EniwireMapPodStats}, retiredMaps...) {
+		bpf.EniwireMapCounters, bpf.EniwireMapPodStats, bpf.EniwireMapPolicyPeers, bpf.EniwireMapPolicyPorts, bpf.EniwireMapPolicyDenials,
+		bpf.EniwireMapDenialBudgets}, retiredMaps...) {
 		if err := os.Remove(filepath.Join(mapDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("unpinning map %s: %w", name, err))
 		}

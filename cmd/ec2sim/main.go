@@ -39,6 +39,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		imdsAddr    = fs.String("imds-listen", "127.0.0.1:0", "listen address of the first instance's IMDS (others get a free loopback port)")
 		stateFile   = fs.String("state", "", "seed the state from this JSON file (vpcs, securityGroups, subnets, instances) instead of the default")
 		podSubnets  = fs.Bool("pod-subnets", false, "seed the default VPC grown with a third zone and tagged pod subnets in 100.64.0.0/16")
+		dualStack   = fs.Bool("dual-stack", false, "seed the default VPC with an IPv6 /56 and a /64 on each subnet")
 		throttling  = fs.Bool("throttling", true, "apply AWS's per-action request token buckets")
 		speedup     = fs.Float64("speedup", 1, "run every clock of the simulator this many times faster than the wall clock")
 		attachDelay = fs.Duration("attach-delay", 0, "time an attachment stays attaching (simulated time)")
@@ -60,6 +61,9 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 		fmt.Fprintln(out, "ec2sim", version.Version)
 		return nil
 	}
+	if *podSubnets && *dualStack {
+		return fmt.Errorf("-pod-subnets and -dual-stack are two different seeds; choose one")
+	}
 	if *speedup <= 0 {
 		return fmt.Errorf("-speedup must be positive, got %v", *speedup)
 	}
@@ -80,6 +84,9 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) error {
 	sd := ec2sim.DefaultSeed(cfg.Region)
 	if *podSubnets {
 		sd = ec2sim.PodSubnetsSeed(cfg.Region)
+	}
+	if *dualStack {
+		sd = ec2sim.DualStackSeed(cfg.Region)
 	}
 	if *stateFile != "" {
 		var err error

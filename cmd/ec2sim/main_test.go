@@ -159,6 +159,31 @@ func TestFlagsSeedStateThrottlingAndSpeedUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, adminURL, _ := startEC2Sim(t, "-state", seed, "-throttling=false", "-speedup", "50", "-attach-delay", "5s")
+	st := adminState(t, adminURL)
+	if st.Throttling || len(st.Instances) != 1 || st.Instances[0].Type != "c5.18xlarge" || st.Subnets[0].Available != 256-5-1 {
+		t.Fatalf("state = %+v", st)
+	}
+	var bad strings.Builder
+	if err := run(context.Background(), []string{"-speedup", "0"}, io.Discard, &bad); err == nil {
+		t.Fatal("a zero speed-up was accepted")
+	}
+}
+
+func TestTheDualStackFlagSeedsIPv6Blocks(t *testing.T) {
+	_, adminURL, _ := startEC2Sim(t, "-dual-stack")
+	st := adminState(t, adminURL)
+	if len(st.VPCs) != 1 || len(st.VPCs[0].IPv6CIDRBlocks) != 1 || st.VPCs[0].IPv6CIDRBlocks[0] != ec2sim.DualStackVPCIPv6 ||
+		st.Subnets[0].IPv6CIDR != ec2sim.DualStackSubnetAIPv6 || st.Subnets[1].IPv6CIDR != ec2sim.DualStackSubnetBIPv6 {
+		t.Fatalf("state = %+v", st)
+	}
+	if err := run(context.Background(), []string{"-dual-stack", "-pod-subnets"}, io.Discard, io.Discard); err == nil {
+		t.Fatal("two seeds at once were accepted")
+	}
+}
+
+// adminState reads the simulator's whole state from its admin endpoint.
+func adminState(t *testing.T, adminURL string) ec2sim.State {
+	t.Helper()
 	resp, err := httpGet(adminURL + "/state")
 	if err != nil {
 		t.Fatal(err)
@@ -167,11 +192,5 @@ func TestFlagsSeedStateThrottlingAndSpeedUp(t *testing.T) {
 	if err := json.Unmarshal(resp, &st); err != nil {
 		t.Fatal(err)
 	}
-	if st.Throttling || len(st.Instances) != 1 || st.Instances[0].Type != "c5.18xlarge" || st.Subnets[0].Available != 256-5-1 {
-		t.Fatalf("state = %+v", st)
-	}
-	var bad strings.Builder
-	if err := run(context.Background(), []string{"-speedup", "0"}, io.Discard, &bad); err == nil {
-		t.Fatal("a zero speed-up was accepted")
-	}
+	return st
 }

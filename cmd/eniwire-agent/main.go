@@ -21,6 +21,7 @@ import (
 	"github.com/eniwire/eniwire/controller/cniinstall"
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/metadata"
+	"github.com/eniwire/eniwire/controller/policywatch"
 	"github.com/eniwire/eniwire/controller/pool"
 	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/datapath/dptypes"
@@ -129,7 +130,8 @@ func run() error {
 			PinRoot: s.pinRoot, PrimaryMAC: meta.PrimaryMAC, PrimaryIP: meta.PrimaryIP, VPCCIDRs: meta.VPCCIDRs,
 			ServiceCIDRs: services, SNATEnv: s.snatEnv, MTU: s.eniMTU, SysctlRoot: s.sysctlRoot, IMDS: imds, Registerer: reg, Logger: log,
 			// The per-pod traffic map holds as many pods as the pool may ever hand out IPs to.
-			MaxPods: pool.MaxPods(ccfg.PodSettings(), meta.Limits),
+			MaxPods:       pool.MaxPods(ccfg.PodSettings(), meta.Limits),
+			NetworkPolicy: s.enforcesNetworkPolicy(),
 		})
 		if err != nil {
 			return err
@@ -145,9 +147,19 @@ func run() error {
 	default:
 		return fmt.Errorf("unknown datapath %q (bpf, hostroute or none)", s.datapath)
 	}
+	// NetworkPolicy: with the bpf datapath and enforcement on, every ADD's pod has its state in the maps
+	// before it comes up (the gate), and the watch keeps it current.
+	var policies *policywatch.Watcher
+	var gate controller.PodGate
+	if loaded != nil && s.enforcesNetworkPolicy() {
+		if policies, err = s.newNetworkPolicy(loaded, reg, log); err != nil {
+			return err
+		}
+		gate = policies
+	}
 	node, err := controller.New(ccfg, controller.Deps{
 		EC2: api, IMDS: imds, Node: *meta, Clock: clk, Registerer: reg, Logger: log,
-		Datapath: dp, ENIConfigs: eniConfigs,
+		Datapath: dp, ENIConfigs: eniConfigs, PodGate: gate,
 		Urgent: func(ctx context.Context) context.Context { return ec2client.WithPriority(ctx, ec2client.Urgent) },
 	})
 	if err != nil {
@@ -176,13 +188,20 @@ func run() error {
 	if veths != nil {
 		go func() { _ = veths.Run(ctx) }()
 	}
-	errc := make(chan error, 4)
+	errc := make(chan error, 5)
+	parts := 4
+	handler := agent.Handler(node, log)
+	if policies != nil {
+		handler = agent.WithPolicy(handler, policies, log)
+		parts++
+		go func() { errc <- policies.Run(ctx) }()
+	}
 	go func() { errc <- node.Run(ctx) }()
-	go func() { errc <- agent.Serve(ctx, sock, agent.Handler(node, log)) }()
+	go func() { errc <- agent.Serve(ctx, sock, handler) }()
 	go func() { errc <- agent.Serve(ctx, ops, agent.OpsHandler(node, metricsGatherer(reg, s.awsCNIMetrics))) }()
 	go func() { errc <- cniinstall.WhenReady(ctx, s.installOptions(log), s.cniConflist, node.Ready) }()
 	var first error
-	for range 4 {
+	for range parts {
 		if err := <-errc; err != nil && first == nil {
 			first = err
 			stop()

@@ -22,7 +22,7 @@ import (
 type settings struct {
 	stateDir, socket, metricsAddr, cluster, logLevel, logFormat, region, datapath string
 	warmENI, warmIP, minIP, maxENI, maxPods, warmPrefix                           int
-	prefixDelegation, subnetDiscovery, awsCNIMetrics                              bool
+	prefixDelegation, subnetDiscovery, awsCNIMetrics, networkPolicy               bool
 	cooldown, reconcile, maxReconcile, orphanSweep, poolInterval, releaseDelay    time.Duration
 	gcGrace, jitter                                                               time.Duration
 	clockFactor                                                                   float64
@@ -87,7 +87,8 @@ var table = []setting{
 	{"custom-network", "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG", "false", "true: new ENIs take the subnet and security groups of the node's ENIConfig (crd.k8s.amazonaws.com/v1alpha1), read from the Kubernetes API"},
 	{"eni-config-label", "ENI_CONFIG_LABEL_DEF", eniconfig.DefaultLabel, "custom networking: the node label whose value names the node's ENIConfig (e.g. topology.kubernetes.io/zone); a node with neither it nor the annotation gets the ENIConfig named default"},
 	{"eni-config-annotation", "ENI_CONFIG_ANNOTATION_DEF", eniconfig.DefaultAnnotation, "custom networking: the node annotation whose value names the node's ENIConfig; it wins over the label"},
-	{"node-name", "MY_NODE_NAME", "", "this node's name in Kubernetes (the DaemonSet sets it from spec.nodeName); custom networking watches this Node"},
+	{"enable-network-policy", "ENABLE_NETWORK_POLICY", "true", "true: the bpf datapath enforces NetworkPolicy (networking.k8s.io/v1) on the node's pods, from the Pods, Namespaces and NetworkPolicies the agent watches (needs --node-name); false: no enforcement at all, every flow allowed (other datapaths never enforce)"},
+	{"node-name", "MY_NODE_NAME", "", "this node's name in Kubernetes (the DaemonSet sets it from spec.nodeName); custom networking watches this Node, NetworkPolicy enforcement compiles this node's pods"},
 	{"kubeconfig", "KUBECONFIG", "", "kubeconfig file for the Kubernetes API (empty: the pod's in-cluster service account)"},
 	{"log-level", "ENIWIRE_LOG_LEVEL", "info", "debug, info, warn or error"},
 	{"log-format", "ENIWIRE_LOG_FORMAT", "json", "json or text"},
@@ -154,6 +155,9 @@ func parseSettings(args []string) (*settings, error) {
 	}
 	if s.customNetwork, err = strconv.ParseBool(str("custom-network")); err != nil {
 		errs = append(errs, fmt.Errorf("--custom-network: %w", err))
+	}
+	if s.networkPolicy, err = strconv.ParseBool(str("enable-network-policy")); err != nil {
+		errs = append(errs, fmt.Errorf("--enable-network-policy: %w", err))
 	}
 	if s.customNetwork && s.nodeName == "" {
 		errs = append(errs, errors.New("--custom-network needs --node-name (MY_NODE_NAME)"))

@@ -66,3 +66,37 @@ func TestExternalSNATNeedsTheServiceCIDRs(t *testing.T) {
 		})
 	}
 }
+
+func TestNetworkPolicyEnforcementSetting(t *testing.T) {
+	for _, env := range []string{"ENABLE_NETWORK_POLICY", "ENIWIRE_DATAPATH"} {
+		t.Setenv(env, "") // restored after the test
+		os.Unsetenv(env)
+	}
+	for _, c := range []struct {
+		name    string
+		env     string
+		args    []string
+		enforce bool
+	}{
+		{"is on by default with the bpf datapath", "", nil, true},
+		{"is off entirely when the setting says false", "false", nil, false},
+		{"the flag wins over the environment", "false", []string{"-enable-network-policy=true"}, true},
+		{"is never on with the hostroute datapath", "", []string{"-datapath=hostroute"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.env != "" {
+				t.Setenv("ENABLE_NETWORK_POLICY", c.env)
+			}
+			s, err := parseSettings(c.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.enforcesNetworkPolicy(); got != c.enforce {
+				t.Errorf("enforces %v, want %v", got, c.enforce)
+			}
+		})
+	}
+	if _, err := parseSettings([]string{"-enable-network-policy=maybe"}); err == nil {
+		t.Error("a value that is no bool was accepted")
+	}
+}

@@ -23,6 +23,7 @@ commands:
   enis      the ENIs in the agent's books with their state and IPs (agent socket)
   journal   the journal on disk: ENI operations, assignments, cooldowns (works while the agent is down)
   maps      the pinned BPF maps decoded: pods, ENIs, routes, counters (works while the agent is down)
+  policy    POD: the NetworkPolicy rules compiled for a pod of the node, NAMESPACE/NAME (agent socket)
   max-pods  what kubelet's --max-pods should be for an instance type (offline for the types it ships facts of)
   version   print the version
 
@@ -31,6 +32,10 @@ flags:
   --state-dir DIR    journal directory (env ENIWIRE_STATE_DIR, default /var/lib/eniwire)
   --pin-root DIR     BPF pin root (env ENIWIRE_BPF_PIN_ROOT, default /sys/fs/bpf/eniwire/v1)
   --output FORMAT    table or json (default table)
+
+policy flags:
+  --explain FLOW     whether a flow is allowed, and by which policy: 'from|to ADDRESS [tcp|udp|sctp|icmp[/PORT]]',
+                     e.g. 'from 10.0.1.5 tcp/8080' (ingress to the pod's port) or 'to 10.0.2.9 udp/53' (egress)
 
 max-pods flags:
   --instance-type T     the type (default: the one the agent cached in --state-dir)
@@ -45,6 +50,9 @@ max-pods flags:
 // options are the flags every command takes.
 type options struct {
 	socket, stateDir, pinRoot, output string
+	// policy: the pod, and --explain's flow
+	args    []string
+	explain string
 	// max-pods
 	instanceType                               string
 	prefixes, showMaxAllowed, customNetworking bool
@@ -60,6 +68,7 @@ var commands = map[string]command{
 	"enis":     runENIs,
 	"journal":  runJournal,
 	"maps":     runMaps,
+	"policy":   runPolicy,
 	"max-pods": runMaxPods,
 	"version":  func(_ options, out io.Writer) error { _, err := fmt.Fprintln(out, version.Version); return err },
 }
@@ -101,9 +110,17 @@ func run(args []string, out io.Writer) error {
 	fs.BoolVar(&o.showMaxAllowed, "show-max-allowed", false, "no 110/250 ceiling (max-pods)")
 	fs.BoolVar(&o.fromEC2, "from-ec2", false, "the type's facts from DescribeInstanceTypes (max-pods)")
 	fs.BoolVar(&o.all, "all", false, "every shipped type in every mode (max-pods)")
+	fs.StringVar(&o.explain, "explain", "", "a flow to explain (policy)")
 	fs.Usage = func() { fmt.Fprint(os.Stderr, usage) }
-	if err := fs.Parse(args[1:]); err != nil {
-		return err
+	// A command's arguments may come before, between or after its flags (eniwirectl policy shop/web --explain ...).
+	for rest := args[1:]; ; {
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		o.args, rest = append(o.args, fs.Arg(0)), fs.Args()[1:]
 	}
 	if o.output != "table" && o.output != "json" {
 		return fmt.Errorf("--output %q: want table or json", o.output)

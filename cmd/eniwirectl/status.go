@@ -118,6 +118,9 @@ func printStatus(out io.Writer, s *api.Status, pods []api.Assignment) error {
 	if s.CustomNetworking != "" {
 		fmt.Fprintln(out, s.CustomNetworking)
 	}
+	if s.NetworkPolicy != "" {
+		fmt.Fprintf(out, "network policy: %s\n", s.NetworkPolicy)
+	}
 	if len(s.Subnets) > 0 {
 		var subnets []string
 		for _, sn := range s.Subnets {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"slices"
 	"strconv"
 	"time"
@@ -89,6 +90,19 @@ func (c *Client) Assignments(ctx context.Context) ([]Assignment, error) {
 func (c *Client) Status(ctx context.Context) (*Status, error) {
 	var out Status
 	if err := c.do(ctx, "GET", PathStatus, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// Policy returns the pod's (namespace/name) compiled NetworkPolicy, explaining flow when it is not "".
+func (c *Client) Policy(ctx context.Context, pod, flow string) (*PolicyReport, error) {
+	q := url.Values{"pod": {pod}}
+	if flow != "" {
+		q.Set("explain", flow)
+	}
+	var out PolicyReport
+	if err := c.do(ctx, "GET", PathPolicy+"?"+q.Encode(), nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

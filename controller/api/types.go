@@ -23,6 +23,8 @@ const (
 	PathAssignments = "/" + Version + "/assignments"
 	PathStatus      = "/" + Version + "/status"
 	PathGC          = "/" + Version + "/gc"
+	// PathPolicy is GET ?pod=NAMESPACE/NAME[&explain=FLOW]: the pod's compiled NetworkPolicy (PolicyReport).
+	PathPolicy = "/" + Version + "/policy"
 )
 
 // PodIdentity names the Kubernetes pod an assignment belongs to, as the runtime passes it in CNI_ARGS.
@@ -195,6 +197,9 @@ type Status struct {
 	CustomNetworking string `json:"customNetworking,omitempty"`
 	// VPCCIDRs are the VPC's IPv4 blocks as the datapath and SNAT treat them (inside the VPC).
 	VPCCIDRs []string `json:"vpcCIDRs,omitempty"`
+	// NetworkPolicy is the enforcement's status line while it is on: the watch's state, the pods isolated,
+	// and the pods whose policy could not be written (isolated, allowing nothing).
+	NetworkPolicy string `json:"networkPolicy,omitempty"`
 }
 
 // Healthy is Status.Journal and Status.Datapath when they work.
@@ -208,4 +213,40 @@ type SubnetStatus struct {
 	Free int `json:"free"`
 	// Refused: it refused a new ENI for want of addresses lately; the next candidate is used meanwhile.
 	Refused bool `json:"refused,omitempty"`
+}
+
+// PolicyReport is a pod's NetworkPolicy as the agent compiled it and wrote it to the datapath
+// (`eniwirectl policy POD`).
+type PolicyReport struct {
+	// Pod is namespace/name; Addresses its addresses (the same state at each).
+	Pod       string   `json:"pod"`
+	Addresses []string `json:"addresses"`
+	// Policies are the policies that select the pod (namespace/name): those that isolate it.
+	Policies        []string     `json:"policies"`
+	IngressIsolated bool         `json:"ingressIsolated"`
+	EgressIsolated  bool         `json:"egressIsolated"`
+	Ingress         []PolicyPeer `json:"ingress"`
+	Egress          []PolicyPeer `json:"egress"`
+	// Failure is why the state could not be written (the pod allows nothing), or "".
+	Failure string `json:"failure,omitempty"`
+	// Explanation answers the request's explain flow, when it had one.
+	Explanation *PolicyExplanation `json:"explanation,omitempty"`
+}
+
+// PolicyPeer is one prefix of peers and the ports a flow with them may use ("tcp/80", "udp/1000-2000",
+// "sctp", "any": every protocol and port); none: an except's hole.
+type PolicyPeer struct {
+	Peer  string   `json:"peer"`
+	Ports []string `json:"ports"`
+}
+
+// PolicyExplanation says whether a flow is allowed, which policies allow it, or why none does.
+type PolicyExplanation struct {
+	Flow    string `json:"flow"`
+	Allowed bool   `json:"allowed"`
+	// AllowedBy are the policies whose rules alone allow the flow (empty when the pod is not isolated in
+	// the flow's direction).
+	AllowedBy []string `json:"allowedBy,omitempty"`
+	// Reason is one sentence for the operator.
+	Reason string `json:"reason"`
 }

@@ -42,7 +42,10 @@ type BPF struct {
 	enis map[string]int // ENI id -> ifindex, for ENIDown after the interface vanished
 }
 
-var _ dptypes.Driver = (*BPF)(nil)
+var (
+	_ dptypes.Driver       = (*BPF)(nil)
+	_ dptypes.PolicyDriver = (*BPF)(nil)
+)
 
 func newBPF(dp *datapath.Datapath, addrs *nodeAddrs, nat *snat.Manager, md IMDS, mtu int, sysctlRoot string, log *slog.Logger) *BPF {
 	return &BPF{dp: dp, addrs: addrs, nat: nat, routes: &hostroute.Routes{}, imds: md, mtu: mtu, sysctlRoot: sysctlRoot, log: log, enis: map[string]int{}}
@@ -59,6 +62,17 @@ func (b *BPF) SetVPCCIDRs(ctx context.Context, cidrs []netip.Prefix) error {
 	}
 	b.log.Info("VPC CIDR blocks set", "cidrs", cidrs)
 	return nil
+}
+
+// SetPodPolicy makes the pod's NetworkPolicy p in the programs' maps (datapath.Datapath.SetPodPolicy): it
+// returns a *datapath.PolicyTooLargeError, the pod left allowing nothing, when p does not fit.
+func (b *BPF) SetPodPolicy(ctx context.Context, pod netip.Addr, p dptypes.PodPolicy) error {
+	return b.dp.SetPodPolicy(ctx, pod, p)
+}
+
+// ClearPodPolicy makes the pod not isolated.
+func (b *BPF) ClearPodPolicy(ctx context.Context, pod netip.Addr) error {
+	return b.dp.ClearPodPolicy(ctx, pod)
 }
 
 // Close stops following the node's addresses and releases this process's handles only: programs, links

@@ -50,6 +50,9 @@ type Config struct {
 	// (datapath.DefaultMaxPods when 0).
 	MaxPods int
 	IMDS    IMDS
+	// NetworkPolicy attaches the forward hook that judges NetworkPolicy on the flows the host carries
+	// (datapath.Config.NetworkPolicy); the agent sets it with enforcement on.
+	NetworkPolicy bool
 	// Registerer receives the programs' counters (nil: not registered).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -102,7 +105,7 @@ func Open(ctx context.Context, cfg Config) (*BPF, error) {
 	}
 	dp, err := datapath.Load(datapath.Config{
 		PinRoot: cfg.PinRoot, VPCCIDRs: cfg.VPCCIDRs, ExcludeSNATCIDRs: scfg.ExcludeCIDRs, NodeIPs: addrs.current(), HostCIDRs: cfg.ServiceCIDRs,
-		SNAT: !scfg.External, MaxPods: cfg.MaxPods,
+		SNAT: !scfg.External, MaxPods: cfg.MaxPods, NetworkPolicy: cfg.NetworkPolicy,
 		// Attach writes every journaled pod and ENI entry before the links move, so a map whose layout
 		// changed with an upgrade can be replaced.
 		MigrateMaps: true, Logger: log,

@@ -184,6 +184,19 @@ func (s *Sim) createNetworkInterface(r *request) (response, *APIError) {
 	if sn.Assignable()-sn.assignableAmong(explicit, prefixes) < need {
 		return nil, apiErr(CodeInsufficientFreeAddresses, "The specified subnet does not have enough free addresses to satisfy the request.")
 	}
+	an, av := listParam(r, "Ipv6Addresses", "Ipv6Address")
+	pn, pv := listParam(r, "Ipv6Prefix", "Ipv6Prefix")
+	ask6, err := readIPv6Ask(r, an, av, pn, pv)
+	if err != nil {
+		return nil, err
+	}
+	var addrs6 []netip.Addr
+	var prefixes6 []netip.Prefix
+	if !ask6.empty() {
+		if addrs6, prefixes6, err = s.checkIPv6AskLocked(sn, nil, "the new network interface", ask6, maxIPv6PerENI); err != nil {
+			return nil, err
+		}
+	}
 	tags, err := tagSpecs(r, "network-interface")
 	if err != nil {
 		return nil, err
@@ -207,6 +220,9 @@ func (s *Sim) createNetworkInterface(r *request) (response, *APIError) {
 	s.addIPsLocked(e, sn.allocate(count), now)
 	for _, p := range prefixes {
 		e.Prefixes = append(e.Prefixes, stamped[netip.Prefix]{V: p, Since: now})
+	}
+	if !ask6.empty() {
+		s.giveIPv6Locked(sn, e, addrs6, prefixes6, ask6.addrCount, now)
 	}
 	for _, t := range tags {
 		e.Tags[t.Key] = t.Value
@@ -232,7 +248,7 @@ func checkAddrs(sn *subnet, addrs []netip.Addr) *APIError {
 			return apiErr(CodeInvalidParameterValue, "Address %s does not fall within the subnet's address range", a)
 		}
 		if seen[a] || !sn.isFree(a) {
-			return apiErr("InvalidIPAddress.InUse", "Address %s is in use.", a)
+			return apiErr(CodeInvalidIPAddressInUse, "Address %s is in use.", a)
 		}
 		seen[a] = true
 	}
@@ -344,11 +360,14 @@ func (s *Sim) attachNetworkInterface(r *request) (response, *APIError) {
 			return nil, apiErr(CodeInvalidParameterValue, "Instance '%s' already has an interface attached at device index '%d'.", instID, devIdx)
 		}
 	}
-	if len(e.Prefixes) > 0 && !it.Nitro() {
+	if len(e.Prefixes)+len(e.IPv6Prefixes) > 0 && !it.Nitro() {
 		return nil, errPrefixesUnsupported(inst.Type)
 	}
 	if e.slots() > it.IPv4PerENI {
 		return nil, apiErr(CodePrivateIPAddressLimit, "Number of private addresses will exceed limit.")
+	}
+	if e.ipv6Slots() > it.IPv6PerENI {
+		return nil, apiErr(CodePrivateIPAddressLimit, "Number of IPv6 addresses will exceed limit.")
 	}
 	a := s.startAttachLocked(e, inst, devIdx, card)
 	return &attachResponse{AttachmentID: a.ID, NetworkCardIndex: card}, nil

@@ -16,7 +16,8 @@ import (
 //	DELETE /instances/{id}        terminate (DeleteOnTermination honoured)
 //	POST   /vpcs                  {"id","cidr"}
 //	POST   /vpcs/{id}/cidr-blocks {"cidr"} -> {"associationId"}
-//	POST   /subnets               {"id","vpcId","cidr","az","tags"}
+//	POST   /vpcs/{id}/ipv6-cidr-blocks {"cidr"} (empty: Amazon-provided) -> {"associationId"}
+//	POST   /subnets               {"id","vpcId","cidr","az","tags","ipv6Cidr"}
 //	POST   /subnets/{id}/exhaust  {"keepFree"} -> {"taken"}: its free addresses taken
 //	POST   /subnets/{id}/refill   -> {"released"}: what exhaust took given back
 //	POST   /security-groups       {"id","vpcId","name","description","tags"} -> {"id"}
@@ -85,6 +86,15 @@ func (s *Sim) AdminHandler() http.Handler {
 		}
 		if readJSON(w, r, &v) {
 			assoc, err := s.AddVPCCIDRBlock(r.PathValue("id"), v.CIDR)
+			replyErr(w, err, map[string]string{"associationId": assoc})
+		}
+	})
+	mux.HandleFunc("POST /vpcs/{id}/ipv6-cidr-blocks", func(w http.ResponseWriter, r *http.Request) {
+		var v struct {
+			CIDR string `json:"cidr"`
+		}
+		if readJSON(w, r, &v) {
+			assoc, err := s.AddVPCIPv6Block(r.PathValue("id"), v.CIDR)
 			replyErr(w, err, map[string]string{"associationId": assoc})
 		}
 	})

@@ -201,6 +201,7 @@ var eniAttrs = map[string]attrFunc[*eni]{
 	"private-ip-address":           func(e *eni) []string { return ipStrings(e.IPs) },
 	"addresses.private-ip-address": func(e *eni) []string { return ipStrings(e.IPs) },
 	"ipv4-prefix":                  func(e *eni) []string { return prefixStrings(e.Prefixes) },
+	"ipv6-addresses.ipv6-address":  func(e *eni) []string { return ipStrings(e.IPv6s) },
 	"attachment.instance-id": func(e *eni) []string {
 		if e.Att == nil {
 			return nil

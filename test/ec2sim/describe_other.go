@@ -10,21 +10,23 @@ import (
 // DescribeInstances, DescribeInstanceTypes and DescribeSubnets.
 
 type xmlInstanceENI struct {
-	NetworkInterfaceID string         `xml:"networkInterfaceId"`
-	SubnetID           string         `xml:"subnetId"`
-	VpcID              string         `xml:"vpcId"`
-	Description        string         `xml:"description"`
-	OwnerID            string         `xml:"ownerId"`
-	Status             string         `xml:"status"`
-	MacAddress         string         `xml:"macAddress"`
-	PrivateIPAddress   string         `xml:"privateIpAddress"`
-	PrivateDNSName     string         `xml:"privateDnsName"`
-	SourceDestCheck    bool           `xml:"sourceDestCheck"`
-	InterfaceType      string         `xml:"interfaceType"`
-	Groups             []xmlGroup     `xml:"groupSet>item"`
-	Attachment         *xmlAttachment `xml:"attachment"`
-	PrivateIPs         []xmlPrivateIP `xml:"privateIpAddressesSet>item"`
-	Prefixes           []xmlPrefix    `xml:"ipv4PrefixSet>item"`
+	NetworkInterfaceID string          `xml:"networkInterfaceId"`
+	SubnetID           string          `xml:"subnetId"`
+	VpcID              string          `xml:"vpcId"`
+	Description        string          `xml:"description"`
+	OwnerID            string          `xml:"ownerId"`
+	Status             string          `xml:"status"`
+	MacAddress         string          `xml:"macAddress"`
+	PrivateIPAddress   string          `xml:"privateIpAddress"`
+	PrivateDNSName     string          `xml:"privateDnsName"`
+	SourceDestCheck    bool            `xml:"sourceDestCheck"`
+	InterfaceType      string          `xml:"interfaceType"`
+	Groups             []xmlGroup      `xml:"groupSet>item"`
+	Attachment         *xmlAttachment  `xml:"attachment"`
+	PrivateIPs         []xmlPrivateIP  `xml:"privateIpAddressesSet>item"`
+	Prefixes           []xmlPrefix     `xml:"ipv4PrefixSet>item"`
+	IPv6s              []xmlIPv6       `xml:"ipv6AddressesSet>item"`
+	IPv6Prefixes       []xmlIPv6Prefix `xml:"ipv6PrefixSet>item"`
 }
 
 type xmlInstance struct {
@@ -127,7 +129,8 @@ func (s *Sim) instanceXML(inst *instance) xmlInstance {
 			VpcID: ex.VpcID, Description: ex.Description, OwnerID: ex.OwnerID, Status: ex.Status,
 			MacAddress: ex.MacAddress, PrivateIPAddress: ex.PrivateIPAddress, PrivateDNSName: ex.PrivateDNSName,
 			SourceDestCheck: ex.SourceDestCheck, InterfaceType: ex.InterfaceType, Groups: ex.Groups,
-			Attachment: ex.Attachment, PrivateIPs: ex.PrivateIPs, Prefixes: ex.Prefixes})
+			Attachment: ex.Attachment, PrivateIPs: ex.PrivateIPs, Prefixes: ex.Prefixes, IPv6s: ex.IPv6s,
+			IPv6Prefixes: ex.IPv6Prefixes})
 	}
 	return x
 }
@@ -235,7 +238,7 @@ func instanceTypeXML(it InstanceType) xmlInstanceType {
 	x.MemoryInfo.SizeInMiB = it.MemoryMiB
 	n := &x.NetworkInfo
 	n.NetworkPerformance, n.MaximumNetworkInterfaces, n.MaximumNetworkCards = it.Performance, it.MaxENIs, len(it.Cards)
-	n.Ipv4AddressesPerInterface, n.Ipv6AddressesPerInterface, n.Ipv6Supported = it.IPv4PerENI, it.IPv4PerENI, true
+	n.Ipv4AddressesPerInterface, n.Ipv6AddressesPerInterface, n.Ipv6Supported = it.IPv4PerENI, it.IPv6PerENI, true
 	n.EnaSupport = "required"
 	for i, c := range it.Cards {
 		n.NetworkCards = append(n.NetworkCards, xmlNetworkCard{NetworkCardIndex: i, NetworkPerformance: it.Performance,
@@ -318,6 +321,10 @@ type xmlSubnet struct {
 	DefaultForAz            bool     `xml:"defaultForAz"`
 	MapPublicIPOnLaunch     bool     `xml:"mapPublicIpOnLaunch"`
 	Tags                    []xmlTag `xml:"tagSet>item"`
+	// IPv6: the subnet's /64 (none for an IPv4-only subnet); the simulator's subnets are never IPv6-only.
+	Ipv6CidrBlockAssociationSet []xmlIPv6BlockAssociation `xml:"ipv6CidrBlockAssociationSet>item"`
+	AssignIpv6AddressOnCreation bool                      `xml:"assignIpv6AddressOnCreation"`
+	Ipv6Native                  bool                      `xml:"ipv6Native"`
 }
 
 type describeSubnetsResponse struct {
@@ -336,6 +343,19 @@ var subnetAttrs = map[string]attrFunc[*subnet]{
 	"available-ip-address-count": func(sn *subnet) []string { return one(strconv.Itoa(sn.Free())) },
 	"availability-zone-id":       func(sn *subnet) []string { return one(azID(sn.AZ)) },
 	"default-for-az":             func(*subnet) []string { return one("false") },
+	"ipv6-native":                func(*subnet) []string { return one("false") },
+	"ipv6-cidr-block-association.ipv6-cidr-block": subnetIPv6Attr(func(sv *subnetIPv6) string { return sv.CIDR.String() }),
+	"ipv6-cidr-block-association.association-id":  subnetIPv6Attr(func(sv *subnetIPv6) string { return sv.AssociationID }),
+	"ipv6-cidr-block-association.state":           subnetIPv6Attr(func(*subnetIPv6) string { return "associated" }),
+}
+
+func subnetIPv6Attr(get func(*subnetIPv6) string) attrFunc[*subnet] {
+	return func(sn *subnet) []string {
+		if sn.IPv6 == nil {
+			return nil
+		}
+		return one(get(sn.IPv6))
+	}
 }
 
 func (s *Sim) describeSubnets(r *request) (response, *APIError) {
@@ -384,10 +404,14 @@ func (s *Sim) describeSubnets(r *request) (response, *APIError) {
 	lo, hi, next := pg.page(keys)
 	resp := &describeSubnetsResponse{NextToken: next}
 	for _, sn := range out[lo:hi] {
-		resp.Subnets = append(resp.Subnets, xmlSubnet{SubnetID: sn.ID,
+		x := xmlSubnet{SubnetID: sn.ID,
 			SubnetArn: fmt.Sprintf("arn:aws:ec2:%s:%s:subnet/%s", s.cfg.Region, s.cfg.AccountID, sn.ID), State: "available",
 			VpcID: sn.VPCID, OwnerID: s.cfg.AccountID, CidrBlock: sn.CIDR.String(), AvailableIPAddressCount: sn.Free(),
-			AvailabilityZone: sn.AZ, AvailabilityZoneID: azID(sn.AZ), Tags: sortedTags(sn.Tags)})
+			AvailabilityZone: sn.AZ, AvailabilityZoneID: azID(sn.AZ), Tags: sortedTags(sn.Tags)}
+		if sn.IPv6 != nil {
+			x.Ipv6CidrBlockAssociationSet = []xmlIPv6BlockAssociation{subnetIPv6XML(sn.IPv6, "associated")}
+		}
+		resp.Subnets = append(resp.Subnets, x)
 	}
 	return resp, nil
 }

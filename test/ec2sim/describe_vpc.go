@@ -18,15 +18,16 @@ type xmlCIDRBlockAssociation struct {
 }
 
 type xmlVPC struct {
-	VpcID                   string                    `xml:"vpcId"`
-	OwnerID                 string                    `xml:"ownerId"`
-	State                   string                    `xml:"state"`
-	CidrBlock               string                    `xml:"cidrBlock"`
-	CidrBlockAssociationSet []xmlCIDRBlockAssociation `xml:"cidrBlockAssociationSet>item"`
-	DhcpOptionsID           string                    `xml:"dhcpOptionsId"`
-	InstanceTenancy         string                    `xml:"instanceTenancy"`
-	IsDefault               bool                      `xml:"isDefault"`
-	Tags                    []xmlTag                  `xml:"tagSet>item"`
+	VpcID                       string                    `xml:"vpcId"`
+	OwnerID                     string                    `xml:"ownerId"`
+	State                       string                    `xml:"state"`
+	CidrBlock                   string                    `xml:"cidrBlock"`
+	CidrBlockAssociationSet     []xmlCIDRBlockAssociation `xml:"cidrBlockAssociationSet>item"`
+	Ipv6CidrBlockAssociationSet []xmlIPv6BlockAssociation `xml:"ipv6CidrBlockAssociationSet>item"`
+	DhcpOptionsID               string                    `xml:"dhcpOptionsId"`
+	InstanceTenancy             string                    `xml:"instanceTenancy"`
+	IsDefault                   bool                      `xml:"isDefault"`
+	Tags                        []xmlTag                  `xml:"tagSet>item"`
 }
 
 type describeVpcsResponse struct {
@@ -35,10 +36,20 @@ type describeVpcsResponse struct {
 	NextToken string   `xml:"nextToken,omitempty"`
 }
 
+// blockAttr is a filter attribute of a VPC's IPv4 blocks, ipv6BlockAttr of its IPv6 blocks.
 func blockAttr(get func(cidrBlock) string) attrFunc[*vpc] {
+	return vpcBlocksAttr(func(v *vpc) []cidrBlock { return v.Blocks }, get)
+}
+
+func ipv6BlockAttr(get func(ipv6Block) string) attrFunc[*vpc] {
+	return vpcBlocksAttr(func(v *vpc) []ipv6Block { return v.IPv6Blocks }, get)
+}
+
+func vpcBlocksAttr[B any](blocks func(*vpc) []B, get func(B) string) attrFunc[*vpc] {
 	return func(v *vpc) []string {
-		out := make([]string, len(v.Blocks))
-		for i, b := range v.Blocks {
+		bs := blocks(v)
+		out := make([]string, len(bs))
+		for i, b := range bs {
 			out[i] = get(b)
 		}
 		return out
@@ -53,6 +64,10 @@ var vpcAttrs = map[string]attrFunc[*vpc]{
 	"cidr-block-association.cidr-block":     blockAttr(func(b cidrBlock) string { return b.CIDR.String() }),
 	"cidr-block-association.association-id": blockAttr(func(b cidrBlock) string { return b.AssociationID }),
 	"cidr-block-association.state":          blockAttr(func(cidrBlock) string { return "associated" }),
+	"ipv6-cidr-block-association.ipv6-cidr-block": ipv6BlockAttr(func(b ipv6Block) string { return b.CIDR.String() }),
+	"ipv6-cidr-block-association.association-id":  ipv6BlockAttr(func(b ipv6Block) string { return b.AssociationID }),
+	"ipv6-cidr-block-association.ipv6-pool":       ipv6BlockAttr(func(ipv6Block) string { return "Amazon" }),
+	"ipv6-cidr-block-association.state":           ipv6BlockAttr(func(ipv6Block) string { return "associated" }),
 }
 
 func (s *Sim) describeVpcs(r *request) (response, *APIError) {
@@ -110,6 +125,9 @@ func (s *Sim) describeVpcs(r *request) (response, *APIError) {
 		for _, b := range v.Blocks {
 			x.CidrBlockAssociationSet = append(x.CidrBlockAssociationSet, xmlCIDRBlockAssociation{
 				AssociationID: b.AssociationID, CidrBlock: b.CIDR.String(), CidrBlockState: xmlCIDRBlockState{State: "associated"}})
+		}
+		for _, b := range v.IPv6Blocks {
+			x.Ipv6CidrBlockAssociationSet = append(x.Ipv6CidrBlockAssociationSet, s.vpcIPv6XML(b, "associated"))
 		}
 		resp.Vpcs = append(resp.Vpcs, x)
 	}

@@ -192,6 +192,14 @@ func (s *Sim) dispatch(r *request) (response, *APIError) {
 		return s.assignPrivateIPAddresses(r)
 	case "UnassignPrivateIpAddresses":
 		return s.unassignPrivateIPAddresses(r)
+	case "AssignIpv6Addresses":
+		return s.assignIPv6Addresses(r)
+	case "UnassignIpv6Addresses":
+		return s.unassignIPv6Addresses(r)
+	case "AssociateVpcCidrBlock":
+		return s.associateVpcCidrBlock(r)
+	case "AssociateSubnetCidrBlock":
+		return s.associateSubnetCidrBlock(r)
 	case "CreateTags":
 		return s.changeTags(r, true)
 	case "DeleteTags":

@@ -10,7 +10,7 @@ type Event interface{ EventKind() string }
 type InstanceAdded struct{ Instance Instance }
 
 // ENIAttached: an attachment reached "attached". IPs are all private IPs of the ENI, primary first.
-// When the ENI already had secondary IPs or prefixes, an IPsAssigned with them follows.
+// When the ENI already had secondary IPs or prefixes (IPv4 or IPv6), an IPsAssigned with them follows.
 type ENIAttached struct {
 	InstanceID, ENIID, MAC string
 	DeviceIndex, CardIndex int
@@ -29,17 +29,19 @@ type ENIDetached struct {
 	PrimaryIP              string
 }
 
-// IPsAssigned: secondary IPs or /28 prefixes were added to an ENI. InstanceID is empty when the ENI is
-// not attached.
+// IPsAssigned: secondary IPs or /28 prefixes, or IPv6 addresses or /80 prefixes, were added to an ENI.
+// InstanceID is empty when the ENI is not attached.
 type IPsAssigned struct {
-	InstanceID, ENIID string
-	IPs, Prefixes     []string
+	InstanceID, ENIID   string
+	IPs, Prefixes       []string
+	IPv6s, IPv6Prefixes []string
 }
 
-// IPsUnassigned: secondary IPs or prefixes were removed from an ENI.
+// IPsUnassigned: secondary IPs or prefixes, or IPv6 addresses or prefixes, were removed from an ENI.
 type IPsUnassigned struct {
-	InstanceID, ENIID string
-	IPs, Prefixes     []string
+	InstanceID, ENIID   string
+	IPs, Prefixes       []string
+	IPv6s, IPv6Prefixes []string
 }
 
 // InstanceTerminated: an instance is gone; DeletedENIs went with it (DeleteOnTermination), the ENIs it

@@ -57,13 +57,18 @@ func fuzzSim(t testing.TB) *Sim {
 	cfg := DefaultConfig()
 	cfg.Throttling = false
 	s := New(cfg)
-	if _, err := s.Load(DefaultSeed(cfg.Region)); err != nil {
+	if _, err := s.Load(DualStackSeed(cfg.Region)); err != nil {
 		t.Fatal(err)
 	}
 	return s
 }
 
 func FuzzDecodeRequest(f *testing.F) {
+	inst, err := fuzzSim(f).Instance(DefaultInstance)
+	if err != nil {
+		f.Fatal(err)
+	}
+	eni := "&NetworkInterfaceId=" + inst.PrimaryENI // the IPv6 seeds reach past the ENI lookup
 	for _, seed := range []string{
 		"Action=CreateNetworkInterface&ClientToken=tok-123&Description=d&SecondaryPrivateIpAddressCount=9&SecurityGroupId.1=sg-0123456789abcdef0&SubnetId=" + DefaultSubnetA + "&TagSpecification.1.ResourceType=network-interface&TagSpecification.1.Tag.1.Key=k&TagSpecification.1.Tag.1.Value=v&Version=2016-11-15",
 		"Action=CreateNetworkInterface&Ipv4PrefixCount=1&SubnetId=" + DefaultSubnetA + "&Version=2016-11-15",
@@ -73,6 +78,13 @@ func FuzzDecodeRequest(f *testing.F) {
 		"Action=AssignPrivateIpAddresses&AllowReassignment=false&Ipv4Prefix.1=10.0.1.64%2F28&NetworkInterfaceId=eni-1&PrivateIpAddress.1=10.0.1.30",
 		"Action=UnassignPrivateIpAddresses&Ipv4Prefix.1=10.0.1.48%2F28&NetworkInterfaceId=eni-0000000000000000f&PrivateIpAddress.1=10.0.1.19",
 		"Action=DetachNetworkInterface&AttachmentId=eni-attach-1&Force=true",
+		"Action=AssignIpv6Addresses&Ipv6PrefixCount=1" + eni,
+		"Action=AssignIpv6Addresses&Ipv6Addresses.1=2600%3A1f14%3Ae1a%3Ae101%3A%3A10&Ipv6Prefix.1=2600%3A1f14%3Ae1a%3Ae101%3A7%3A%3A%2F80" + eni,
+		"Action=UnassignIpv6Addresses&Ipv6Addresses.1=2600%3A1f14%3Ae1a%3Ae101%3A%3A10&Ipv6Prefix.1=2600%3A1f14%3Ae1a%3Ae101%3A7%3A%3A%2F80" + eni,
+		"Action=CreateNetworkInterface&Ipv6AddressCount=2&Ipv6Prefix.1.Ipv6Prefix=2600%3A1f14%3Ae1a%3Ae101%3A7%3A%3A%2F80&SubnetId=" + DefaultSubnetA,
+		"Action=AssociateVpcCidrBlock&AmazonProvidedIpv6CidrBlock=true&VpcId=" + DefaultVPC,
+		"Action=AssociateSubnetCidrBlock&Ipv6CidrBlock=2600%3A1f14%3Ae1a%3Ae1ff%3A%3A%2F64&SubnetId=" + DefaultSubnetA,
+		"Action=DescribeSubnets&Filter.1.Name=ipv6-cidr-block-association.ipv6-cidr-block&Filter.1.Value.1=2600%3A1f14%3Ae1a%3Ae101%3A%3A%2F64",
 		"Action=CreateTags&ResourceId.1=eni-1&Tag.1.Key=k&Tag.1.Value=v",
 		"Action=DeleteTags&ResourceId.1=subnet-1&Tag.1.Key=k",
 		"Action=DescribeInstanceTypes&InstanceType.1=m5.large&InstanceType.2=c5.xlarge",

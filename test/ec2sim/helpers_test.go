@@ -25,13 +25,19 @@ type world struct {
 
 func newWorld(t *testing.T, mod func(*Config)) *world {
 	t.Helper()
+	return newSeededWorld(t, mod, DefaultSeed)
+}
+
+// newSeededWorld is newWorld with another seed (DualStackSeed, PodSubnetsSeed).
+func newSeededWorld(t *testing.T, mod func(*Config), seed func(region string) Seed) *world {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.Throttling = false
 	if mod != nil {
 		mod(&cfg)
 	}
 	s := New(cfg)
-	insts, err := s.Load(DefaultSeed(cfg.Region))
+	insts, err := s.Load(seed(cfg.Region))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,16 +90,26 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // awsCLI returns a runner of the AWS CLI's ec2 commands against w's EC2 endpoint (text output, trimmed);
 // a failed command fails t.
 func (w *world) awsCLI(t *testing.T) func(args ...string) string {
-	dir := t.TempDir()
+	run := w.awsCLIResult(t)
 	return func(args ...string) string {
 		t.Helper()
+		out, err := run(args...)
+		if err != nil {
+			t.Fatalf("aws ec2 %v: %v: %s", args, err, out)
+		}
+		return out
+	}
+}
+
+// awsCLIResult is awsCLI for commands that may fail: it returns the output (stderr included) and the
+// command's error.
+func (w *world) awsCLIResult(t *testing.T) func(args ...string) (string, error) {
+	dir := t.TempDir()
+	return func(args ...string) (string, error) {
 		cmd := exec.CommandContext(ctxT(t), "aws", append([]string{"ec2", "--region", "us-west-2", "--endpoint-url", w.srv.EC2URL(), "--output", "text"}, args...)...)
 		cmd.Env = append(cmd.Environ(), "AWS_ACCESS_KEY_ID=AKIDCLI", "AWS_SECRET_ACCESS_KEY=secret", "AWS_EC2_METADATA_DISABLED=true",
 			"AWS_CONFIG_FILE="+filepath.Join(dir, "config"), "AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(dir, "credentials"))
 		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("aws ec2 %v: %v: %s", args, err, out)
-		}
-		return strings.TrimSpace(string(out))
+		return strings.TrimSpace(string(out)), err
 	}
 }

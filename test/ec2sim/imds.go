@@ -37,8 +37,8 @@ func (s *Sim) IMDSHandler(instanceID string) http.Handler {
 
 // IMDSHandlerBySource serves the metadata service of every instance at one address, as EC2's link-local
 // endpoint does: the caller is the running instance with an attached ENI that holds the request's source
-// address (an IP of the ENI, or one inside a prefix of it). Other callers get 403; a token is good only for
-// the instance it was issued to.
+// address (an IPv4 or IPv6 address of the ENI, or one inside an IPv4 or IPv6 prefix of it). Other callers
+// get 403; a token is good only for the instance it was issued to.
 func (s *Sim) IMDSHandlerBySource() http.Handler {
 	tokens := &imdsTokens{m: map[string]imdsToken{}}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -61,8 +61,11 @@ func (s *Sim) instanceOfRemote(remote string) (string, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.ipOwner[a]
-	if e == nil {
+	if e == nil && a.Is4() {
 		e = s.prefixOwnerLocked(a)
+	}
+	if e == nil && a.Is6() {
+		e = s.ipv6OwnerLocked(a)
 	}
 	if e == nil {
 		return "", false
@@ -177,10 +180,23 @@ func (s *Sim) imdsLookup(instanceID, path string) (string, string, bool) {
 	}
 	rest = strings.TrimPrefix(rest, "/")
 	primaryIP := inst.Primary.IPs[0].V.String()
+	// ipv6 is the primary ENI's first IPv6 address, once IMDS shows it.
+	var primaryIPv6 string
+	lag := s.faults.imdsLagDelay()
+	if v6 := settledStrings(inst.Primary.IPv6s, func(since time.Time) bool { return !s.clk.Now().Before(since.Add(lag)) }); len(v6) > 0 {
+		primaryIPv6 = v6[0]
+	}
 	switch strings.TrimSuffix(rest, "/") {
 	case "":
-		return lines("ami-id", "hostname", "instance-id", "instance-type", "local-hostname", "local-ipv4", "mac",
-			"network/", "placement/", "security-groups", "services/"), text, true
+		keys := []string{"ami-id", "hostname", "instance-id", "instance-type", "local-hostname", "local-ipv4", "mac",
+			"network/", "placement/", "security-groups", "services/"}
+		if primaryIPv6 != "" {
+			keys = append(keys, "ipv6")
+			sort.Strings(keys)
+		}
+		return lines(keys...), text, true
+	case "ipv6":
+		return primaryIPv6, text, primaryIPv6 != ""
 	case "ami-id":
 		return "ami-0eniwire0sim00001", text, true
 	case "instance-id":
@@ -268,25 +284,42 @@ func (s *Sim) imdsENIsLocked(inst *instance) []*eni {
 	return out
 }
 
+// settledStrings are the values that IMDS shows already (settled says which), as strings.
+func settledStrings[T interface{ String() string }](xs []stamped[T], settled func(since time.Time) bool) []string {
+	var out []string
+	for _, x := range xs {
+		if settled(x.Since) {
+			out = append(out, x.V.String())
+		}
+	}
+	return out
+}
+
 func (s *Sim) imdsMACFieldLocked(inst *instance, e *eni, field string) (string, bool) {
 	lag := s.faults.imdsLagDelay()
 	now := s.clk.Now()
 	sn := s.subnets[e.SubnetID]
 	vpc := s.vpcs[e.VPCID]
 	multiCard := len(instanceTypes[inst.Type].Cards) > 1
-	var prefixes []string
-	for _, p := range e.Prefixes {
-		if !now.Before(p.Since.Add(lag)) {
-			prefixes = append(prefixes, p.V.String())
-		}
+	settled := func(since time.Time) bool { return !now.Before(since.Add(lag)) }
+	prefixes := settledStrings(e.Prefixes, settled)
+	ipv6s := settledStrings(e.IPv6s, settled)
+	ipv6Prefixes := settledStrings(e.IPv6Prefixes, settled)
+	var subnetIPv6 []string
+	if sn.IPv6 != nil {
+		subnetIPv6 = []string{sn.IPv6.CIDR.String()}
 	}
+	vpcIPv6 := vpc.ipv6BlockList()
 	switch strings.TrimSuffix(field, "/") {
 	case "":
 		keys := []string{"device-number", "interface-id", "local-hostname", "local-ipv4s", "mac", "owner-id",
 			"security-group-ids", "security-groups", "subnet-id", "subnet-ipv4-cidr-block", "vpc-id",
 			"vpc-ipv4-cidr-block", "vpc-ipv4-cidr-blocks"}
-		if len(prefixes) > 0 {
-			keys = append(keys, "ipv4-prefix")
+		for k, vals := range map[string][]string{"ipv4-prefix": prefixes, "ipv6s": ipv6s, "ipv6-prefix": ipv6Prefixes,
+			"subnet-ipv6-cidr-blocks": subnetIPv6, "vpc-ipv6-cidr-blocks": vpcIPv6} {
+			if len(vals) > 0 {
+				keys = append(keys, k)
+			}
 		}
 		if multiCard {
 			keys = append(keys, "network-card")
@@ -311,6 +344,14 @@ func (s *Sim) imdsMACFieldLocked(inst *instance, e *eni, field string) (string, 
 		return lines(ips...), true
 	case "ipv4-prefix":
 		return lines(prefixes...), len(prefixes) > 0
+	case "ipv6s":
+		return lines(ipv6s...), len(ipv6s) > 0
+	case "ipv6-prefix":
+		return lines(ipv6Prefixes...), len(ipv6Prefixes) > 0
+	case "subnet-ipv6-cidr-blocks":
+		return lines(subnetIPv6...), len(subnetIPv6) > 0
+	case "vpc-ipv6-cidr-blocks":
+		return lines(vpcIPv6...), len(vpcIPv6) > 0
 	case "mac":
 		return e.MAC, true
 	case "owner-id":

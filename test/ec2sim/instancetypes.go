@@ -9,6 +9,9 @@ type InstanceType struct {
 	MaxENIs int `json:"maxENIs"`
 	// IPv4PerENI is Ipv4AddressesPerInterface (the primary IP and /28 prefixes each take one slot).
 	IPv4PerENI int `json:"ipv4PerENI"`
+	// IPv6PerENI is Ipv6AddressesPerInterface (/80 prefixes each take one slot); every type here has as many
+	// as IPv4PerENI, as AWS publishes them.
+	IPv6PerENI int `json:"ipv6PerENI"`
 	// Cards is the maximum ENIs of each network card; one element for single-card types.
 	Cards []int `json:"cards"`
 	// Hypervisor is "nitro" or "xen" (DescribeInstanceTypes' Hypervisor); only Nitro types take prefixes.
@@ -43,6 +46,9 @@ var instanceTypes = map[string]InstanceType{
 func init() {
 	for name, it := range instanceTypes {
 		it.Name = name
+		if it.IPv6PerENI == 0 {
+			it.IPv6PerENI = it.IPv4PerENI
+		}
 		if it.Hypervisor == "" {
 			it.Hypervisor = "nitro"
 		}

@@ -46,9 +46,9 @@ func (s *Sim) emitAttachedLocked(e *eni) {
 	s.emit(ENIAttached{InstanceID: e.Att.InstanceID, ENIID: e.ID, MAC: e.MAC, DeviceIndex: e.Att.DeviceIndex,
 		CardIndex: e.Att.CardIdx, SubnetID: sn.ID, SubnetCIDR: sn.CIDR.String(), Gateway: sn.Gateway().String(),
 		PrimaryIP: e.IPs[0].V.String(), IPs: ipStrings(e.IPs), Prefixes: prefixStrings(e.Prefixes)})
-	if len(e.IPs) > 1 || len(e.Prefixes) > 0 {
+	if len(e.IPs) > 1 || len(e.Prefixes) > 0 || e.ipv6Slots() > 0 {
 		s.emit(IPsAssigned{InstanceID: e.Att.InstanceID, ENIID: e.ID, IPs: ipStrings(e.IPs[1:]),
-			Prefixes: prefixStrings(e.Prefixes)})
+			Prefixes: prefixStrings(e.Prefixes), IPv6s: ipStrings(e.IPv6s), IPv6Prefixes: prefixStrings(e.IPv6Prefixes)})
 	}
 }
 
@@ -162,6 +162,14 @@ func (s *Sim) deleteENILocked(e *eni) {
 	}
 	for _, p := range e.Prefixes {
 		sn.releasePrefix(p.V)
+	}
+	if sn.IPv6 != nil {
+		for _, a := range e.IPv6s {
+			sn.IPv6.releaseAddr(a.V)
+		}
+		for _, p := range e.IPv6Prefixes {
+			delete(sn.IPv6.prefixes, p.V)
+		}
 	}
 	delete(s.enis, e.ID)
 	delete(s.macs, e.MAC)

@@ -16,10 +16,12 @@ type Seed struct {
 
 // VPCSpec is a VPC of a Seed: its primary CIDR, further associated blocks and tags.
 type VPCSpec struct {
-	ID         string            `json:"id"`
-	CIDR       string            `json:"cidr"`
-	CIDRBlocks []string          `json:"cidrBlocks,omitempty"`
-	Tags       map[string]string `json:"tags,omitempty"`
+	ID         string   `json:"id"`
+	CIDR       string   `json:"cidr"`
+	CIDRBlocks []string `json:"cidrBlocks,omitempty"`
+	// IPv6CIDRBlocks are the VPC's IPv6 /56s; "amazon" asks for an Amazon-provided one.
+	IPv6CIDRBlocks []string          `json:"ipv6CidrBlocks,omitempty"`
+	Tags           map[string]string `json:"tags,omitempty"`
 }
 
 // Default ids of DefaultSeed.
@@ -79,6 +81,23 @@ func PodSubnetsSeed(region string) Seed {
 	return sd
 }
 
+// The IPv6 blocks of DualStackSeed.
+const (
+	DualStackVPCIPv6     = "2600:1f14:e1a:e100::/56"
+	DualStackSubnetAIPv6 = "2600:1f14:e1a:e101::/64"
+	DualStackSubnetBIPv6 = "2600:1f14:e1a:e102::/64"
+)
+
+// DualStackSeed is DefaultSeed with IPv6, as an IPv6 EKS cluster's VPC has it: the VPC holds the /56
+// DualStackVPCIPv6 and both subnets a /64 of it.
+func DualStackSeed(region string) Seed {
+	sd := DefaultSeed(region)
+	sd.VPCs[0].IPv6CIDRBlocks = []string{DualStackVPCIPv6}
+	sd.Subnets[0].IPv6CIDR = DualStackSubnetAIPv6
+	sd.Subnets[1].IPv6CIDR = DualStackSubnetBIPv6
+	return sd
+}
+
 // ReadSeed reads a Seed from a JSON file.
 func ReadSeed(path string) (Seed, error) {
 	var sd Seed
@@ -92,7 +111,7 @@ func ReadSeed(path string) (Seed, error) {
 	return sd, nil
 }
 
-// Load adds a seed's VPCs (with their blocks and tags), security groups, subnets and instances, returning
+// Load adds a seed's VPCs (with their IPv4 and IPv6 blocks and tags), security groups, subnets and instances, returning
 // the instances.
 func (s *Sim) Load(sd Seed) ([]Instance, error) {
 	for _, v := range sd.VPCs {
@@ -101,6 +120,14 @@ func (s *Sim) Load(sd Seed) ([]Instance, error) {
 		}
 		for _, b := range v.CIDRBlocks {
 			if _, err := s.AddVPCCIDRBlock(v.ID, b); err != nil {
+				return nil, fmt.Errorf("loading seed: %w", err)
+			}
+		}
+		for _, b := range v.IPv6CIDRBlocks {
+			if b == "amazon" {
+				b = ""
+			}
+			if _, err := s.AddVPCIPv6Block(v.ID, b); err != nil {
 				return nil, fmt.Errorf("loading seed: %w", err)
 			}
 		}

@@ -104,8 +104,10 @@ type vpc struct {
 	// CIDR is the primary IPv4 block; Blocks are all the associated ones, the primary first.
 	CIDR   netip.Prefix
 	Blocks []cidrBlock
-	SG     string
-	Tags   map[string]string
+	// IPv6Blocks are the VPC's IPv6 /56s (ipv6.go).
+	IPv6Blocks []ipv6Block
+	SG         string
+	Tags       map[string]string
 }
 
 type instance struct {
@@ -125,6 +127,9 @@ type eni struct {
 	SourceDestCheck                           bool
 	IPs                                       []stamped[netip.Addr]
 	Prefixes                                  []stamped[netip.Prefix]
+	// IPv6s and IPv6Prefixes are the ENI's IPv6 addresses and /80s, out of its subnet's /64.
+	IPv6s        []stamped[netip.Addr]
+	IPv6Prefixes []stamped[netip.Prefix]
 	// Unassigned are secondary IPs unassigned from the ENI, with when: Describe lists them for the unassign lag.
 	Unassigned         []stamped[netip.Addr]
 	Tags               map[string]string
@@ -284,6 +289,8 @@ type SubnetSpec struct {
 	Scatter bool `json:"scatter,omitempty"`
 	// Tags are the subnet's tags (e.g. kubernetes.io/role/cni = 1).
 	Tags map[string]string `json:"tags,omitempty"`
+	// IPv6CIDR is the subnet's IPv6 /64, out of an IPv6 block of its VPC; empty for an IPv4-only subnet.
+	IPv6CIDR string `json:"ipv6Cidr,omitempty"`
 }
 
 // AddSubnet adds a subnet inside one of the CIDR blocks of an existing VPC.
@@ -317,7 +324,15 @@ func (s *Sim) AddSubnet(spec SubnetSpec) error {
 	if spec.AZ == "" {
 		spec.AZ = s.cfg.Region + "a"
 	}
+	var v6 *subnetIPv6
+	if spec.IPv6CIDR != "" {
+		var aerr *APIError
+		if v6, aerr = s.subnetIPv6Locked(spec.ID, v.ID, spec.IPv6CIDR); aerr != nil {
+			return fmt.Errorf("adding subnet %s: %s: %w", spec.ID, aerr.Message, ErrInvalid)
+		}
+	}
 	sn := newSubnet(spec.ID, v.ID, spec.AZ, p)
+	sn.IPv6 = v6
 	for k, val := range spec.Tags {
 		sn.Tags[k] = val
 	}

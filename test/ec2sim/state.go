@@ -25,8 +25,10 @@ type VPCState struct {
 	CIDR      string `json:"cidr"`
 	DefaultSG string `json:"defaultSecurityGroup"`
 	// CIDRBlocks are all the associated IPv4 blocks, the primary first.
-	CIDRBlocks []string          `json:"cidrBlocks"`
-	Tags       map[string]string `json:"tags,omitempty"`
+	CIDRBlocks []string `json:"cidrBlocks"`
+	// IPv6CIDRBlocks are the VPC's IPv6 /56s.
+	IPv6CIDRBlocks []string          `json:"ipv6CidrBlocks,omitempty"`
+	Tags           map[string]string `json:"tags,omitempty"`
 }
 
 // SubnetState is a subnet with its free-address count; Tags (of SubnetSpec) are its current tags.
@@ -64,6 +66,8 @@ type ENIState struct {
 	PrimaryIP       string            `json:"primaryIP"`
 	IPs             []string          `json:"ips"`
 	Prefixes        []string          `json:"prefixes,omitempty"`
+	IPv6s           []string          `json:"ipv6s,omitempty"`
+	IPv6Prefixes    []string          `json:"ipv6Prefixes,omitempty"`
 	Tags            map[string]string `json:"tags,omitempty"`
 	Attachment      *AttachmentState  `json:"attachment,omitempty"`
 }
@@ -82,7 +86,8 @@ func cloneMap(m map[string]string) map[string]string {
 func (s *Sim) eniStateLocked(e *eni) ENIState {
 	st := ENIState{ID: e.ID, SubnetID: e.SubnetID, VPCID: e.VPCID, AZ: e.AZ, MAC: e.MAC, Description: e.Description,
 		Status: e.status(), Groups: append([]string(nil), e.Groups...), SourceDestCheck: e.SourceDestCheck,
-		PrimaryIP: e.IPs[0].V.String(), IPs: ipStrings(e.IPs), Prefixes: prefixStrings(e.Prefixes), Tags: cloneMap(e.Tags)}
+		PrimaryIP: e.IPs[0].V.String(), IPs: ipStrings(e.IPs), Prefixes: prefixStrings(e.Prefixes), IPv6s: ipStrings(e.IPv6s), IPv6Prefixes: prefixStrings(e.IPv6Prefixes),
+		Tags: cloneMap(e.Tags)}
 	if a := e.Att; a != nil {
 		st.Attachment = &AttachmentState{ID: a.ID, InstanceID: a.InstanceID, DeviceIndex: a.DeviceIndex,
 			NetworkCardIndex: a.CardIdx, Status: a.Status, DeleteOnTermination: a.DeleteOnTermination}
@@ -111,7 +116,7 @@ func (s *Sim) Snapshot() State {
 	st := State{Region: s.cfg.Region, AccountID: s.cfg.AccountID, Now: s.clk.Now(), Throttling: s.cfg.Throttling, Faults: faults}
 	for _, v := range s.vpcs {
 		st.VPCs = append(st.VPCs, VPCState{ID: v.ID, CIDR: v.CIDR.String(), DefaultSG: v.SG, CIDRBlocks: v.blockList(),
-			Tags: cloneMap(v.Tags)})
+			IPv6CIDRBlocks: v.ipv6BlockList(), Tags: cloneMap(v.Tags)})
 	}
 	sort.Slice(st.VPCs, func(i, j int) bool { return st.VPCs[i].ID < st.VPCs[j].ID })
 	for _, g := range s.groups {
@@ -121,7 +126,7 @@ func (s *Sim) Snapshot() State {
 	sort.Slice(st.Groups, func(i, j int) bool { return st.Groups[i].ID < st.Groups[j].ID })
 	for _, sn := range s.subnets {
 		st.Subnets = append(st.Subnets, SubnetState{SubnetSpec: SubnetSpec{ID: sn.ID, VPCID: sn.VPCID, CIDR: sn.CIDR.String(), AZ: sn.AZ,
-			Tags: cloneMap(sn.Tags)}, Available: sn.Free(), Gateway: sn.Gateway().String()})
+			Tags: cloneMap(sn.Tags), IPv6CIDR: sn.ipv6CIDR()}, Available: sn.Free(), Gateway: sn.Gateway().String()})
 	}
 	sort.Slice(st.Subnets, func(i, j int) bool { return st.Subnets[i].ID < st.Subnets[j].ID })
 	for _, inst := range s.instances {

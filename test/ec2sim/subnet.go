@@ -26,6 +26,8 @@ type subnet struct {
 	scatter *rand.Rand
 	// held are the offsets ExhaustSubnet took: used, owned by no ENI.
 	held []uint32
+	// IPv6 is the subnet's IPv6 /64 and its holders, nil for an IPv4-only subnet (ipv6.go).
+	IPv6 *subnetIPv6
 }
 
 func newSubnet(id, vpcID, az string, p netip.Prefix) *subnet {

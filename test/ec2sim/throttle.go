@@ -29,6 +29,7 @@ func (b *bucket) take(now time.Time) bool {
 var uncategorizedBuckets = map[string]BucketSpec{
 	"AssignPrivateIpAddresses":        {100, 5},
 	"UnassignPrivateIpAddresses":      {100, 5},
+	"AssignIpv6Addresses":             {100, 5},
 	"CreateNetworkInterface":          {100, 5},
 	"DeleteNetworkInterface":          {100, 5},
 	"ModifyNetworkInterfaceAttribute": {100, 5},

@@ -44,6 +44,15 @@ type xmlPrefix struct {
 	Ipv4Prefix string `xml:"ipv4Prefix"`
 }
 
+type xmlIPv6 struct {
+	Ipv6Address   string `xml:"ipv6Address"`
+	IsPrimaryIpv6 bool   `xml:"isPrimaryIpv6"`
+}
+
+type xmlIPv6Prefix struct {
+	Ipv6Prefix string `xml:"ipv6Prefix"`
+}
+
 type xmlAttachment struct {
 	AttachmentID        string `xml:"attachmentId"`
 	InstanceID          string `xml:"instanceId,omitempty"`
@@ -56,24 +65,27 @@ type xmlAttachment struct {
 }
 
 type xmlENI struct {
-	NetworkInterfaceID string         `xml:"networkInterfaceId"`
-	SubnetID           string         `xml:"subnetId"`
-	VpcID              string         `xml:"vpcId"`
-	AvailabilityZone   string         `xml:"availabilityZone"`
-	Description        string         `xml:"description"`
-	OwnerID            string         `xml:"ownerId"`
-	RequesterManaged   bool           `xml:"requesterManaged"`
-	Status             string         `xml:"status"`
-	MacAddress         string         `xml:"macAddress"`
-	PrivateIPAddress   string         `xml:"privateIpAddress"`
-	PrivateDNSName     string         `xml:"privateDnsName"`
-	SourceDestCheck    bool           `xml:"sourceDestCheck"`
-	InterfaceType      string         `xml:"interfaceType"`
-	Attachment         *xmlAttachment `xml:"attachment,omitempty"`
-	Groups             []xmlGroup     `xml:"groupSet>item"`
-	Tags               []xmlTag       `xml:"tagSet>item"`
-	PrivateIPs         []xmlPrivateIP `xml:"privateIpAddressesSet>item"`
-	Prefixes           []xmlPrefix    `xml:"ipv4PrefixSet>item"`
+	NetworkInterfaceID string          `xml:"networkInterfaceId"`
+	SubnetID           string          `xml:"subnetId"`
+	VpcID              string          `xml:"vpcId"`
+	AvailabilityZone   string          `xml:"availabilityZone"`
+	Description        string          `xml:"description"`
+	OwnerID            string          `xml:"ownerId"`
+	RequesterManaged   bool            `xml:"requesterManaged"`
+	Status             string          `xml:"status"`
+	MacAddress         string          `xml:"macAddress"`
+	PrivateIPAddress   string          `xml:"privateIpAddress"`
+	PrivateDNSName     string          `xml:"privateDnsName"`
+	SourceDestCheck    bool            `xml:"sourceDestCheck"`
+	InterfaceType      string          `xml:"interfaceType"`
+	Attachment         *xmlAttachment  `xml:"attachment,omitempty"`
+	Groups             []xmlGroup      `xml:"groupSet>item"`
+	Tags               []xmlTag        `xml:"tagSet>item"`
+	PrivateIPs         []xmlPrivateIP  `xml:"privateIpAddressesSet>item"`
+	Prefixes           []xmlPrefix     `xml:"ipv4PrefixSet>item"`
+	IPv6s              []xmlIPv6       `xml:"ipv6AddressesSet>item"`
+	IPv6Prefixes       []xmlIPv6Prefix `xml:"ipv6PrefixSet>item"`
+	Ipv6Native         bool            `xml:"ipv6Native"`
 }
 
 func dnsName(region, ip string) string {
@@ -124,6 +136,12 @@ func (s *Sim) eniXML(e *eni) xmlENI {
 	}
 	for _, p := range e.Prefixes {
 		x.Prefixes = append(x.Prefixes, xmlPrefix{Ipv4Prefix: p.V.String()})
+	}
+	for _, a := range e.IPv6s {
+		x.IPv6s = append(x.IPv6s, xmlIPv6{Ipv6Address: a.V.String()})
+	}
+	for _, p := range e.IPv6Prefixes {
+		x.IPv6Prefixes = append(x.IPv6Prefixes, xmlIPv6Prefix{Ipv6Prefix: p.V.String()})
 	}
 	return x
 }

@@ -172,6 +172,7 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 		"ENIWIRE_START_JITTER=0", "ENIWIRE_POOL_INTERVAL=100ms", "ENIWIRE_RELEASE_DELAY=10m",
 		"ENIWIRE_CNI_BIN_DIR=" + n.BinDir, "ENIWIRE_CNI_CONF_DIR=" + n.ConfDir, "ENIWIRE_CNI_CONFLIST=" + conflist,
 		"ENIWIRE_CNI_PLUGIN=" + n.Bins.Plugin, "ENIWIRE_LOG_LEVEL=info",
+		"ENABLE_NETWORK_POLICY=false", // no Kubernetes API in the simulated node
 	}, opts.AgentEnv...)
 	node := n.Netns
 	n.Agent = NewAgent(AgentConfig{

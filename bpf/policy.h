@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* NetworkPolicy: whether a flow may open, judged on the tuple of its first packet (opener -> responder, the
+ * responder's port), against the egress policy of the opener and the ingress policy of the responder when
+ * they are pods of this node. maps.h says how the state is laid out and why each judgment costs the same
+ * whatever the number of rules; eniwire.c says when a packet is judged (flow_detour). */
+#pragma once
+
+#include <linux/bpf.h>
+#include <linux/in.h>
+#include <bpf/bpf_helpers.h>
+
+#include "maps.h"
+#include "packet.h"
+#include "flow.h"
+
+#define ISOLATED (POLICY_EGRESS_ISOLATED | POLICY_INGRESS_ISOLATED)
+
+/* side_allows says whether the policy in a pod's flags lets a flow with peer, on protocol and port, open in
+ * direction dir. A pod not isolated in that direction allows everything. */
+static __always_inline int side_allows(__u32 flags, enum policy_direction dir, __be32 peer, __u8 protocol, __be16 port)
+{
+	__u32 isolated = dir == POLICY_INGRESS ? POLICY_INGRESS_ISOLATED : POLICY_EGRESS_ISOLATED;
+	if (!(flags & isolated))
+		return 1;
+	struct policy_peer_key pk;
+	__builtin_memset(&pk, 0, sizeof(pk));
+	pk.prefixlen = POLICY_PEER_KEY_BITS;
+	pk.policy_id = flags & POLICY_ID_MASK;
+	pk.direction = dir;
+	pk.peer.addr[10] = 0xff;
+	pk.peer.addr[11] = 0xff;
+	__builtin_memcpy(&pk.peer.addr[12], &peer, sizeof(peer));
+	struct policy_peer_value *pv = bpf_map_lookup_elem(&policy_peers, &pk);
+	if (!pv || !pv->port_set)
+		return 0;
+	struct policy_port_key kk;
+	__builtin_memset(&kk, 0, sizeof(kk));
+	kk.prefixlen = POLICY_PORT_KEY_BITS;
+	kk.policy_id = pk.policy_id;
+	kk.port_set = pv->port_set;
+	kk.protocol = protocol;
+	kk.port = port;
+	return bpf_map_lookup_elem(&policy_ports, &kk) != NULL;
+}
+
+enum policy_result {
+	POLICY_ALLOWED = 0,
+	POLICY_EGRESS_DENIED = 1,  /* the opener's egress policy allows no such flow */
+	POLICY_INGRESS_DENIED = 2, /* the responder's ingress policy allows no such flow */
+};
+
+/* A flow as it opened: its opener, its responder and the responder's port, with each end's pod flags (0
+ * for an address that is not a pod of this node). */
+struct opening {
+	__be32 opener, responder;
+	__u32 opener_flags, responder_flags;
+	__u8 protocol;
+	__be16 port;
+};
+
+static __always_inline enum policy_result judge(struct opening *o)
+{
+	if (!side_allows(o->opener_flags, POLICY_EGRESS, o->responder, o->protocol, o->port))
+		return POLICY_EGRESS_DENIED;
+	if (!side_allows(o->responder_flags, POLICY_INGRESS, o->opener, o->protocol, o->port))
+		return POLICY_INGRESS_DENIED;
+	return POLICY_ALLOWED;
+}
+
+/* report_denial sends a denied new flow to policy_denials, within the CPU's budget of DENIALS_PER_SECOND. */
+static __always_inline void report_denial(struct opening *o, enum policy_result r, enum verdict verdict)
+{
+	__u32 zero = 0;
+	struct denial_budget *b = bpf_map_lookup_elem(&denial_budgets, &zero);
+	if (!b)
+		return;
+	__u64 now = bpf_ktime_get_ns();
+	if (now - b->window_start_ns >= 1000000000ull) {
+		b->window_start_ns = now;
+		b->sent = 0;
+	}
+	if (b->sent >= DENIALS_PER_SECOND)
+		return;
+	b->sent++;
+	struct policy_denial e;
+	__builtin_memset(&e, 0, sizeof(e));
+	int egress = r == POLICY_EGRESS_DENIED;
+	ip_addr_from_v4(&e.pod, egress ? o->opener : o->responder);
+	ip_addr_from_v4(&e.peer, egress ? o->responder : o->opener);
+	e.flags = egress ? o->opener_flags : o->responder_flags;
+	e.verdict = verdict;
+	e.direction = egress ? POLICY_EGRESS : POLICY_INGRESS;
+	e.port = bpf_ntohs(o->port);
+	e.protocol = o->protocol;
+	bpf_ringbuf_output(&policy_denials, &e, sizeof(e), 0);
+}
+
+/* How long eniwire's conntrack entry of a fast-path flow lives without a packet, in milliseconds; every
+ * packet the policy still allows renews it (bpf_ct_change_timeout). TCP as long as Cilium keeps an idle
+ * connection (6 hours), short once a FIN or RST is seen; UDP as the kernel's "stream" UDP timeout. */
+#define CT_TIMEOUT_TCP_MS (6u * 3600 * 1000)
+#define CT_TIMEOUT_TCP_CLOSING_MS (10u * 1000)
+#define CT_TIMEOUT_UDP_MS (120u * 1000)
+
+#define TCP_FLAG_FIN 0x01
+#define TCP_FLAG_RST 0x04
+
+/* ct_timeout is how long a flow's entry lives after this packet. */
+static __always_inline __u32 ct_timeout(struct __sk_buff *skb, struct packet *p)
+{
+	if (p->protocol != IPPROTO_TCP)
+		return CT_TIMEOUT_UDP_MS;
+	__u8 flags = 0;
+	if (bpf_skb_load_bytes(skb, p->l4_off + 13, &flags, 1) == 0 && (flags & (TCP_FLAG_FIN | TCP_FLAG_RST)))
+		return CT_TIMEOUT_TCP_CLOSING_MS;
+	return CT_TIMEOUT_TCP_MS;
+}
+
+/* IPS_SEEN_REPLY | IPS_ASSURED: an entry conntrack's early drop spares when its table is full. */
+#define CT_STATUS_ASSURED ((1u << 1) | (1u << 2))
+
+extern int bpf_ct_set_status(struct nf_conn___init *ct, __u32 status) __ksym;
+
+/* ct_insert gives a fast-path flow of an isolated pod an entry of eniwire's in the kernel's conntrack, in
+ * the direction it opened: the one flow table, which outlives the agent. A failure (another CPU inserted
+ * the same flow first, a full table) leaves the flow without one; its next packet is judged as new. */
+static __always_inline void ct_insert(struct __sk_buff *skb, struct flow *f, __u32 timeout)
+{
+	struct ct_opts opts = {.netns_id = BPF_F_CURRENT_NETNS, .l4proto = f->protocol};
+	struct nf_conn___init *n = bpf_skb_ct_alloc(skb, &f->tuple, sizeof(f->tuple.ipv4), &opts, sizeof(opts));
+	if (!n)
+		return;
+	((struct nf_conn___mark *)n)->mark = ENIWIRE_CT_MARK;
+	bpf_ct_set_timeout(n, timeout);
+	bpf_ct_set_status(n, CT_STATUS_ASSURED);
+	struct nf_conn *ct = bpf_ct_insert_entry(n);
+	if (ct)
+		bpf_ct_release(ct);
+}

@@ -1,0 +1,81 @@
+package policywatch
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/eniwire/eniwire/controller/api"
+)
+
+// mirrorAnnotation marks the API's copy of a static pod, whose UID is not the one kubelet gives the runtime.
+const mirrorAnnotation = "kubernetes.io/config.mirror"
+
+// assignment is the address an ADD gave a pod (its UID), kept until status.podIPs names one.
+type assignment struct {
+	uid types.UID
+	ip  netip.Addr
+}
+
+// BeforePodUp implements the controller's PodGate: it returns once the pod's NetworkPolicy state, compiled
+// at ip, is written, so the pod's first packet meets it. It waits, up to Config.PodWait, for the first
+// lists and for the watch to report the pod with the ADD's UID; past that, it fails the ADD (the runtime
+// retries it). A pod without a name is no Kubernetes pod: no policy selects it. A state that cannot be
+// written leaves the pod isolated, allowing nothing (reported as failures.go says), and the ADD goes on.
+func (w *Watcher) BeforePodUp(ctx context.Context, id api.PodIdentity, ip netip.Addr) error {
+	if id.Name == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.PodWait)
+	defer cancel()
+	k := podKey{id.Namespace, id.Name}
+	for {
+		w.mu.Lock()
+		p, seen := w.local[k]
+		if w.synced && seen && sameUID(p, types.UID(id.UID)) {
+			w.assigned[k] = assignment{uid: p.UID, ip: ip}
+			w.apply(w.compiler.UpsertPod(w.withAssigned(k, p)))
+			w.mu.Unlock()
+			return nil
+		}
+		wait, synced, werr := w.seen, w.synced, w.watchErr
+		w.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			what := fmt.Sprintf("pod %s/%s (uid %s) not in the watch", id.Namespace, id.Name, id.UID)
+			if !synced {
+				what = "the first lists of Pods, Namespaces and NetworkPolicies not in"
+			}
+			if werr != nil {
+				return fmt.Errorf("waiting for its NetworkPolicy: %s after %s (%v): %w", what, w.cfg.PodWait, werr, ctx.Err())
+			}
+			return fmt.Errorf("waiting for its NetworkPolicy: %s after %s: %w", what, w.cfg.PodWait, ctx.Err())
+		}
+	}
+}
+
+func sameUID(p *corev1.Pod, uid types.UID) bool {
+	_, mirror := p.Annotations[mirrorAnnotation]
+	return uid == "" || p.UID == uid || mirror
+}
+
+// withAssigned is p with the address its ADD gave it while status.podIPs names none; once it names one,
+// or the pod is another with the same name, the assigned address is forgotten. mu held.
+func (w *Watcher) withAssigned(k podKey, p *corev1.Pod) *corev1.Pod {
+	a, ok := w.assigned[k]
+	switch {
+	case !ok:
+		return p
+	case a.uid != p.UID || len(p.Status.PodIPs) > 0 || p.Status.PodIP != "":
+		delete(w.assigned, k)
+		return p
+	}
+	q := p.DeepCopy()
+	q.Status.PodIP = a.ip.String()
+	q.Status.PodIPs = []corev1.PodIP{{IP: a.ip.String()}}
+	return q
+}

@@ -1,0 +1,87 @@
+package policywatch
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/eniwire/eniwire/controller/api"
+)
+
+// TestAnADDUnderADenyPolicyAnswersOnlyOnceItsStateIsWritten: the ADD of a pod under a deny policy comes
+// before the watch has seen the pod. The gate must not let the pod up until the watch reports it and its
+// state, compiled at the ADD's address (status.podIPs is still empty), is written isolated. kubelet's later
+// status updates, first without an address, then naming it, must not clear it.
+func TestAnADDUnderADenyPolicyAnswersOnlyOnceItsStateIsWritten(t *testing.T) {
+	d := newFakeDriver()
+	s := start(t, d, namespace("shop", nil), policy("shop", "deny", "web", "", 0))
+	ip := addr("10.0.1.11")
+	id := api.PodIdentity{Namespace: "shop", Name: "web", UID: "uid-web"}
+
+	gated := make(chan error, 1)
+	go func() { gated <- s.w.BeforePodUp(context.Background(), id, ip) }()
+	select {
+	case err := <-gated:
+		t.Fatalf("the gate let the pod up (%v) before the watch saw it", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if _, ok := d.get(ip); ok {
+		t.Fatal("state written before the pod was seen")
+	}
+	ctx := context.Background()
+	p := pod("shop", "web", node, "", map[string]string{"app": "web"})
+	p.Status.Phase = corev1.PodPending
+	if _, err := s.client.CoreV1().Pods("shop").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-gated; err != nil {
+		t.Fatalf("gate: %v", err)
+	}
+	// The gate has returned: the state must be in the driver already, not eventually.
+	if st, ok := d.get(ip); !ok || !st.IngressIsolated || len(st.Ingress) != 0 {
+		t.Fatalf("when the gate returned, the pod's state was %s (%v), want isolated, nothing allowed", describe(st), ok)
+	}
+
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}
+	if _, err := s.client.CoreV1().Pods("shop").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	p.Status.PodIP, p.Status.PodIPs, p.Status.Phase = ip.String(), []corev1.PodIP{{IP: ip.String()}}, corev1.PodRunning
+	if _, err := s.client.CoreV1().Pods("shop").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d.waitFor(t, "the watch to see the pod running", func() bool {
+		r, err := s.w.PolicyReport(ctx, "shop/web", "")
+		return err == nil && len(r.Addresses) == 1
+	})
+	time.Sleep(50 * time.Millisecond) // let any late handler run: the assertion is that nothing cleared the state
+	if n := d.count("clear " + ip.String()); n != 0 {
+		t.Errorf("kubelet's status updates cleared the pod's state %d times", n)
+	}
+	if st, _ := d.get(ip); !st.IngressIsolated {
+		t.Errorf("after kubelet's updates: %s, want still isolated", describe(st))
+	}
+}
+
+// TestAnADDWhosePodNeverAppearsFails: without the pod in the watch within PodWait the ADD fails, naming the
+// pod, and nothing is written.
+func TestAnADDWhosePodNeverAppearsFails(t *testing.T) {
+	d := newFakeDriver()
+	s := start(t, d, namespace("shop", nil))
+	s.w.cfg.PodWait = 50 * time.Millisecond
+	err := s.w.BeforePodUp(context.Background(), api.PodIdentity{Namespace: "shop", Name: "ghost", UID: "u"}, addr("10.0.1.12"))
+	if err == nil || !strings.Contains(err.Error(), "pod shop/ghost (uid u) not in the watch") {
+		t.Fatalf("gate: %v, want the pod named as not in the watch", err)
+	}
+	if _, ok := d.get(addr("10.0.1.12")); ok {
+		t.Error("state written for a pod never seen")
+	}
+	// A runtime's container that is no Kubernetes pod passes at once.
+	if err := s.w.BeforePodUp(context.Background(), api.PodIdentity{}, addr("10.0.1.13")); err != nil {
+		t.Errorf("gate of a nameless pod: %v", err)
+	}
+}

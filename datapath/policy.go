@@ -1,0 +1,449 @@
+package datapath
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/eniwire/eniwire/bpf"
+	"github.com/eniwire/eniwire/datapath/dptypes"
+)
+
+var _ dptypes.PolicyDriver = (*Datapath)(nil)
+
+// Pod flags (bpf/maps.h): the pod's policy id and its isolation.
+const (
+	policyIDMask     = 0x3fffffff
+	egressIsolated   = 1 << 30
+	ingressIsolated  = 1 << 31
+	policyDirIngress = bpf.EniwirePolicyDirectionPOLICY_INGRESS
+	policyDirEgress  = bpf.EniwirePolicyDirectionPOLICY_EGRESS
+)
+
+// PolicyTooLargeError is SetPodPolicy's error when a pod's policy does not fit the policy maps. The pod is
+// then isolated both ways with nothing allowed (fail closed), and nothing else changed.
+type PolicyTooLargeError struct {
+	Pod     netip.Addr
+	Entries int // the entries the policy needed
+	Err     error
+}
+
+func (e *PolicyTooLargeError) Error() string {
+	return fmt.Sprintf("policy of pod %s (%d map entries) does not fit the policy maps; the pod allows nothing: %v", e.Pod, e.Entries, e.Err)
+}
+
+func (e *PolicyTooLargeError) Unwrap() error { return e.Err }
+
+// policies is the datapath's part that owns the policy maps and the policy bits of the pods map's flags.
+// changeMu orders SetPodPolicy and ClearPodPolicy; mu guards the fields below and covers every write of
+// the pods map (PutPod's too), so flags written by SetPodPolicy are never lost.
+type policies struct {
+	changeMu  sync.Mutex
+	mu        sync.Mutex
+	flags     map[netip.Addr]uint32 // each pod with a policy: its flags, as in its pods entry
+	ids       map[uint32]*policyEntries
+	byContent map[string]uint32 // pods with the same compiled policy share its id
+	next      uint32
+}
+
+// policyEntries are the map entries written under one policy id.
+type policyEntries struct {
+	content string // "" for ids found in the maps at load: not shared with new pods
+	refs    int
+	peers   []bpf.EniwirePolicyPeerKey
+	ports   []bpf.EniwirePolicyPortKey
+}
+
+// compiledPolicy is a PodPolicy as map entries, with policy id 0 until one is allocated.
+type compiledPolicy struct {
+	isolation uint32
+	peers     []bpf.EniwirePolicyPeerKey
+	sets      []uint32 // peers[i]'s port set
+	ports     []bpf.EniwirePolicyPortKey
+	content   string
+}
+
+// compilePolicy turns a pod's policy into map entries: one peer entry per prefix and direction, naming a
+// port set; identical port lists share a set; each range is split into prefixes of its ports.
+func compilePolicy(p dptypes.PodPolicy) (compiledPolicy, error) {
+	var c compiledPolicy
+	if p.IngressIsolated {
+		c.isolation |= ingressIsolated
+	}
+	if p.EgressIsolated {
+		c.isolation |= egressIsolated
+	}
+	setOf := map[string]uint32{}
+	var content strings.Builder
+	fmt.Fprintf(&content, "%x;", c.isolation)
+	for _, d := range []struct {
+		dir   bpf.EniwirePolicyDirection
+		peers []dptypes.PeerPorts
+	}{{policyDirIngress, p.Ingress}, {policyDirEgress, p.Egress}} {
+		peers := withIPv4Hole(d.peers)
+		slices.SortFunc(peers, func(a, b dptypes.PeerPorts) int { return strings.Compare(a.Peer.String(), b.Peer.String()) })
+		for _, pp := range peers {
+			k, err := peerKey(d.dir, pp.Peer)
+			if err != nil {
+				return compiledPolicy{}, err
+			}
+			set := uint32(0)
+			if len(pp.Ports) > 0 {
+				ranges := slices.Clone(pp.Ports)
+				slices.SortFunc(ranges, comparePortRange)
+				name := fmt.Sprint(ranges)
+				var ok bool
+				if set, ok = setOf[name]; !ok {
+					set = uint32(len(setOf) + 1)
+					setOf[name] = set
+					for _, r := range ranges {
+						c.ports = append(c.ports, portKeys(set, r)...)
+					}
+				}
+			}
+			c.peers = append(c.peers, k)
+			c.sets = append(c.sets, set)
+			fmt.Fprintf(&content, "%d %s %d;", d.dir, pp.Peer.Masked(), set)
+		}
+	}
+	for _, k := range c.ports {
+		fmt.Fprintf(&content, "%d %d %d %d;", k.PortSet, k.Protocol, k.Prefixlen, k.Port)
+	}
+	c.content = content.String()
+	return c, nil
+}
+
+var (
+	allIPv4    = netip.MustParsePrefix("0.0.0.0/0")
+	mappedIPv4 = netip.MustParseAddr("::ffff:0.0.0.0")
+)
+
+// withIPv4Hole returns the peers, with an entry that allows nothing for the whole of IPv4 when an IPv6
+// prefix covers the IPv4-mapped range (::/0, say) and no IPv4 /0 has its own entry: IPv4 addresses are
+// stored IPv4-mapped, and an IPv6 ipBlock must not take them in.
+func withIPv4Hole(peers []dptypes.PeerPorts) []dptypes.PeerPorts {
+	peers = slices.Clone(peers)
+	hole := false
+	for _, pp := range peers {
+		if pp.Peer.Masked() == allIPv4 {
+			return peers
+		}
+		if pp.Peer.Addr().Is6() && pp.Peer.Bits() <= mappedBits && pp.Peer.Contains(mappedIPv4) {
+			hole = true
+		}
+	}
+	if hole {
+		peers = append(peers, dptypes.PeerPorts{Peer: allIPv4})
+	}
+	return peers
+}
+
+func comparePortRange(a, b dptypes.PortRange) int {
+	if a.Protocol != b.Protocol {
+		return int(a.Protocol) - int(b.Protocol)
+	}
+	if a.First != b.First {
+		return int(a.First) - int(b.First)
+	}
+	return int(a.Last) - int(b.Last)
+}
+
+// peerKey is a peer prefix's key, policy id 0. IPv4 prefixes are stored IPv4-mapped, as every address.
+func peerKey(dir bpf.EniwirePolicyDirection, p netip.Prefix) (bpf.EniwirePolicyPeerKey, error) {
+	if !p.IsValid() {
+		return bpf.EniwirePolicyPeerKey{}, fmt.Errorf("invalid peer prefix %v", p)
+	}
+	p = p.Masked()
+	bits := p.Bits()
+	if p.Addr().Is4() {
+		bits += mappedBits
+	}
+	return bpf.EniwirePolicyPeerKey{Prefixlen: uint32(64 + bits), Direction: dir, Peer: bpf.EniwireIpAddr{Addr: p.Addr().As16()}}, nil
+}
+
+// portKeys are the entries of one range in a port set: AnyProtocol is one entry matching every protocol
+// and port; a range of ports is split into the fewest aligned blocks, each a prefix of the 16-bit port.
+func portKeys(set uint32, r dptypes.PortRange) []bpf.EniwirePolicyPortKey {
+	if r.Protocol == dptypes.AnyProtocol {
+		return []bpf.EniwirePolicyPortKey{{Prefixlen: 64, PortSet: set}}
+	}
+	var keys []bpf.EniwirePolicyPortKey
+	first, last := uint32(r.First), uint32(r.Last)
+	for first <= last {
+		// The largest block starting at first that is aligned and stays within last.
+		size := uint32(1)
+		for size < 1<<16 && first%(size*2) == 0 && first+size*2-1 <= last {
+			size *= 2
+		}
+		bits := 16
+		for s := size; s > 1; s /= 2 {
+			bits--
+		}
+		port := uint16(first)
+		keys = append(keys, bpf.EniwirePolicyPortKey{
+			Prefixlen: uint32(80 + bits), PortSet: set, Protocol: r.Protocol,
+			Port: port>>8 | port<<8, // network order, as the program reads it
+		})
+		first += size
+	}
+	return keys
+}
+
+// SetPodPolicy makes the pod's policy p, atomically as packets see it: the entries are written under a new
+// policy id (or one that pods with the same policy share), the pod's flags flip to it in one update of its
+// pods entry, and the old id's entries are deleted once no pod uses them. A pod not yet in the pods map
+// gets its flags with PutPod. A policy that does not fit the maps leaves the pod isolated both ways with
+// nothing allowed and returns a *PolicyTooLargeError; any other failure to write also leaves it so.
+func (d *Datapath) SetPodPolicy(ctx context.Context, pod netip.Addr, p dptypes.PodPolicy) error {
+	if !p.Isolated() {
+		return d.ClearPodPolicy(ctx, pod)
+	}
+	key, err := addrKey(pod)
+	if err != nil {
+		return fmt.Errorf("setting policy of pod %s: %w", pod, err)
+	}
+	c, err := compilePolicy(p)
+	if err != nil {
+		return fmt.Errorf("setting policy of pod %s: %w", pod, err)
+	}
+	ps := &d.policies
+	// Changes come one at a time, in order; the map writes run outside mu, so PutPod (a CNI ADD) never
+	// waits on a large policy being written.
+	ps.changeMu.Lock()
+	defer ps.changeMu.Unlock()
+	ps.mu.Lock()
+	if id, ok := ps.byContent[c.content]; ok {
+		ps.ids[id].refs++
+		stale, err := d.flipPolicy(pod, key, id|c.isolation)
+		ps.mu.Unlock()
+		d.deletePolicyEntries(stale)
+		return err
+	}
+	id := ps.allocateID()
+	ps.ids[id] = &policyEntries{content: c.content} // reserved while written; no pod uses it yet
+	ps.mu.Unlock()
+
+	e, werr := d.writePolicy(id, c)
+
+	ps.mu.Lock()
+	if werr != nil {
+		// Fail closed: isolated both ways under id 0, which holds no entry, so nothing is allowed.
+		delete(ps.ids, id)
+		stale, err := d.flipPolicy(pod, key, ingressIsolated|egressIsolated)
+		ps.mu.Unlock()
+		d.deletePolicyEntries(e)
+		d.deletePolicyEntries(stale)
+		if err != nil {
+			return fmt.Errorf("setting policy of pod %s: %w (isolating it after: %w)", pod, werr, err)
+		}
+		d.log.Warn("pod policy does not fit; the pod allows nothing", "pod", pod, "entries", len(c.peers)+len(c.ports), "err", werr)
+		if errors.Is(werr, unix.ENOSPC) || errors.Is(werr, unix.E2BIG) || errors.Is(werr, unix.ENOMEM) {
+			return &PolicyTooLargeError{Pod: pod, Entries: len(c.peers) + len(c.ports), Err: werr}
+		}
+		return fmt.Errorf("setting policy of pod %s: %w", pod, werr)
+	}
+	e.refs = 1
+	ps.ids[id] = e
+	ps.byContent[c.content] = id
+	stale, err := d.flipPolicy(pod, key, id|c.isolation)
+	ps.mu.Unlock()
+	d.deletePolicyEntries(stale)
+	if err != nil {
+		return err
+	}
+	d.log.Info("pod policy set", "pod", pod, "policy_id", id, "peers", len(c.peers), "port_prefixes", len(c.ports))
+	return nil
+}
+
+// ClearPodPolicy makes the pod not isolated and deletes its policy's entries once no pod uses them.
+func (d *Datapath) ClearPodPolicy(_ context.Context, pod netip.Addr) error {
+	key, err := addrKey(pod)
+	if err != nil {
+		return fmt.Errorf("clearing policy of pod %s: %w", pod, err)
+	}
+	d.policies.changeMu.Lock()
+	defer d.policies.changeMu.Unlock()
+	d.policies.mu.Lock()
+	if _, ok := d.policies.flags[pod]; !ok {
+		d.policies.mu.Unlock()
+		return nil
+	}
+	stale, err := d.flipPolicy(pod, key, 0)
+	d.policies.mu.Unlock()
+	d.deletePolicyEntries(stale)
+	return err
+}
+
+// writePolicy writes c's entries under id; on failure it returns those it wrote, for the caller to delete.
+func (d *Datapath) writePolicy(id uint32, c compiledPolicy) (*policyEntries, error) {
+	e := &policyEntries{content: c.content}
+	for _, k := range c.ports {
+		k.PolicyId = id
+		if err := d.objs.PolicyPorts.Update(k, bpf.EniwirePolicyPortValue{Allowed: 1}, ebpf.UpdateAny); err != nil {
+			return e, fmt.Errorf("writing port entries of policy %d: %w", id, err)
+		}
+		e.ports = append(e.ports, k)
+	}
+	for i, k := range c.peers {
+		k.PolicyId = id
+		if err := d.objs.PolicyPeers.Update(k, bpf.EniwirePolicyPeerValue{PortSet: c.sets[i]}, ebpf.UpdateAny); err != nil {
+			return e, fmt.Errorf("writing peer entries of policy %d: %w", id, err)
+		}
+		e.peers = append(e.peers, k)
+	}
+	return e, nil
+}
+
+// flipPolicy gives the pod its new flags (in its pods entry when it has one, and in memory for PutPod),
+// then releases the id it had, returning that id's entries when no pod uses them any more: the caller
+// deletes them once it no longer holds mu. The caller holds changeMu and mu.
+func (d *Datapath) flipPolicy(pod netip.Addr, key bpf.EniwireIpAddr, flags uint32) (*policyEntries, error) {
+	ps := &d.policies
+	old, had := ps.flags[pod]
+	var v bpf.EniwirePodValue
+	switch err := d.objs.Pods.Lookup(key, &v); {
+	case err == nil:
+		v.Flags = flags
+		if err := d.objs.Pods.Update(key, v, ebpf.UpdateExist); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return nil, fmt.Errorf("setting policy flags of pod %s: %w", pod, err)
+		}
+	case !errors.Is(err, ebpf.ErrKeyNotExist):
+		return nil, fmt.Errorf("reading pod %s: %w", pod, err)
+	}
+	if flags == 0 {
+		delete(ps.flags, pod)
+	} else {
+		ps.flags[pod] = flags
+	}
+	if !had {
+		return nil, nil
+	}
+	return ps.release(old & policyIDMask), nil
+}
+
+// release drops one pod's use of a policy id and, when it was the last, forgets the id and returns its
+// entries for deletion. The caller holds mu.
+func (ps *policies) release(id uint32) *policyEntries {
+	e, ok := ps.ids[id]
+	if !ok {
+		return nil
+	}
+	if e.refs--; e.refs > 0 {
+		return nil
+	}
+	delete(ps.ids, id)
+	if ps.byContent[e.content] == id {
+		delete(ps.byContent, e.content)
+	}
+	return e
+}
+
+// deletePolicyEntries deletes the entries of a policy id no pod uses (nil: none).
+func (d *Datapath) deletePolicyEntries(e *policyEntries) {
+	if e == nil {
+		return
+	}
+	for _, k := range e.peers {
+		if err := d.objs.PolicyPeers.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			d.log.Warn("deleting a policy peer entry", "policy_id", k.PolicyId, "err", err)
+		}
+	}
+	for _, k := range e.ports {
+		if err := d.objs.PolicyPorts.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			d.log.Warn("deleting a policy port entry", "policy_id", k.PolicyId, "err", err)
+		}
+	}
+}
+
+// allocateID returns an id no policy uses, never 0. The caller holds mu.
+func (ps *policies) allocateID() uint32 {
+	for {
+		ps.next = (ps.next + 1) & policyIDMask
+		if _, used := ps.ids[ps.next]; ps.next != 0 && !used {
+			return ps.next
+		}
+	}
+}
+
+// podFlags are the flags PutPod writes for a pod. The caller holds mu.
+func (ps *policies) podFlags(pod netip.Addr) uint32 { return ps.flags[pod] }
+
+// recoverPolicies rebuilds the policy state from the maps an earlier agent left: each pod's flags, the
+// entries under each id in use, and deletes entries of ids no pod uses (a SetPodPolicy cut short).
+func (d *Datapath) recoverPolicies() error {
+	ps := &d.policies
+	ps.flags, ps.ids, ps.byContent = map[netip.Addr]uint32{}, map[uint32]*policyEntries{}, map[string]uint32{}
+	var (
+		k       bpf.EniwireIpAddr
+		v       bpf.EniwirePodValue
+		highest uint32
+	)
+	it := d.objs.Pods.Iterate()
+	for it.Next(&k, &v) {
+		if v.Flags == 0 {
+			continue
+		}
+		ps.flags[addrFromKey(k)] = v.Flags
+		id := v.Flags & policyIDMask
+		if id == 0 {
+			continue // failed closed: no entries
+		}
+		if ps.ids[id] == nil {
+			ps.ids[id] = &policyEntries{}
+		}
+		ps.ids[id].refs++
+		highest = max(highest, id)
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("reading pods' policy flags: %w", err)
+	}
+	entriesOf := func(id uint32) *policyEntries {
+		if e := ps.ids[id]; e != nil {
+			return e
+		}
+		e := &policyEntries{} // refs 0: deleted below
+		ps.ids[id] = e
+		return e
+	}
+	if err := eachKey(d.objs.PolicyPeers, func(k bpf.EniwirePolicyPeerKey) {
+		e := entriesOf(k.PolicyId)
+		e.peers = append(e.peers, k)
+	}); err != nil {
+		return fmt.Errorf("reading policy peers: %w", err)
+	}
+	if err := eachKey(d.objs.PolicyPorts, func(k bpf.EniwirePolicyPortKey) {
+		e := entriesOf(k.PolicyId)
+		e.ports = append(e.ports, k)
+	}); err != nil {
+		return fmt.Errorf("reading policy ports: %w", err)
+	}
+	for id, e := range ps.ids {
+		if e.refs == 0 {
+			delete(ps.ids, id)
+			d.deletePolicyEntries(e)
+			d.log.Info("deleted the entries of a policy id no pod uses", "policy_id", id)
+		}
+	}
+	ps.next = highest
+	return nil
+}
+
+// eachKey calls fn with every key of m.
+func eachKey[K any](m *ebpf.Map, fn func(K)) error {
+	var (
+		k K
+		v = make([]byte, m.ValueSize())
+	)
+	it := m.Iterate()
+	for it.Next(&k, &v) {
+		fn(k)
+	}
+	return it.Err()
+}
