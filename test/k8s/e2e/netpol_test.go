@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/test/vpcfabric"
 )
 
@@ -183,9 +186,13 @@ func serverPolicies() []*networkingv1.NetworkPolicy {
 	}
 }
 
+// createPolicy creates the policy, or leaves it as it is when an earlier case made it.
 func (s *suite) createPolicy(t *testing.T, p *networkingv1.NetworkPolicy) {
 	t.Helper()
-	mustCreate(t, "NetworkPolicy "+p.Namespace+"/"+p.Name, s.c.Client.NetworkingV1().NetworkPolicies(p.Namespace).Create, p)
+	_, err := s.c.Client.NetworkingV1().NetworkPolicies(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatalf("creating NetworkPolicy %s/%s: %v", p.Namespace, p.Name, err)
+	}
 }
 
 func (s *suite) deletePolicy(t *testing.T, namespace, name string) {
@@ -331,31 +338,57 @@ func (s *suite) netpolService(t *testing.T) string {
 // allowed and one from np-other is not: the answers must name the policies.
 func (s *suite) netpolExplain(t *testing.T) string {
 	np := s.netpolSetupOnce(t)
-	ctx := context.Background()
-	if _, err := s.c.Client.NetworkingV1().NetworkPolicies(npServer).Get(ctx, "allow-from-np-allowed", metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		for _, p := range serverPolicies() {
-			s.createPolicy(t, p)
-		}
+	for _, p := range serverPolicies() {
+		s.createPolicy(t, p)
 	}
 	pod := npServer + "/backend-1"
-	rules, err := s.c.Eniwirectl(ctx, s.node1.Name, "policy", pod)
-	if err != nil || !strings.Contains(rules, "allow-from-np-allowed") || !strings.Contains(rules, "default-deny") {
-		t.Errorf("eniwirectl policy %s: want both policies named; got %v:\n%s", pod, err, rules)
+	rules, err := s.policyReport(pod, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(rules.Policies, npServer+"/default-deny") || !slices.Contains(rules.Policies, npServer+"/allow-from-np-allowed") || !rules.IngressIsolated {
+		t.Errorf("eniwirectl policy %s: want ingress isolated by both policies; got %+v", pod, rules)
 	}
 	// The flow syntax is eniwirectl's: "from PEER tcp/PORT" is a flow the peer opens to the pod.
 	flow := func(from string) string { return "from " + from + " tcp/8080" }
-	allowed, err := s.c.Eniwirectl(ctx, s.node1.Name, "policy", pod, "--explain", flow(np.allowedIP))
-	if err != nil || !strings.Contains(allowed, "allowed") || !strings.Contains(allowed, "allow-from-np-allowed") {
-		t.Errorf("eniwirectl policy %s --explain %q: want allowed, by allow-from-np-allowed; got %v:\n%s", pod, flow(np.allowedIP), err, allowed)
+	allowed, err := s.policyReport(pod, flow(np.allowedIP))
+	if err != nil {
+		t.Fatal(err)
 	}
-	denied, err := s.c.Eniwirectl(ctx, s.node1.Name, "policy", pod, "--explain", flow(np.otherIP))
-	if err != nil || !strings.Contains(denied, "denied") || !strings.Contains(denied, "default-deny") {
-		t.Errorf("eniwirectl policy %s --explain %q: want denied, the isolating default-deny named; got %v:\n%s", pod, flow(np.otherIP), err, denied)
+	if e := allowed.Explanation; e == nil || !e.Allowed || !slices.Equal(e.AllowedBy, []string{npServer + "/allow-from-np-allowed"}) {
+		t.Errorf("eniwirectl policy %s --explain %q: want allowed by %s/allow-from-np-allowed; got %+v", pod, flow(np.allowedIP), npServer, e)
 	}
-	return fmt.Sprintf("rules: %s; allowed flow: %s; denied flow: %s", firstLineOf(rules), firstLineOf(allowed), firstLineOf(denied))
+	denied, err := s.policyReport(pod, flow(np.otherIP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := denied.Explanation; e == nil || e.Allowed || !strings.Contains(e.Reason, "default-deny") {
+		t.Errorf("eniwirectl policy %s --explain %q: want denied, the isolating default-deny named; got %+v", pod, flow(np.otherIP), e)
+	}
+	return fmt.Sprintf("%s: ingress isolated by %s, %d peer prefixes; %q: %s; %q: %s", pod, strings.Join(rules.Policies, ", "), len(rules.Ingress),
+		flow(np.allowedIP), explanation(allowed), flow(np.otherIP), explanation(denied))
 }
 
-func firstLineOf(s string) string {
-	line, _, _ := strings.Cut(strings.TrimSpace(s), "\n")
-	return line
+// policyReport is `eniwirectl policy POD [--explain FLOW] --output json` on node 1.
+func (s *suite) policyReport(pod, flow string) (*api.PolicyReport, error) {
+	args := []string{"policy", pod, "--output", "json"}
+	if flow != "" {
+		args = append(args, "--explain", flow)
+	}
+	out, err := s.c.Eniwirectl(context.Background(), s.node1.Name, args...)
+	if err != nil {
+		return nil, fmt.Errorf("eniwirectl %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	var r api.PolicyReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		return nil, fmt.Errorf("decoding eniwirectl %s: %v: %s", strings.Join(args, " "), err, out)
+	}
+	return &r, nil
+}
+
+func explanation(r *api.PolicyReport) string {
+	if r.Explanation == nil {
+		return "no explanation"
+	}
+	return r.Explanation.Reason
 }

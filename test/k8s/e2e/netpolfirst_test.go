@@ -140,9 +140,7 @@ func (s *suite) freePodAddrs(ctx context.Context, t *testing.T) []string {
 func (s *suite) netpolFirstPacket(t *testing.T) string {
 	np := s.netpolSetupOnce(t)
 	ctx := context.Background()
-	if _, err := s.c.Client.NetworkingV1().NetworkPolicies(npServer).Get(ctx, "default-deny", metav1.GetOptions{}); err != nil {
-		s.createPolicy(t, serverPolicies()[0])
-	}
+	s.createPolicy(t, serverPolicies()[0])
 	free := s.freePodAddrs(ctx, t)
 	sp := startSpray(t, np.otherNetns, free)
 	time.Sleep(time.Second)

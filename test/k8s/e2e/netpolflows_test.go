@@ -41,9 +41,7 @@ func (s *suite) allowVPCHostPolicy() *networkingv1.NetworkPolicy {
 func (s *suite) startAllowedFlow(t *testing.T, np *netpolSetup) *flow {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := s.c.Client.NetworkingV1().NetworkPolicies(npServer).Get(ctx, "default-deny", metav1.GetOptions{}); err != nil {
-		s.createPolicy(t, serverPolicies()[0])
-	}
+	s.createPolicy(t, serverPolicies()[0])
 	s.createPolicy(t, s.allowVPCHostPolicy())
 	dst := np.backend1.Status.PodIP + ":8080"
 	if err := waitFor(enforceWithin, func() error { _, err := fromVPCHost(ctx, s.c, dst); return err }); err != nil {
