@@ -331,7 +331,7 @@ func (s *suite) netpolService(t *testing.T) string {
 		verb := map[bool]string{true: "answered", false: "refused"}[p.answered]
 		figures = append(figures, fmt.Sprintf("%s %s %d/%d", p.what, verb, ok, n))
 	}
-	return fmt.Sprintf("enforced %.1fs after the create; %s", took.Seconds(), strings.Join(figures, ", "))
+	return fmt.Sprintf("enforced within %.1fs of the create (a round of probes takes about 5s); %s", took.Seconds(), strings.Join(figures, ", "))
 }
 
 // netpolExplain asks node 1's agent what it compiled for backend-1 and why a flow from np-allowed is
