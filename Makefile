@@ -46,17 +46,17 @@ e2e-k8s: deps ## eniwire on a real Kubernetes cluster (built from source) on the
 	@if [ "$$(id -u)" != 0 ]; then echo "e2e-k8s: needs root; run: sudo make e2e-k8s" >&2; exit 1; fi
 	cd $(K8S) && $(GO) vet ./... && $(GO) test -count=1 -timeout 75m -v -skip '^TestCustomNetworking$$' ./cluster/ ./e2e/
 
-CONFORMANCE_FLAGS ?= -extended
+CONFORMANCE_FLAGS ?= -extended -netpol all
 
 .PHONY: conformance
-conformance: deps ## Kubernetes' network conformance tests (e2e.test, v1.34.2) against eniwire in kube-proxy iptables and nftables mode, then a table (root).
+conformance: deps ## Kubernetes' network conformance tests (e2e.test, v1.34.2) and its NetworkPolicy specs against eniwire in kube-proxy iptables and nftables mode, then a table (root).
 	@if [ "$$(id -u)" != 0 ]; then echo "conformance: needs root; run: sudo make conformance" >&2; exit 1; fi
 	cd $(K8S) && $(GO) run ./cmd/conformance $(CONFORMANCE_FLAGS)
 
 .PHONY: conformance-subset
-conformance-subset: deps ## The part of `make conformance` that `make test` runs: every [sig-network] [Conformance] spec, kube-proxy iptables mode only (root).
+conformance-subset: deps ## The part of `make conformance` that `make test` runs: every [sig-network] [Conformance] spec and 7 NetworkPolicy specs, kube-proxy iptables mode only (root).
 	@if [ "$$(id -u)" != 0 ]; then echo "conformance-subset: needs root; run: sudo make conformance-subset" >&2; exit 1; fi
-	cd $(K8S) && $(GO) run ./cmd/conformance -proxy-modes iptables
+	cd $(K8S) && $(GO) run ./cmd/conformance -proxy-modes iptables -netpol subset
 
 .PHONY: k8s
 k8s: deps ## Bring up the Kubernetes cluster with eniwire on the simulated VPC and leave it running until Ctrl-C (root).

@@ -78,11 +78,11 @@ func (s *suite) imdsHopLimit(t *testing.T) string {
 			s.setExternalSNAT(t, "true")
 			t.Cleanup(func() { s.setExternalSNAT(t, "false") })
 		}
-		podNS, err := podNetns(ctx, n, "imds-pod")
+		podNS, err := podNetns(ctx, n, ns, "imds-pod")
 		if err != nil {
 			t.Fatal(err)
 		}
-		hostNS, err := podNetns(ctx, n, "imds-host")
+		hostNS, err := podNetns(ctx, n, ns, "imds-host")
 		if err != nil {
 			t.Fatal(err)
 		}

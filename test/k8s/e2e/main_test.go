@@ -152,6 +152,10 @@ func TestKubernetesNode(t *testing.T) {
 	results.run(t, "5a. DaemonSet rolling update to a second tag while a flow runs", s.rollingUpdate)
 	results.run(t, "5b. agent pod deleted during a scale-up; scale to 0 and back", s.agentKilledDuringScaleUp)
 	results.run(t, prometheusCase, s.prometheusScrape)
+	for _, nc := range s.netpolCases() {
+		results.run(t, nc.name, nc.run)
+	}
+	s.removeNetpol(t)
 	results.run(t, "6. uninstall: the node holds nothing of eniwire", s.uninstall)
 	results.run(t, "7. Helm chart (helm's own engine) installs a working eniwire", s.helm)
 	results.run(t, "8. prefix delegation: 110 pods on an m5.large", s.prefixDelegation)
@@ -180,4 +184,6 @@ type suite struct {
 	full *fullNode
 	// taintedAtStart says which nodes carried the startup taint before eniwire was installed (case 1).
 	taintedAtStart map[string]bool
+	// np is what the NetworkPolicy cases share, from the first that runs until removeNetpol.
+	np *netpolSetup
 }

@@ -245,13 +245,3 @@ func (s *suite) deletePods(t *testing.T, app string) {
 		t.Errorf("the pods of Deployment %s: %v", app, err)
 	}
 }
-
-// waitFor polls cond every second until it holds or within has passed, returning its last error.
-func waitFor(within time.Duration, cond func() error) error {
-	var err error
-	for end := time.Now().Add(within); ; time.Sleep(time.Second) {
-		if err = cond(); err == nil || time.Now().After(end) {
-			return err
-		}
-	}
-}

@@ -176,7 +176,7 @@ func routerFragFails(c *cluster.Cluster) (int, error) {
 // must answer time exceeded.
 func (s *suite) traceroute(t *testing.T) string {
 	ctx := context.Background()
-	nsPath, err := podNetns(ctx, s.node1, "client1")
+	nsPath, err := podNetns(ctx, s.node1, ns, "client1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,8 +223,8 @@ func (s *suite) traceroute(t *testing.T) string {
 
 // podNetns is the network namespace of the pod's sandbox, as /proc/<pid>/ns/net (the runtime's own netns
 // path lives in the node's mount namespace).
-func podNetns(ctx context.Context, n *cluster.Node, pod string) (string, error) {
-	id, err := n.Crictl(ctx, "pods", "--name", pod, "--namespace", ns, "--state", "ready", "-q")
+func podNetns(ctx context.Context, n *cluster.Node, namespace, pod string) (string, error) {
+	id, err := n.Crictl(ctx, "pods", "--name", pod, "--namespace", namespace, "--state", "ready", "-q")
 	if err != nil {
 		return "", err
 	}

@@ -69,28 +69,9 @@ func (s *suite) deployment(t *testing.T) string {
 func checkPodAddresses(t *testing.T, c *cluster.Cluster, n *cluster.Node, pods []corev1.Pod) {
 	t.Helper()
 	ctx := context.Background()
-	ec2 := map[string]string{} // IP -> ENI attached to the node with DeleteOnTermination
-	for _, e := range c.Sim.Snapshot().ENIs {
-		if e.Attachment == nil || e.Attachment.InstanceID != n.Instance.ID {
-			continue
-		}
-		if !e.Attachment.DeleteOnTermination {
-			continue
-		}
-		for _, ip := range e.IPs {
-			if ip != e.PrimaryIP {
-				ec2[ip] = e.ID
-			}
-		}
-		for _, p := range e.Prefixes {
-			pfx, err := netip.ParsePrefix(p)
-			if err != nil {
-				t.Fatalf("EC2 lists prefix %q on %s: %v", p, e.ID, err)
-			}
-			for a := pfx.Addr(); pfx.Contains(a); a = a.Next() {
-				ec2[a.String()] = e.ID
-			}
-		}
+	ec2, err := podAddrsInEC2(c, n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	kubectl := map[string]string{} // IP -> namespace/name
 	for _, p := range pods {
@@ -127,6 +108,32 @@ func checkPodAddresses(t *testing.T, c *cluster.Cluster, n *cluster.Node, pods [
 	if len(agent) != len(bpf) {
 		t.Errorf("eniwirectl pods lists %d pods, the BPF map %d", len(agent), len(bpf))
 	}
+}
+
+// podAddrsInEC2 maps every address EC2 lists for pods on the node's delete-on-termination ENIs (secondary
+// IPs and the addresses of /28 prefixes) to its ENI.
+func podAddrsInEC2(c *cluster.Cluster, n *cluster.Node) (map[string]string, error) {
+	ec2 := map[string]string{}
+	for _, e := range c.Sim.Snapshot().ENIs {
+		if e.Attachment == nil || e.Attachment.InstanceID != n.Instance.ID || !e.Attachment.DeleteOnTermination {
+			continue
+		}
+		for _, ip := range e.IPs {
+			if ip != e.PrimaryIP {
+				ec2[ip] = e.ID
+			}
+		}
+		for _, p := range e.Prefixes {
+			pfx, err := netip.ParsePrefix(p)
+			if err != nil {
+				return nil, fmt.Errorf("EC2 lists prefix %q on %s: %w", p, e.ID, err)
+			}
+			for a := pfx.Addr(); pfx.Contains(a); a = a.Next() {
+				ec2[a.String()] = e.ID
+			}
+		}
+	}
+	return ec2, nil
 }
 
 // bpfPodIPs reads the node's pinned pod map with bpftool, as an operator would, inside the node's mount

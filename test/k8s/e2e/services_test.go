@@ -92,7 +92,7 @@ func (s *suite) makeServices(t *testing.T) *svcs {
 	v.hostPortPod, v.hostPortIP = hp[0].Name, hp[0].Status.PodIP
 	// kube-proxy programs a new Service within a second or two; wait until each has its endpoints.
 	for _, name := range []string{"web", "remote", "solo"} {
-		if err := s.waitEndpoints(ctx, name); err != nil {
+		if err := s.waitEndpoints(ctx, ns, name); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -101,10 +101,10 @@ func (s *suite) makeServices(t *testing.T) *svcs {
 }
 
 // waitEndpoints waits until the Service's EndpointSlices list a ready endpoint.
-func (s *suite) waitEndpoints(ctx context.Context, svc string) error {
+func (s *suite) waitEndpoints(ctx context.Context, namespace, svc string) error {
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
-		slices, err := s.c.Client.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + svc})
+		slices, err := s.c.Client.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + svc})
 		if err == nil {
 			for _, sl := range slices.Items {
 				for _, ep := range sl.Endpoints {

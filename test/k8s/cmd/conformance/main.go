@@ -34,13 +34,31 @@ var (
 	networkExtended = selection{"sig-network Services, DNS, HostPort, Networking (not Conformance)",
 		`\[sig-network\] (Services|DNS|HostPort|Networking)`,
 		`\[Conformance\]|\[Disruptive\]|\[Serial\]|\[Slow\]|\[Flaky\]|\[Feature:|\[FeatureGate:|\[Provider:|\[Alpha\]|\[Beta\]|LoadBalancer|IPv6|[Dd]ual[Ss]tack|SCTP|ESIPP`}
+	// networkPolicy is issue 24's proof: every spec of test/e2e/network/netpol (45 that send TCP and UDP
+	// between 9 pods of 3 namespaces under policies, 2 of the API alone) but the 3 [Feature:SCTPConnectivity]
+	// ones, which need SCTP sockets this kernel lacks (CONFIG_IP_SCTP off).
+	networkPolicy = selection{"sig-network NetworkPolicy (netpol; not its 3 [Feature:SCTPConnectivity] specs: this kernel has no SCTP sockets)", `\[sig-network\] Netpol`, `\[Feature:SCTPConnectivity\]`}
+	// networkPolicySubset is the part of networkPolicy that `make test` runs: default deny for TCP and UDP,
+	// an allow by namespace, a named port, an ipBlock with except, egress deny and a policy update.
+	networkPolicySubset = selection{"sig-network NetworkPolicy, subset", `\[sig-network\] Netpol.* (` + strings.Join([]string{
+		`should support a 'default-deny-ingress' policy`,
+		`should enforce policy to allow traffic only from a different namespace, based on NamespaceSelector`,
+		`should allow ingress access on one named port`,
+		`should enforce except clause while egress access to server in CIDR block`,
+		`should deny egress from all pods in a namespace`,
+		`should enforce updated policy`,
+	}, "|") + `) \[Feature:NetworkPolicy\]`, networkPolicy.skip}
 )
+
+// netpolSelections are the choices of -netpol.
+var netpolSelections = map[string][]selection{"": nil, "all": {networkPolicy}, "subset": {networkPolicySubset}}
 
 func main() {
 	modes := flag.String("proxy-modes", "iptables,nftables", "kube-proxy modes to run the suite in, one cluster each")
 	focus := flag.String("focus", "", "run only the specs matching this ginkgo regular expression (instead of the selections)")
 	skip := flag.String("skip", `\[Disruptive\]`, "with -focus: skip the specs matching this")
 	extended := flag.Bool("extended", false, "after the Conformance specs, run the other non-disruptive [sig-network] Services, DNS, HostPort and Networking specs")
+	netpol := flag.String("netpol", "", "after those, Kubernetes' NetworkPolicy specs (test/e2e/network/netpol): all (but SCTP) or subset")
 	procs := flag.Int("procs", 4, "ginkgo processes running specs at once")
 	out := flag.String("out", filepath.Join(os.TempDir(), "eniwire-conformance"), "directory for the suite's logs, JUnit reports and the tables (conformance.md)")
 	timeout := flag.Duration("timeout", 2*time.Hour, "limit for one selection's run")
@@ -53,6 +71,12 @@ func main() {
 	if *extended {
 		sels = append(sels, networkExtended)
 	}
+	np, ok := netpolSelections[*netpol]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "conformance: -netpol %q: want all, subset or nothing\n", *netpol)
+		os.Exit(2)
+	}
+	sels = append(sels, np...)
 	if *focus != "" {
 		sels = []selection{{"focus " + *focus, *focus, *skip}}
 	}
