@@ -50,27 +50,29 @@ func waitAddsWaiting(t *testing.T, n *controller.Node, k int) {
 	})
 }
 
-// drainedNode starts an m5.large node with WARM_IP_TARGET warm and ENIWIRE_ADD_WAIT wait, and takes its warm
-// pool (drainFree).
-func drainedNode(t *testing.T, warm int, wait time.Duration) (*world, *running, []string) {
+// drainedNode starts an m5.large node with WARM_IP_TARGET warm and ENIWIRE_ADD_WAIT wait, waits for its warm
+// pool, holds every later growth back by growth (slowGrowth), and takes the warm pool (drainFree). The growth
+// is held before the pool is taken, so the refill that taking it starts cannot land at once.
+func drainedNode(t *testing.T, warm int, wait, growth time.Duration) (*world, *running, []string) {
 	t.Helper()
 	w := newWorld(t, "m5.large", 50)
 	cfg := fastConfig(w.dir)
 	cfg.WarmIPTarget, cfg.AddWait = warm, wait
 	r := w.start(cfg, nil, nil)
 	waitReady(t, r.node)
-	return w, r, drainFree(t, r.node, "early")
-}
-
-// drainFree waits for the warm pool, then assigns pods until it has no free IP, and returns their ids.
-func drainFree(t *testing.T, n *controller.Node, prefix string) []string {
-	t.Helper()
 	eventually(t, 20*time.Second, "the warm pool", func() error {
-		if s := n.Status(); s.Warm == 0 || len(s.Pending) > 0 {
+		if s := r.node.Status(); s.Warm == 0 || len(s.Pending) > 0 {
 			return fmt.Errorf("%d warm, %d pending", s.Warm, len(s.Pending))
 		}
 		return nil
 	})
+	slowGrowth(w, growth)
+	return w, r, drainFree(t, r.node, "early")
+}
+
+// drainFree assigns pods until the node has no free IP, and returns their ids.
+func drainFree(t *testing.T, n *controller.Node, prefix string) []string {
+	t.Helper()
 	var ids []string
 	for i := 0; n.Status().Warm > 0; i++ {
 		cid := fmt.Sprintf("%s-%d", prefix, i)
@@ -103,8 +105,7 @@ func answer(t *testing.T, what string, ch <-chan addAnswer) addAnswer {
 // TestAnADDWaitsOutARefillAndGetsTheIPsThatLand: the pool is empty and its growth takes 20 virtual seconds;
 // the ADDs that come meanwhile wait for it and get IPs, instead of "no IP" for kubelet to retry.
 func TestAnADDWaitsOutARefillAndGetsTheIPsThatLand(t *testing.T) {
-	w, r, _ := drainedNode(t, 1, time.Minute)
-	slowGrowth(w, 15*time.Second)
+	w, r, _ := drainedNode(t, 1, time.Minute, 15*time.Second)
 	start := w.clk.Now()
 	var adds []<-chan addAnswer
 	for i := range 3 {
@@ -125,11 +126,10 @@ func TestAnADDWaitsOutARefillAndGetsTheIPsThatLand(t *testing.T) {
 // after the calls' deadline, so they fail and are retried); the first IP
 // that frees goes to the first of them, the next to the second, even to the disadvantage of a newcomer.
 func TestTheWaitingADDsAreServedFirstComeFirstServed(t *testing.T) {
-	w, r, pods := drainedNode(t, 2, 10*time.Minute)
+	w, r, pods := drainedNode(t, 2, 10*time.Minute, 2*time.Minute)
 	if len(pods) < 2 {
 		t.Fatalf("only %d pods took the warm pool", len(pods))
 	}
-	slowGrowth(w, 2*time.Minute)
 	var line []<-chan addAnswer
 	for i := range 3 {
 		line = append(line, addAsync(r.node, fmt.Sprintf("waiter-%d", i)))
@@ -169,8 +169,7 @@ func TestTheWaitingADDsAreServedFirstComeFirstServed(t *testing.T) {
 // calls' deadline) and sends its DEL: the ADD ends at once, superseded, and when the IPs land the container
 // holds none.
 func TestADELEndsTheWaitOfItsADD(t *testing.T) {
-	w, r, _ := drainedNode(t, 1, 10*time.Minute)
-	slowGrowth(w, time.Minute)
+	w, r, _ := drainedNode(t, 1, 10*time.Minute, time.Minute)
 	add := addAsync(r.node, "given-up")
 	waitAddsWaiting(t, r.node, 1)
 	del, err := r.node.Release(context.Background(), api.ReleaseRequest{Attachment: api.Attachment{ContainerID: "given-up", IfName: "eth0"}})
@@ -194,8 +193,7 @@ func TestADELEndsTheWaitOfItsADD(t *testing.T) {
 // TestAnADDWaitsNoLongerThanTheSetting: growth is held (EC2 answers after the calls' deadline); an ADD with ENIWIRE_ADD_WAIT 10s is
 // answered "no IP" after 10 s, naming the setting.
 func TestAnADDWaitsNoLongerThanTheSetting(t *testing.T) {
-	w, r, _ := drainedNode(t, 1, 10*time.Second)
-	slowGrowth(w, time.Minute)
+	w, r, _ := drainedNode(t, 1, 10*time.Second, time.Minute)
 	start := w.clk.Now()
 	got := answer(t, "the ADD", addAsync(r.node, "late"))
 	took := w.clk.Since(start)
