@@ -1,6 +1,7 @@
-// Package snat owns the one masquerade rule eniwire needs: pod traffic that leaves the VPC through the
-// primary ENI is source-NATed to the node's primary IP, except towards excluded CIDRs (the VPC's and
-// AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS), and not at all with external SNAT. It touches only the nftables table
+// Package snat owns the masquerade rule eniwire needs: pod traffic that leaves the VPC through the primary
+// ENI is source-NATed to the node's primary IP, except towards excluded CIDRs (the VPC's and
+// AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS), and not at all with external SNAT; in IPv6 mode a second rule before
+// it translates IPv6 pods' IPv4 egress addresses (Config.EgressCIDR) whatever their destination. It touches only the nftables table
 // `ip eniwire`, or, on iptables nodes, the nat chain ENIWIRE-SNAT and the one POSTROUTING rule jumping to it.
 package snat
 
