@@ -26,7 +26,7 @@ import (
 //		chain pod_snat {
 //			type nat hook postrouting priority srcnat; policy accept;
 //			oifname "<if>" ip saddr <EgressCIDR> fib daddr type != local
-//				snat to <ip> [fully-random|random] comment "eniwire: IPv6 pods' IPv4 egress"   (IPv6 mode)
+//				snat to <ip> [fully-random|random] comment "eniwire: IPv4 egress of IPv6 pods"   (IPv6 mode)
 //			oifname "<if>" ip saddr != <ip> ip daddr != @excluded fib daddr type != local
 //				snat to <ip> [fully-random|random] comment "eniwire: pods leaving the VPC"
 //		}
@@ -36,7 +36,7 @@ const (
 	nftSet     = "excluded"
 	nftComment = "eniwire: pods leaving the VPC"
 	// egressComment marks the rule translating IPv6 pods' IPv4 egress addresses (Config.EgressCIDR).
-	egressComment = "eniwire: IPv6 pods' IPv4 egress"
+	egressComment = "eniwire: IPv4 egress of IPv6 pods"
 	ifNameSize    = unix.IFNAMSIZ
 )
 
