@@ -41,11 +41,10 @@ func newNamespace(t *testing.T) *netlink.Handle {
 	return h
 }
 
-func TestPodRoutesComeAndGo(t *testing.T) {
-	h := newNamespace(t)
-	name := fmt.Sprintf("hr%d", os.Getpid()%100000)
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"}
-	if err := h.LinkAdd(veth); err != nil {
+// vethUp adds the veth pair name <-> name+"p" through h and sets name up.
+func vethUp(t *testing.T, h *netlink.Handle, name string) netlink.Link {
+	t.Helper()
+	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"}); err != nil {
 		t.Fatal(err)
 	}
 	link, err := h.LinkByName(name)
@@ -55,6 +54,13 @@ func TestPodRoutesComeAndGo(t *testing.T) {
 	if err := h.LinkSetUp(link); err != nil {
 		t.Fatal(err)
 	}
+	return link
+}
+
+func TestPodRoutesComeAndGo(t *testing.T) {
+	h := newNamespace(t)
+	name := fmt.Sprintf("hr%d", os.Getpid()%100000)
+	link := vethUp(t, h, name)
 	r := &Routes{Handle: h}
 	pod := dptypes.Pod{IP: netip.MustParseAddr("10.9.0.7"), HostVeth: name}
 	routes := func() []netlink.Route {
@@ -107,16 +113,7 @@ func TestPodDownOfAPodWithoutAnAddressFails(t *testing.T) {
 func TestIPv6PodRoutesComeAndGoWithTheirEgressAddress(t *testing.T) {
 	h := newNamespace(t)
 	name := fmt.Sprintf("hs%d", os.Getpid()%100000)
-	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"}); err != nil {
-		t.Fatal(err)
-	}
-	link, err := h.LinkByName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.LinkSetUp(link); err != nil {
-		t.Fatal(err)
-	}
+	link := vethUp(t, h, name)
 	r := &Routes{Handle: h}
 	pod := dptypes.Pod{IP: netip.MustParseAddr("2600:1f14:e0:1:a::5"), EgressIP: netip.MustParseAddr("169.254.172.5"), HostVeth: name}
 	routesTo := func(ip netip.Addr) []netlink.Route {

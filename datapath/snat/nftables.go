@@ -136,19 +136,24 @@ func sameNetns(f *os.File) bool {
 //
 //	oifname "<if>" ip saddr <egress range> fib daddr type != local snat to <ip> [fully-random|random]
 func egressExprs(cfg Config) []expr.Any {
-	ifname := make([]byte, ifNameSize)
-	copy(ifname, cfg.PrimaryInterface)
 	egress := cfg.EgressCIDR.Masked()
-	return append([]expr.Any{
-		// oifname "<if>"
-		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname},
+	return slices.Concat(oifnameIs(cfg.PrimaryInterface), []expr.Any{
 		// ip saddr <egress range>: the address masked, then compared with the range's first
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
 		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
 			Mask: net.CIDRMask(egress.Bits(), 32), Xor: make([]byte, 4)},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: egress.Addr().AsSlice()},
-	}, snatToPrimary(cfg)...)
+	}, snatToPrimary(cfg))
+}
+
+// oifnameIs is both rules' head: oifname "<name>".
+func oifnameIs(name string) []expr.Any {
+	ifname := make([]byte, ifNameSize)
+	copy(ifname, name)
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname},
+	}
 }
 
 // snatToPrimary is both rules' tail: fib daddr type != local, then snat to the primary IP.
@@ -172,20 +177,15 @@ func snatToPrimary(cfg Config) []expr.Any {
 
 // snatExprs is the rule's bytecode, matcher by matcher as nft compiles the script above.
 func snatExprs(cfg Config, excluded *nftables.Set) []expr.Any {
-	ifname := make([]byte, ifNameSize)
-	copy(ifname, cfg.PrimaryInterface)
 	primary := cfg.PrimaryIP.AsSlice()
-	return append([]expr.Any{
-		// oifname "<if>"
-		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname},
+	return slices.Concat(oifnameIs(cfg.PrimaryInterface), []expr.Any{
 		// ip saddr != <ip>
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: primary},
 		// ip daddr != @excluded
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
 		&expr.Lookup{SourceRegister: 1, SetName: excluded.Name, SetID: excluded.ID, Invert: true},
-	}, snatToPrimary(cfg)...)
+	}, snatToPrimary(cfg))
 }
 
 // intervalElements encodes prefixes for an interval set the way nft does after auto-merge: overlapping

@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"syscall"
@@ -140,6 +141,32 @@ func (w *world) nodeOutput(stdin string, name string, args ...string) (string, e
 // metric reads one sample of the agent's /metrics, by name and label set as printed ("" labels: none).
 func (w *world) metric(name, labels string) (float64, error) {
 	return w.n.Agent.Metric(context.Background(), name, labels)
+}
+
+// spoofDrops is from_pod's count of packets dropped as spoofed (0 before the first).
+func (w *world) spoofDrops(t *testing.T) float64 {
+	t.Helper()
+	v, err := w.metric("eniwire_datapath_packets_total", `program="from_pod",verdict="dropped_spoof"`)
+	if err != nil && !errors.Is(err, errNoSample) {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// waitSpoofDrops waits until from_pod has dropped n more packets as spoofed than before.
+func (w *world) waitSpoofDrops(t *testing.T, before float64, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		after, err := w.metric("eniwire_datapath_packets_total", `program="from_pod",verdict="dropped_spoof"`)
+		if err == nil && after-before >= float64(n) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dropped_spoof went from %v to %v (err %v), want +%d", before, after, err, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // flow is a long-lived TCP connection exchanging a line every 20ms until stopped.

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"errors"
 	"net/netip"
 	"syscall"
 	"testing"
@@ -80,23 +79,9 @@ func TestAnIPv6NodeServesIPv6PodsEndToEnd(t *testing.T) {
 	// Last: sendSpoofed adds the forged address to eth0 and removes it, and with it the kernel flushes the
 	// IPv4 routes of an eth0 that holds no other IPv4 address (CHECK would see them gone).
 	t.Run("IPv4 from another pod's egress address is dropped as spoofed", func(t *testing.T) {
-		before, err := w.metric("eniwire_datapath_packets_total", `program="from_pod",verdict="dropped_spoof"`)
-		if err != nil && !errors.Is(err, errNoSample) {
-			t.Fatal(err)
-		}
+		before := w.spoofDrops(t)
 		const n = 10
 		must(t, sendSpoofed(a, b.EgressIP, netip.AddrPortFrom(vpcHost.IP, 9), n))
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			after, err := w.metric("eniwire_datapath_packets_total", `program="from_pod",verdict="dropped_spoof"`)
-			if err == nil && after-before >= n {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("dropped_spoof went from %v to %v (err %v), want +%d", before, after, err, n)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+		w.waitSpoofDrops(t, before, n)
 	})
-
 }
