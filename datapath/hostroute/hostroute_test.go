@@ -57,43 +57,58 @@ func vethUp(t *testing.T, h *netlink.Handle, name string) netlink.Link {
 	return link
 }
 
+// A pod is routed by its /32, an IPv6 pod (IPv6 mode) by its /128 and its IPv4 egress address's /32, on its
+// host veth; PodDown takes them away.
 func TestPodRoutesComeAndGo(t *testing.T) {
 	h := newNamespace(t)
-	name := fmt.Sprintf("hr%d", os.Getpid()%100000)
-	link := vethUp(t, h, name)
-	r := &Routes{Handle: h}
-	pod := dptypes.Pod{IP: netip.MustParseAddr("10.9.0.7"), HostVeth: name}
-	routes := func() []netlink.Route {
-		rs, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: &net.IPNet{IP: net.ParseIP("10.9.0.7").To4(), Mask: net.CIDRMask(32, 32)}}, netlink.RT_FILTER_DST)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rs
-	}
-	for _, step := range []struct {
-		name string
-		do   func() error
-		want int
-	}{
-		{"PodUp adds the /32 route on the host veth", func() error { return r.PodUp(context.Background(), pod) }, 1},
-		{"a repeated PodUp keeps one route", func() error { return r.PodUp(context.Background(), pod) }, 1},
-		{"PodDown removes it", func() error { return r.PodDown(context.Background(), pod) }, 0},
-		{"a repeated PodDown succeeds", func() error { return r.PodDown(context.Background(), pod) }, 0},
+	for i, pod := range []dptypes.Pod{
+		{IP: netip.MustParseAddr("10.9.0.7")},
+		{IP: netip.MustParseAddr("2600:1f14:e0:1:a::5"), EgressIP: netip.MustParseAddr("169.254.172.5")},
 	} {
-		t.Run(step.name, func(t *testing.T) {
-			if err := step.do(); err != nil {
+		pod.HostVeth = fmt.Sprintf("hr%d-%d", os.Getpid()%100000, i)
+		link := vethUp(t, h, pod.HostVeth)
+		r := &Routes{Handle: h}
+		routesTo := func(ip netip.Addr) []netlink.Route {
+			family := netlink.FAMILY_V4
+			if ip.Is6() {
+				family = netlink.FAMILY_V6
+			}
+			rs, err := h.RouteListFiltered(family, &netlink.Route{Dst: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}}, netlink.RT_FILTER_DST)
+			if err != nil {
 				t.Fatal(err)
 			}
-			rs := routes()
-			if len(rs) != step.want {
-				t.Logf("routes: %+v", rs)
-				t.Fatalf("%d routes, want %d", len(rs), step.want)
-			}
-			if step.want == 1 && rs[0].LinkIndex != link.Attrs().Index {
-				t.Fatalf("route on ifindex %d, want %d", rs[0].LinkIndex, link.Attrs().Index)
-			}
-		})
+			return rs
+		}
+		for _, step := range []struct {
+			name string
+			do   func() error
+			want int
+		}{
+			{"PodUp adds the routes on the host veth", func() error { return r.PodUp(context.Background(), pod) }, 1},
+			{"a repeated PodUp keeps one of each", func() error { return r.PodUp(context.Background(), pod) }, 1},
+			{"PodDown removes them", func() error { return r.PodDown(context.Background(), pod) }, 0},
+			{"a repeated PodDown succeeds", func() error { return r.PodDown(context.Background(), pod) }, 0},
+		} {
+			t.Run(pod.IP.String()+": "+step.name, func(t *testing.T) {
+				if err := step.do(); err != nil {
+					t.Fatal(err)
+				}
+				for _, ip := range []netip.Addr{pod.IP, pod.EgressIP} {
+					if !ip.IsValid() {
+						continue
+					}
+					rs := routesTo(ip)
+					if len(rs) != step.want {
+						t.Fatalf("%d routes to %s, want %d: %+v", len(rs), ip, step.want, rs)
+					}
+					if step.want == 1 && rs[0].LinkIndex != link.Attrs().Index {
+						t.Fatalf("route to %s on ifindex %d, want %d", ip, rs[0].LinkIndex, link.Attrs().Index)
+					}
+				}
+			})
+		}
 	}
+	r := &Routes{Handle: h}
 	if err := r.PodUp(context.Background(), dptypes.Pod{IP: netip.MustParseAddr("10.9.0.8"), HostVeth: "missing0"}); err == nil {
 		t.Fatal("PodUp on a missing veth succeeded")
 	}
@@ -105,50 +120,5 @@ func TestPodDownOfAPodWithoutAnAddressFails(t *testing.T) {
 	r := &Routes{Handle: newNamespace(t)}
 	if err := r.PodDown(context.Background(), dptypes.Pod{HostVeth: "gone0"}); err == nil {
 		t.Fatal("PodDown of a pod without a valid address answered success")
-	}
-}
-
-// An IPv6 pod (IPv6 mode) is routed by its /128 and by its IPv4 egress address's /32, both on its host veth,
-// and PodDown takes both away.
-func TestIPv6PodRoutesComeAndGoWithTheirEgressAddress(t *testing.T) {
-	h := newNamespace(t)
-	name := fmt.Sprintf("hs%d", os.Getpid()%100000)
-	link := vethUp(t, h, name)
-	r := &Routes{Handle: h}
-	pod := dptypes.Pod{IP: netip.MustParseAddr("2600:1f14:e0:1:a::5"), EgressIP: netip.MustParseAddr("169.254.172.5"), HostVeth: name}
-	routesTo := func(ip netip.Addr) []netlink.Route {
-		family := netlink.FAMILY_V4
-		if ip.Is6() {
-			family = netlink.FAMILY_V6
-		}
-		rs, err := h.RouteListFiltered(family, &netlink.Route{Dst: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}}, netlink.RT_FILTER_DST)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rs
-	}
-	for _, step := range []struct {
-		name string
-		do   func() error
-		want int
-	}{
-		{"PodUp adds the /128 and the egress /32 on the host veth", func() error { return r.PodUp(context.Background(), pod) }, 1},
-		{"a repeated PodUp keeps one of each", func() error { return r.PodUp(context.Background(), pod) }, 1},
-		{"PodDown removes both", func() error { return r.PodDown(context.Background(), pod) }, 0},
-	} {
-		t.Run(step.name, func(t *testing.T) {
-			if err := step.do(); err != nil {
-				t.Fatal(err)
-			}
-			for _, ip := range []netip.Addr{pod.IP, pod.EgressIP} {
-				rs := routesTo(ip)
-				if len(rs) != step.want {
-					t.Fatalf("%d routes to %s, want %d: %+v", len(rs), ip, step.want, rs)
-				}
-				if step.want == 1 && rs[0].LinkIndex != link.Attrs().Index {
-					t.Fatalf("route to %s on ifindex %d, want %d", ip, rs[0].LinkIndex, link.Attrs().Index)
-				}
-			}
-		})
 	}
 }
