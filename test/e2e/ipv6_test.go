@@ -14,7 +14,8 @@ import (
 // wired by the real plugin through libcni: each pod gets an address of the /80 the node took with one
 // AssignIpv6Addresses and an IPv4 egress address of 169.254.172.0/22; a pod reaches another pod and the
 // VPC host over IPv6 from its own address, and the VPC host's IPv4 address from the node's primary IPv4 (its
-// egress address translated); CHECK passes; IPv4 it sends from another pod's egress address is dropped by
+// egress address translated); CHECK passes; after a kill -9 restart of the agent the pods keep both
+// addresses and a new pod gets other ones; IPv4 a pod sends from another pod's egress address is dropped by
 // from_pod.
 func TestAnIPv6NodeServesIPv6PodsEndToEnd(t *testing.T) {
 	w := newWorldWith(t, simnode.Options{IPv6: true})
@@ -73,6 +74,35 @@ func TestAnIPv6NodeServesIPv6PodsEndToEnd(t *testing.T) {
 	t.Run("CNI CHECK passes for both pods", func(t *testing.T) {
 		for _, p := range []*pod{a, b} {
 			must(t, w.n.CheckPod(ctx, p.Pod))
+		}
+	})
+
+	t.Run("after a kill -9 restart of the agent the pods keep both addresses and a new pod gets neither", func(t *testing.T) {
+		if err := w.stopAgent(syscall.SIGKILL); err != nil {
+			t.Errorf("killing the agent: %v", err)
+		}
+		w.startAgent()
+		as, err := w.client.Assignments(ctx)
+		must(t, err)
+		for _, p := range []*pod{a, b} {
+			found := false
+			for _, asg := range as {
+				if asg.IP == p.ip.String() {
+					found = asg.EgressIP == p.EgressIP.String()
+				}
+			}
+			if !found {
+				t.Errorf("after the restart the agent's books lack %s with egress address %s: %+v", p.ip, p.EgressIP, as)
+			}
+		}
+		late := w.addPod("v6late")
+		if late.ip == a.ip || late.ip == b.ip || late.EgressIP == a.EgressIP || late.EgressIP == b.EgressIP {
+			t.Errorf("the pod added after the restart got %s and %s, held already", late.ip, late.EgressIP)
+		}
+		for _, p := range []*pod{a, late} {
+			if seen, err := talk(ctx, p, vpc4, 3); err != nil || seen != netip.MustParseAddr(w.inst.PrimaryIP) {
+				t.Errorf("%s to the VPC host over IPv4 after the restart: seen from %s, %v", p.name, seen, err)
+			}
 		}
 	})
 
