@@ -86,8 +86,9 @@ type Config struct {
 	CustomNetworking bool
 	// EnableIPv6 (ENABLE_IPv6) is the AWS VPC CNI's IPv6 mode: pods get IPv6 addresses of one /80 the node
 	// takes on its primary ENI (one AssignIpv6Addresses with Ipv6PrefixCount=1, through the journaled assign),
-	// handed out with the cooldown; no secondary ENI, no warm target, no IPv4 pod address. It needs a Nitro
-	// type and the primary ENI's subnet to hold an IPv6 /64; New refuses it with CustomNetworking (ipv6mode.go).
+	// handed out with the cooldown, each with a node-local IPv4 egress address (egress.go); no secondary ENI,
+	// no warm target, no VPC IPv4 pod address. It needs a Nitro type and the primary ENI's subnet to hold an
+	// IPv6 /64; New refuses it with CustomNetworking (ipv6mode.go).
 	EnableIPv6 bool
 	// VPCRefreshInterval: the VPC's CIDR blocks are read (DescribeVpcs) at start and then at most this often,
 	// with the reconcile (default 5 min).

@@ -37,14 +37,15 @@ func (w *world) primaryPrefix() (netip.Prefix, error) {
 
 // TestIPv6ModeGivesAFullNodeItsAddressesFromOneSlash80: on an m5.large in IPv6 mode, 110 pods (kubelet's max
 // pods there) get distinct addresses of the one /80 the node took on its primary ENI with a single
-// AssignIpv6Addresses; no ENI is created and no IPv4 address assigned; the 111th pod is refused with
+// AssignIpv6Addresses, and distinct node-local IPv4 egress addresses; no ENI is created and no VPC IPv4
+// address assigned; the 111th pod is refused with
 // ErrMaxPods; a released address waits out its cooldown before a pod gets it again.
 func TestIPv6ModeGivesAFullNodeItsAddressesFromOneSlash80(t *testing.T) {
 	w := newWorldWith(t, simworld.Options{Type: "m5.large", Factor: 200, DualStack: true})
 	r := w.start(ipv6Config(w.dir), nil, nil)
 	waitReady(t, r.node)
 	start := time.Now()
-	seen := map[string]string{}
+	seen, egress := map[string]string{}, map[string]string{}
 	const pods = 110
 	for i := range pods {
 		cid := fmt.Sprintf("pod-%d", i)
@@ -52,7 +53,10 @@ func TestIPv6ModeGivesAFullNodeItsAddressesFromOneSlash80(t *testing.T) {
 		if other, dup := seen[a.IP]; dup {
 			t.Fatalf("address %s given to %s and %s", a.IP, other, cid)
 		}
-		seen[a.IP] = cid
+		if other, dup := egress[a.EgressIP]; dup || a.EgressIP == "" {
+			t.Fatalf("IPv4 egress address %q given to %s and %s", a.EgressIP, other, cid)
+		}
+		seen[a.IP], egress[a.EgressIP] = cid, cid
 	}
 	took := time.Since(start)
 	prefix, err := w.primaryPrefix()

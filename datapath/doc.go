@@ -184,21 +184,22 @@
 // proxy NDP and the pod never solicits its gateway; the host routes the pod's /128 on the host veth and
 // resolves it with neighbour discovery from the host veth's own link-local address, which the veth must
 // keep (disable_ipv6 0). The node sets net.ipv6.conf.all.forwarding=1, and accept_ra=2 on the primary ENI
-// before it (forwarding makes accept_ra=1 ignore advertisements): nodenet.Config.IPv6, which no agent
-// setting turns on yet. Host veths keep accept_ra=0 and accept_redirects=0 (set today); no proxy_ndp. The
-// CNI plugin's part (the /128, the route and the neighbour entry in the pod, the host /128 route) is what
-// TestPacketsFlowOverIPv6ThroughNamespaces plumbs by hand (plumbPod6).
+// before it (forwarding makes accept_ra=1 ignore advertisements): nodenet.Config.IPv6, which the agent's
+// ENABLE_IPv6 turns on. Host veths keep accept_ra=0 and accept_redirects=0 (set today); no proxy_ndp. The
+// CNI plugin's part (the /128, the route and the neighbour entry in the pod; the agent adds the host /128
+// route) is what TestPacketsFlowOverIPv6ThroughNamespaces plumbs by hand (plumbPod6).
 //
-// IPv4 egress of IPv6 pods (designed, not built). As the AWS VPC CNI does, each IPv6 pod gets a second,
-// node-local IPv4 address from 169.254.172.0/22, one per pod, and the IPv4 default route via 169.254.1.1 it
-// has today; the agent writes that address as a pods entry of its own on the pod's veth, so from_pod's
-// source check covers it unchanged (IPv4 from any other address is dropped as spoofed). Such a packet goes
-// to the host whatever its destination and whatever SNAT says (a source in the node-local range has no
-// VPC route to leave by: one new check on the source's routes entry, ROUTE_HOST for 169.254.0.0/16), where
-// one masquerade rule of the snat package, "from 169.254.172.0/22 out of the primary ENI", translates it
-// to the node's primary IPv4; conntrack un-NATs the replies, which to_pod hands to the host as it does
-// every flow the host carries. A pod's IPv4 address that is node-local never appears in the VPC, so the
-// fabric's source check and the VPC's need nothing new.
+// IPv4 egress of IPv6 pods. As the AWS VPC CNI does, each IPv6 pod holds a second, node-local IPv4 address
+// of 169.254.172.0/22 (dptypes.IPv4EgressRange), one per pod, chosen and journaled by the controller with the
+// pod's IPv6 address; the CNI plugin puts it on the pod's lo and makes it the source of the IPv4 default
+// route via 169.254.1.1 on eth0. The agent writes it as a pods entry of its own on the pod's veth with no
+// ENI (eni_ifindex 0), so from_pod's source check covers it unchanged (IPv4 from any other address is
+// dropped as spoofed), and from_pod hands whatever it sends to the host, whatever its destination and
+// whatever SNAT says: it has no ENI to leave by. There the SNAT table's egress rule ("from
+// 169.254.172.0/22 out of the primary ENI", datapath/snat) translates it to the node's primary IPv4;
+// conntrack un-NATs the replies, which to_pod hands to the host as it does every flow the host carries,
+// and the host routes them by the egress /32 it routes to the veth. A pod's node-local address never
+// appears in the VPC, so the fabric's source check and the VPC's need nothing new.
 //
 // # A router's manners
 //

@@ -58,7 +58,7 @@ var table = []setting{
 	{"warm-ip-target", "WARM_IP_TARGET", "0", "free IPs to keep (0: unset); in prefix mode rounded up to whole prefixes, and it overrides WARM_PREFIX_TARGET"},
 	{"minimum-ip-target", "MINIMUM_IP_TARGET", "0", "IPs to hold at least (0: unset)"},
 	{"enable-prefix-delegation", "ENABLE_PREFIX_DELEGATION", "false", "true: new room comes as /28 prefixes, 16 pod IPs per ENI slot (Nitro types; others keep secondary IPs); a subnet with no free /28 gets single IPs until prefixes can be assigned again"},
-	{"enable-ipv6", "ENABLE_IPv6", "false", "true: pods get IPv6 addresses of one /80 the node takes on its primary ENI at start (AssignIpv6Addresses), as the AWS VPC CNI's IPv6 mode: no secondary ENI, no warm target, no IPv4 pod address; needs ENABLE_PREFIX_DELEGATION=true, a Nitro type and a subnet with an IPv6 /64, and refuses custom networking"},
+	{"enable-ipv6", "ENABLE_IPv6", "false", "true: pods get IPv6 addresses of one /80 the node takes on its primary ENI at start (AssignIpv6Addresses), as the AWS VPC CNI's IPv6 mode: no secondary ENI, no warm target, no VPC IPv4 pod address (IPv4 egress from a node-local 169.254.172.0/22 address translated to the node's IPv4); needs ENABLE_PREFIX_DELEGATION=true, a Nitro type and a subnet with an IPv6 /64, and refuses custom networking"},
 	{"enable-subnet-discovery", "ENABLE_SUBNET_DISCOVERY", "true", "true: new ENIs go to the subnet of the node's VPC and zone with the most free addresses among the node's own (unless tagged kubernetes.io/role/cni=0) and those tagged kubernetes.io/role/cni=1 (and, if tagged kubernetes.io/cluster/<name>, for this cluster); false: the node's own subnet only"},
 	{"warm-prefix-target", "WARM_PREFIX_TARGET", "1", "prefix mode: /28 prefixes' worth of free IPs to keep (unused when a WARM_IP/MINIMUM_IP target is set; 0: WARM_ENI_TARGET applies)"},
 	{"max-eni", "MAX_ENI", "0", "ENIs to hold at most, primary included (0: the instance limit)"},
@@ -233,12 +233,8 @@ func (s *settings) checkIPv6Mode() error {
 	case s.customNetwork:
 		return errors.New("--enable-ipv6 (ENABLE_IPv6) cannot be used with --custom-network (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG): " +
 			"IPv6 pods take addresses of the primary ENI's /80, and custom networking keeps pods off the primary ENI")
-	default:
-		// The controller takes the /80 and the datapath carries IPv6, but the CNI plugin does not set an IPv6
-		// pod up yet: an agent that handed out such addresses would leave every pod without a network.
-		return errors.New("--enable-ipv6 (ENABLE_IPv6) is not available yet: the controller and the datapath handle IPv6 " +
-			"pods, but the CNI plugin does not set them up; leave it false (docs/networking.md#ipv6-mode)")
 	}
+	return nil
 }
 
 // parsePrefixes reads a comma-separated CIDR list; empty items are skipped.

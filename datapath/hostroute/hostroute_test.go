@@ -41,11 +41,10 @@ func newNamespace(t *testing.T) *netlink.Handle {
 	return h
 }
 
-func TestPodRoutesComeAndGo(t *testing.T) {
-	h := newNamespace(t)
-	name := fmt.Sprintf("hr%d", os.Getpid()%100000)
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"}
-	if err := h.LinkAdd(veth); err != nil {
+// vethUp adds the veth pair name <-> name+"p" through h and sets name up.
+func vethUp(t *testing.T, h *netlink.Handle, name string) netlink.Link {
+	t.Helper()
+	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"}); err != nil {
 		t.Fatal(err)
 	}
 	link, err := h.LinkByName(name)
@@ -55,39 +54,61 @@ func TestPodRoutesComeAndGo(t *testing.T) {
 	if err := h.LinkSetUp(link); err != nil {
 		t.Fatal(err)
 	}
-	r := &Routes{Handle: h}
-	pod := dptypes.Pod{IP: netip.MustParseAddr("10.9.0.7"), HostVeth: name}
-	routes := func() []netlink.Route {
-		rs, err := h.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: &net.IPNet{IP: net.ParseIP("10.9.0.7").To4(), Mask: net.CIDRMask(32, 32)}}, netlink.RT_FILTER_DST)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return rs
-	}
-	for _, step := range []struct {
-		name string
-		do   func() error
-		want int
-	}{
-		{"PodUp adds the /32 route on the host veth", func() error { return r.PodUp(context.Background(), pod) }, 1},
-		{"a repeated PodUp keeps one route", func() error { return r.PodUp(context.Background(), pod) }, 1},
-		{"PodDown removes it", func() error { return r.PodDown(context.Background(), pod) }, 0},
-		{"a repeated PodDown succeeds", func() error { return r.PodDown(context.Background(), pod) }, 0},
+	return link
+}
+
+// A pod is routed by its /32, an IPv6 pod (IPv6 mode) by its /128 and its IPv4 egress address's /32, on its
+// host veth; PodDown takes them away.
+func TestPodRoutesComeAndGo(t *testing.T) {
+	h := newNamespace(t)
+	for i, pod := range []dptypes.Pod{
+		{IP: netip.MustParseAddr("10.9.0.7")},
+		{IP: netip.MustParseAddr("2600:1f14:e0:1:a::5"), EgressIP: netip.MustParseAddr("169.254.172.5")},
 	} {
-		t.Run(step.name, func(t *testing.T) {
-			if err := step.do(); err != nil {
+		pod.HostVeth = fmt.Sprintf("hr%d-%d", os.Getpid()%100000, i)
+		link := vethUp(t, h, pod.HostVeth)
+		r := &Routes{Handle: h}
+		routesTo := func(ip netip.Addr) []netlink.Route {
+			family := netlink.FAMILY_V4
+			if ip.Is6() {
+				family = netlink.FAMILY_V6
+			}
+			rs, err := h.RouteListFiltered(family, &netlink.Route{Dst: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}}, netlink.RT_FILTER_DST)
+			if err != nil {
 				t.Fatal(err)
 			}
-			rs := routes()
-			if len(rs) != step.want {
-				t.Logf("routes: %+v", rs)
-				t.Fatalf("%d routes, want %d", len(rs), step.want)
-			}
-			if step.want == 1 && rs[0].LinkIndex != link.Attrs().Index {
-				t.Fatalf("route on ifindex %d, want %d", rs[0].LinkIndex, link.Attrs().Index)
-			}
-		})
+			return rs
+		}
+		for _, step := range []struct {
+			name string
+			do   func() error
+			want int
+		}{
+			{"PodUp adds the routes on the host veth", func() error { return r.PodUp(context.Background(), pod) }, 1},
+			{"a repeated PodUp keeps one of each", func() error { return r.PodUp(context.Background(), pod) }, 1},
+			{"PodDown removes them", func() error { return r.PodDown(context.Background(), pod) }, 0},
+			{"a repeated PodDown succeeds", func() error { return r.PodDown(context.Background(), pod) }, 0},
+		} {
+			t.Run(pod.IP.String()+": "+step.name, func(t *testing.T) {
+				if err := step.do(); err != nil {
+					t.Fatal(err)
+				}
+				for _, ip := range []netip.Addr{pod.IP, pod.EgressIP} {
+					if !ip.IsValid() {
+						continue
+					}
+					rs := routesTo(ip)
+					if len(rs) != step.want {
+						t.Fatalf("%d routes to %s, want %d: %+v", len(rs), ip, step.want, rs)
+					}
+					if step.want == 1 && rs[0].LinkIndex != link.Attrs().Index {
+						t.Fatalf("route to %s on ifindex %d, want %d", ip, rs[0].LinkIndex, link.Attrs().Index)
+					}
+				}
+			})
+		}
 	}
+	r := &Routes{Handle: h}
 	if err := r.PodUp(context.Background(), dptypes.Pod{IP: netip.MustParseAddr("10.9.0.8"), HostVeth: "missing0"}); err == nil {
 		t.Fatal("PodUp on a missing veth succeeded")
 	}

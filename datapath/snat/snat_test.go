@@ -280,6 +280,25 @@ func TestSNATTranslatesPodTrafficLeavingTheVPC(t *testing.T) {
 					t.Fatalf("answer %v, source seen %s after the block went; want an answer from %s", ok, src, primaryIP)
 				}
 			})
+			t.Run("the egress range of IPv6 mode is translated towards an excluded CIDR and with external SNAT", func(t *testing.T) {
+				eg := cfg
+				eg.EgressCIDR = netip.PrefixFrom(podIP, 22).Masked() // the pod's address plays an egress address
+				eg.ExcludeCIDRs = append(eg.ExcludeCIDRs, netip.MustParsePrefix("198.51.100.0/24"))
+				for _, external := range []bool{false, true} {
+					eg.External = external
+					apply(t, eg)
+					if src, ok := n.seenSource(t); !ok || src != primaryIP {
+						t.Fatalf("external %v: answer %v, source seen %s; want an answer from %s", external, ok, src, primaryIP)
+					}
+					rules := dumpRules(t, n, backend)
+					if got := strings.Count(rules, egressComment); got != 1 {
+						t.Errorf("external %v: %d egress rules, want 1:\n%s", external, got, rules)
+					}
+					if got := strings.Count(rules, "eniwire: pods leaving the VPC"); got != map[bool]int{false: 1, true: 0}[external] {
+						t.Errorf("external %v: %d pods' rules:\n%s", external, got, rules)
+					}
+				}
+			})
 			t.Run("external SNAT removes the rule and nothing else", func(t *testing.T) {
 				ext := cfg
 				ext.External = true

@@ -7,6 +7,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"syscall"
@@ -53,10 +54,14 @@ var errNoSample = simnode.ErrNoSample
 
 func newWorld(t *testing.T, extraEnv ...string) *world {
 	t.Helper()
-	n := simnode.NewForTest(t, simnode.Options{
-		Name:     fmt.Sprintf("e2e%d-%04x", syscall.Getpid(), time.Now().UnixNano()&0xffff),
-		AgentEnv: extraEnv,
-	})
+	return newWorldWith(t, simnode.Options{AgentEnv: extraEnv})
+}
+
+// newWorldWith is newWorld with the node's options (its name is set here).
+func newWorldWith(t *testing.T, opts simnode.Options) *world {
+	t.Helper()
+	opts.Name = fmt.Sprintf("e2e%d-%04x", syscall.Getpid(), time.Now().UnixNano()&0xffff)
+	n := simnode.NewForTest(t, opts)
 	return &world{t: t, n: n, sim: n.Sim, fab: n.Fabric, inst: n.Instance, node: n.Netns, pinRoot: n.PinRoot,
 		confDir: n.ConfDir, binDir: n.BinDir, client: n.Agent.Client}
 }
@@ -136,6 +141,32 @@ func (w *world) nodeOutput(stdin string, name string, args ...string) (string, e
 // metric reads one sample of the agent's /metrics, by name and label set as printed ("" labels: none).
 func (w *world) metric(name, labels string) (float64, error) {
 	return w.n.Agent.Metric(context.Background(), name, labels)
+}
+
+// spoofDrops is from_pod's count of packets dropped as spoofed (0 before the first).
+func (w *world) spoofDrops(t *testing.T) float64 {
+	t.Helper()
+	v, err := w.metric("eniwire_datapath_packets_total", `program="from_pod",verdict="dropped_spoof"`)
+	if err != nil && !errors.Is(err, errNoSample) {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// waitSpoofDrops waits until from_pod has dropped n more packets as spoofed than before.
+func (w *world) waitSpoofDrops(t *testing.T, before float64, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		after, err := w.metric("eniwire_datapath_packets_total", `program="from_pod",verdict="dropped_spoof"`)
+		if err == nil && after-before >= float64(n) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dropped_spoof went from %v to %v (err %v), want +%d", before, after, err, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // flow is a long-lived TCP connection exchanging a line every 20ms until stopped.

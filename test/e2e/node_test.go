@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -211,26 +210,13 @@ func TestANodeMovesPodPacketsWithTheBPFDatapath(t *testing.T) {
 			{"the address of a pod on the same ENI", other, onPrimary.ip},
 		} {
 			t.Run(s.what, func(t *testing.T) {
-				before, err := w.metric("eniwire_datapath_packets_total", `program="from_pod",verdict="dropped_spoof"`)
-				if err != nil && !errors.Is(err, errNoSample) {
-					t.Fatal(err)
-				}
+				before := w.spoofDrops(t)
 				drops0, err := w.fab.SourceCheckDrops()
 				must(t, err)
 				rx0 := eniRx(t, w, w.inst.PrimaryENI, eni2)
 				const n = 10
 				must(t, sendSpoofed(s.from, s.src, sinkAddr, n))
-				deadline := time.Now().Add(5 * time.Second)
-				for {
-					after, err := w.metric("eniwire_datapath_packets_total", `program="from_pod",verdict="dropped_spoof"`)
-					if err == nil && after-before >= n {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("dropped_spoof went from %v to %v (err %v), want +%d", before, after, err, n)
-					}
-					time.Sleep(50 * time.Millisecond)
-				}
+				w.waitSpoofDrops(t, before, n)
 				// The sender's own datagram comes after the spoofed ones: once it arrived, any spoofed one that
 				// got out would have too.
 				must(t, sendUntilHeard(s.from, sinkAddr, heard, 5*time.Second, func(src netip.Addr) {
