@@ -51,6 +51,8 @@ type policies struct {
 	ids       map[uint32]*policyEntries
 	byContent map[string]uint32 // pods with the same compiled policy share its id
 	next      uint32
+	// generation is the policy generation last written to the policy_generation map (generation.go).
+	generation uint32
 }
 
 // policyEntries are the map entries written under one policy id.
@@ -318,10 +320,14 @@ func (d *Datapath) flipPolicy(pod netip.Addr, key bpf.EniwireIpAddr, flags uint3
 	} else {
 		ps.flags[pod] = flags
 	}
-	if !had {
-		return nil, nil
+	var err error
+	if old != flags {
+		err = d.nextPolicyGeneration()
 	}
-	return ps.release(old & policyIDMask), nil
+	if !had {
+		return nil, err
+	}
+	return ps.release(old & policyIDMask), err
 }
 
 // release drops one pod's use of a policy id and, when it was the last, forgets the id and returns its
@@ -428,7 +434,12 @@ func (d *Datapath) recoverPolicies() error {
 		}
 	}
 	ps.next = highest
-	return nil
+	// An earlier agent may have stopped between a flip and its generation: established flows are judged
+	// again.
+	if err := d.objs.PolicyGeneration.Lookup(uint32(0), &ps.generation); err != nil {
+		return fmt.Errorf("reading the policy generation: %w", err)
+	}
+	return d.nextPolicyGeneration()
 }
 
 // eachKey calls fn with every key of m.
