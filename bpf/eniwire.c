@@ -249,9 +249,10 @@ static __always_inline enum detour judge_stateless(struct __sk_buff *skb, struct
 
 /* flow_detour takes the one conntrack lookup of a packet's flow and says what it means:
  *   - an entry of the host's: the host carries the flow (DETOUR_HOST_FLOW), policy or not;
- *   - an entry of eniwire's: the flow is on the fast path and its pods' policies are judged again on the
- *     flow's opening, whichever way this packet travels, so a removed allow cuts it; allowed, the entry
- *     lives on;
+ *   - an entry of eniwire's: the flow is on the fast path; when a pod's policy changed since it was judged
+ *     (its mark's generation is not the current one), its pods' policies are judged again on the flow's
+ *     opening, whichever way this packet travels, so a removed allow cuts it; allowed, the entry lives on
+ *     and takes the current generation;
  *   - none, with a pod at either end isolated: a new flow, judged on this packet's tuple and, allowed,
  *     given an entry of eniwire's (ct_insert) so that its replies pass;
  *   - none, no pod isolated: the fast path as without policy, no state kept.

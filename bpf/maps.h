@@ -154,8 +154,9 @@ struct {
 	__type(value, struct pod_traffic);
 } pod_stats SEC(".maps");
 
-/* NetworkPolicy state. Per packet it costs two lookups per isolated side, whatever the number of pods,
- * policies, rules and CIDRs: the pod's own entry (pods, already read) gives its policy id and isolation; the
+/* NetworkPolicy state. A judgment costs two lookups per isolated side, whatever the number of pods,
+ * policies, rules and CIDRs (an established flow is judged again only after a policy changed:
+ * policy_generation): the pod's own entry (pods, already read) gives its policy id and isolation; the
  * peer's address takes the longest prefix of that id and direction in policy_peers, which names a port set;
  * the protocol and port take the longest prefix of that set in policy_ports. No cap on combinations: a
  * peer names one set, and a set holds any number of ranges, each split into at most 30 prefixes.
