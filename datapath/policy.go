@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
+	"strconv"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -82,15 +82,18 @@ func compilePolicy(p dptypes.PodPolicy) (compiledPolicy, error) {
 	if p.EgressIsolated {
 		c.isolation |= egressIsolated
 	}
+	// The content names the entries (the key pods with equal policies share an id by); it is built with
+	// appends, not fmt, and the peers sorted as prefixes, not strings: a policy of thousands of peers is
+	// compiled at every change of its peers.
 	setOf := map[string]uint32{}
-	var content strings.Builder
-	fmt.Fprintf(&content, "%x;", c.isolation)
+	content := strconv.AppendUint(nil, uint64(c.isolation), 16)
+	var name []byte
 	for _, d := range []struct {
 		dir   bpf.EniwirePolicyDirection
 		peers []dptypes.PeerPorts
 	}{{policyDirIngress, p.Ingress}, {policyDirEgress, p.Egress}} {
 		peers := withIPv4Hole(d.peers)
-		slices.SortFunc(peers, func(a, b dptypes.PeerPorts) int { return strings.Compare(a.Peer.String(), b.Peer.String()) })
+		slices.SortFunc(peers, func(a, b dptypes.PeerPorts) int { return comparePrefix(a.Peer, b.Peer) })
 		for _, pp := range peers {
 			k, err := peerKey(d.dir, pp.Peer)
 			if err != nil {
@@ -100,11 +103,14 @@ func compilePolicy(p dptypes.PodPolicy) (compiledPolicy, error) {
 			if len(pp.Ports) > 0 {
 				ranges := slices.Clone(pp.Ports)
 				slices.SortFunc(ranges, comparePortRange)
-				name := fmt.Sprint(ranges)
+				name = name[:0]
+				for _, r := range ranges {
+					name = fmt.Appendf(name, "%d:%d-%d,", r.Protocol, r.First, r.Last)
+				}
 				var ok bool
-				if set, ok = setOf[name]; !ok {
+				if set, ok = setOf[string(name)]; !ok {
 					set = uint32(len(setOf) + 1)
-					setOf[name] = set
+					setOf[string(name)] = set
 					for _, r := range ranges {
 						c.ports = append(c.ports, portKeys(set, r)...)
 					}
@@ -112,14 +118,31 @@ func compilePolicy(p dptypes.PodPolicy) (compiledPolicy, error) {
 			}
 			c.peers = append(c.peers, k)
 			c.sets = append(c.sets, set)
-			fmt.Fprintf(&content, "%d %s %d;", d.dir, pp.Peer.Masked(), set)
+			content = append(content, ';')
+			content = strconv.AppendUint(content, uint64(d.dir), 10)
+			content = append(content, ' ')
+			content = pp.Peer.Masked().AppendTo(content)
+			content = append(content, ' ')
+			content = strconv.AppendUint(content, uint64(set), 10)
 		}
 	}
 	for _, k := range c.ports {
-		fmt.Fprintf(&content, "%d %d %d %d;", k.PortSet, k.Protocol, k.Prefixlen, k.Port)
+		for _, v := range []uint64{uint64(k.PortSet), uint64(k.Protocol), uint64(k.Prefixlen), uint64(k.Port)} {
+			content = append(content, ' ')
+			content = strconv.AppendUint(content, v, 10)
+		}
+		content = append(content, ';')
 	}
-	c.content = content.String()
+	c.content = string(content)
 	return c, nil
+}
+
+// comparePrefix orders prefixes by address, then length.
+func comparePrefix(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
 }
 
 var (
