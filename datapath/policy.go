@@ -302,24 +302,64 @@ func (d *Datapath) ClearPodPolicy(_ context.Context, pod netip.Addr) error {
 	return err
 }
 
-// writePolicy writes c's entries under id; on failure it returns those it wrote, for the caller to delete.
+// writePolicy writes c's entries under id, the port sets before the peers that name them; on failure it
+// returns those it may have written, for the caller to delete.
 func (d *Datapath) writePolicy(id uint32, c compiledPolicy) (*policyEntries, error) {
-	e := &policyEntries{content: c.content}
-	for _, k := range c.ports {
-		k.PolicyId = id
-		if err := d.objs.PolicyPorts.Update(k, bpf.EniwirePolicyPortValue{Allowed: 1}, ebpf.UpdateAny); err != nil {
-			return e, fmt.Errorf("writing port entries of policy %d: %w", id, err)
-		}
-		e.ports = append(e.ports, k)
+	e := &policyEntries{content: c.content, ports: slices.Clone(c.ports), peers: slices.Clone(c.peers)}
+	portValues := make([]bpf.EniwirePolicyPortValue, len(e.ports))
+	for i := range e.ports {
+		e.ports[i].PolicyId = id
+		portValues[i].Allowed = 1
 	}
-	for i, k := range c.peers {
-		k.PolicyId = id
-		if err := d.objs.PolicyPeers.Update(k, bpf.EniwirePolicyPeerValue{PortSet: c.sets[i]}, ebpf.UpdateAny); err != nil {
-			return e, fmt.Errorf("writing peer entries of policy %d: %w", id, err)
-		}
-		e.peers = append(e.peers, k)
+	if err := updateAll(d.objs.PolicyPorts, e.ports, portValues); err != nil {
+		e.peers = nil
+		return e, fmt.Errorf("writing port entries of policy %d: %w", id, err)
+	}
+	peerValues := make([]bpf.EniwirePolicyPeerValue, len(e.peers))
+	for i := range e.peers {
+		e.peers[i].PolicyId = id
+		peerValues[i].PortSet = c.sets[i]
+	}
+	if err := updateAll(d.objs.PolicyPeers, e.peers, peerValues); err != nil {
+		return e, fmt.Errorf("writing peer entries of policy %d: %w", id, err)
 	}
 	return e, nil
+}
+
+// updateAll writes keys[i] -> values[i] into m: in batches of one syscall where the kernel has them for
+// the map (a policy of thousands of peers is written at every change of its peers), else one by one.
+func updateAll[K, V any](m *ebpf.Map, keys []K, values []V) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	_, err := m.BatchUpdate(keys, values, nil)
+	if !errors.Is(err, ebpf.ErrNotSupported) {
+		return err
+	}
+	for i := range keys {
+		if err := m.Update(keys[i], values[i], ebpf.UpdateAny); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteAll deletes keys from m, in one batch when the kernel has them for the map and every key is
+// there; else one by one, a missing key no error.
+func deleteAll[K any](m *ebpf.Map, keys []K) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	if _, err := m.BatchDelete(keys, nil); err == nil {
+		return nil
+	}
+	var errs []error
+	for _, k := range keys {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // flipPolicy gives the pod its new flags (in its pods entry when it has one, and in memory for PutPod),
@@ -375,15 +415,11 @@ func (d *Datapath) deletePolicyEntries(e *policyEntries) {
 	if e == nil {
 		return
 	}
-	for _, k := range e.peers {
-		if err := d.objs.PolicyPeers.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			d.log.Warn("deleting a policy peer entry", "policy_id", k.PolicyId, "err", err)
-		}
+	if err := deleteAll(d.objs.PolicyPeers, e.peers); err != nil {
+		d.log.Warn("deleting policy peer entries", "entries", len(e.peers), "err", err)
 	}
-	for _, k := range e.ports {
-		if err := d.objs.PolicyPorts.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			d.log.Warn("deleting a policy port entry", "policy_id", k.PolicyId, "err", err)
-		}
+	if err := deleteAll(d.objs.PolicyPorts, e.ports); err != nil {
+		d.log.Warn("deleting policy port entries", "entries", len(e.ports), "err", err)
 	}
 }
 
