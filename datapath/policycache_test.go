@@ -96,14 +96,7 @@ func policyGeneration(t *testing.T, d *Datapath) uint32 {
 // flowMark is the conntrack mark of the flow from sport to dport in netns n (0 when there is none).
 func flowMark(t *testing.T, n ns.NetNS, sport, dport uint16) uint32 {
 	t.Helper()
-	var flows []*netlink.ConntrackFlow
-	if err := n.Do(func(ns.NetNS) (err error) {
-		flows, err = netlink.ConntrackTableList(netlink.ConntrackTable, netlink.FAMILY_V4)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range flows {
+	for _, f := range conntrackFlows(t, n) {
 		if f.Forward.SrcPort == sport && f.Forward.DstPort == dport {
 			return f.Mark
 		}
