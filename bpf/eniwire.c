@@ -127,6 +127,7 @@ struct fast_verdicts {
  * node, or a pod no policy selects. */
 struct ends {
 	__u32 src_flags, dst_flags;
+	__u32 generation; /* the policy generation, read before the flags (policy_generation_now) */
 };
 
 static __always_inline enum detour denial(enum policy_result r)
@@ -248,9 +249,10 @@ static __always_inline enum detour judge_stateless(struct __sk_buff *skb, struct
 
 /* flow_detour takes the one conntrack lookup of a packet's flow and says what it means:
  *   - an entry of the host's: the host carries the flow (DETOUR_HOST_FLOW), policy or not;
- *   - an entry of eniwire's: the flow is on the fast path and its pods' policies are judged again on the
- *     flow's opening, whichever way this packet travels, so a removed allow cuts it; allowed, the entry
- *     lives on;
+ *   - an entry of eniwire's: the flow is on the fast path; when a pod's policy changed since it was judged
+ *     (its mark's generation is not the current one), its pods' policies are judged again on the flow's
+ *     opening, whichever way this packet travels, so a removed allow cuts it; allowed, the entry lives on
+ *     and takes the current generation;
  *   - none, with a pod at either end isolated: a new flow, judged on this packet's tuple and, allowed,
  *     given an entry of eniwire's (ct_insert) so that its replies pass;
  *   - none, no pod isolated: the fast path as without policy, no state kept.
@@ -283,8 +285,16 @@ static __always_inline enum detour flow_detour(struct __sk_buff *skb, struct pac
 			bpf_ct_release(ct);
 			return DETOUR_HOST_FLOW;
 		}
-		struct opening o = opening_of(p, e, &saddr, &daddr, sport, dport, f.protocol, dir != 0);
-		enum policy_result r = judge(&o);
+		/* Judged under the current generation: no pod's policy changed since, the verdict stands. */
+		struct nf_conn___mark *m = (struct nf_conn___mark *)ct;
+		__u32 judged = ct_mark_of(e.generation);
+		enum policy_result r = POLICY_ALLOWED;
+		if (m->mark != judged) {
+			struct opening o = opening_of(p, e, &saddr, &daddr, sport, dport, f.protocol, dir != 0);
+			r = judge(&o);
+			if (r == POLICY_ALLOWED)
+				m->mark = judged;
+		}
 		if (r == POLICY_ALLOWED)
 			bpf_ct_change_timeout(ct, ct_timeout(skb, p));
 		bpf_ct_release(ct);
@@ -301,7 +311,7 @@ static __always_inline enum detour flow_detour(struct __sk_buff *skb, struct pac
 	count_opening(&o, v, p->len);
 	/* An ICMP error about a flow conntrack does not know opens nothing; nor does a fragment. */
 	if (f.protocol == p->protocol && !fragment)
-		ct_insert(skb, &f, ct_timeout(skb, p));
+		ct_insert(skb, &f, ct_timeout(skb, p), e.generation);
 	return allowed;
 }
 
@@ -508,6 +518,7 @@ int eniw_from_pod(struct __sk_buff *skb)
 		return TC_ACT_SHOT;
 	}
 
+	__u32 generation = policy_generation_now();
 	struct pod_value *pod = bpf_map_lookup_elem(&pods, &p.src);
 	/* A known source is not enough: it must be the pod behind this veth, or any pod could send as another
 	 * (and have its replies delivered there). At tc ingress skb->ifindex is the device the packet arrived
@@ -531,7 +542,7 @@ int eniw_from_pod(struct __sk_buff *skb)
 
 	struct pod_value *peer = bpf_map_lookup_elem(&pods, &p.dst);
 	if (peer && peer->host_ifindex)
-		return into_pod(skb, &p, &p.dst, peer->host_ifindex, (struct ends){pod->flags, peer->flags},
+		return into_pod(skb, &p, &p.dst, peer->host_ifindex, (struct ends){pod->flags, peer->flags, generation},
 				from_pod_to_peer);
 
 	struct route_key rk = {.prefixlen = 128, .dst = p.dst};
@@ -546,7 +557,7 @@ int eniw_from_pod(struct __sk_buff *skb)
 			count(VERDICT_FROM_POD_NO_ENI, p.len);
 			return TC_ACT_UNSPEC;
 		}
-		enum detour d = detour_of(skb, &p, eni_ifindex, (struct ends){pod->flags, 0}, from_pod_out_eni);
+		enum detour d = detour_of(skb, &p, eni_ifindex, (struct ends){pod->flags, 0, generation}, from_pod_out_eni);
 		if (d != DETOUR_NONE)
 			return take_detour(d, from_pod_out_eni, p.len);
 		if (decrement_ttl(skb, &p) < 0)
@@ -636,6 +647,7 @@ int eniw_to_pod(struct __sk_buff *skb)
 		count(VERDICT_TO_POD_PASS, skb->len);
 		return TC_ACT_UNSPEC;
 	}
+	__u32 generation = policy_generation_now();
 	struct pod_value *pod = bpf_map_lookup_elem(&pods, &p.dst);
 	/* Neighbour discovery is the link's, not a pod's, whatever its destination: the host answers it. */
 	if (!pod || !pod->host_ifindex || p.nd) {
@@ -647,7 +659,7 @@ int eniw_to_pod(struct __sk_buff *skb)
 		return act;
 	/* A reply to a flow the host translated (Service DNAT to a VPC host), or a packet of one it delivers
 	 * (NodePort, hostPort), detours: the host un-NATs it and keeps conntrack whole. */
-	return into_pod(skb, &p, &p.dst, pod->host_ifindex, (struct ends){0, pod->flags}, to_pod_to_peer);
+	return into_pod(skb, &p, &p.dst, pod->host_ifindex, (struct ends){0, pod->flags, generation}, to_pod_to_peer);
 }
 
 /* The kernel's context of a netfilter program (include/net/netfilter/nf_bpf_link.h), and the fields of its

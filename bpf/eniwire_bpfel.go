@@ -178,6 +178,7 @@ const (
 	EniwireMapPodStats           = "pod_stats"
 	EniwireMapPods               = "pods"
 	EniwireMapPolicyDenials      = "policy_denials"
+	EniwireMapPolicyGeneration   = "policy_generation"
 	EniwireMapPolicyPeers        = "policy_peers"
 	EniwireMapPolicyPorts        = "policy_ports"
 	EniwireMapRoutes             = "routes"
@@ -241,15 +242,16 @@ type EniwireProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type EniwireMapSpecs struct {
-	Counters      *ebpf.MapSpec `ebpf:"counters"`
-	DenialBudgets *ebpf.MapSpec `ebpf:"denial_budgets"`
-	Enis          *ebpf.MapSpec `ebpf:"enis"`
-	PodStats      *ebpf.MapSpec `ebpf:"pod_stats"`
-	Pods          *ebpf.MapSpec `ebpf:"pods"`
-	PolicyDenials *ebpf.MapSpec `ebpf:"policy_denials"`
-	PolicyPeers   *ebpf.MapSpec `ebpf:"policy_peers"`
-	PolicyPorts   *ebpf.MapSpec `ebpf:"policy_ports"`
-	Routes        *ebpf.MapSpec `ebpf:"routes"`
+	Counters         *ebpf.MapSpec `ebpf:"counters"`
+	DenialBudgets    *ebpf.MapSpec `ebpf:"denial_budgets"`
+	Enis             *ebpf.MapSpec `ebpf:"enis"`
+	PodStats         *ebpf.MapSpec `ebpf:"pod_stats"`
+	Pods             *ebpf.MapSpec `ebpf:"pods"`
+	PolicyDenials    *ebpf.MapSpec `ebpf:"policy_denials"`
+	PolicyGeneration *ebpf.MapSpec `ebpf:"policy_generation"`
+	PolicyPeers      *ebpf.MapSpec `ebpf:"policy_peers"`
+	PolicyPorts      *ebpf.MapSpec `ebpf:"policy_ports"`
+	Routes           *ebpf.MapSpec `ebpf:"routes"`
 }
 
 // EniwireVariableSpecs contains global variables before they are loaded into the kernel.
@@ -280,15 +282,16 @@ func (o *EniwireObjects) Close() error {
 //
 // It can be passed to LoadEniwireObjects or ebpf.CollectionSpec.LoadAndAssign.
 type EniwireMaps struct {
-	Counters      *ebpf.Map `ebpf:"counters"`
-	DenialBudgets *ebpf.Map `ebpf:"denial_budgets"`
-	Enis          *ebpf.Map `ebpf:"enis"`
-	PodStats      *ebpf.Map `ebpf:"pod_stats"`
-	Pods          *ebpf.Map `ebpf:"pods"`
-	PolicyDenials *ebpf.Map `ebpf:"policy_denials"`
-	PolicyPeers   *ebpf.Map `ebpf:"policy_peers"`
-	PolicyPorts   *ebpf.Map `ebpf:"policy_ports"`
-	Routes        *ebpf.Map `ebpf:"routes"`
+	Counters         *ebpf.Map `ebpf:"counters"`
+	DenialBudgets    *ebpf.Map `ebpf:"denial_budgets"`
+	Enis             *ebpf.Map `ebpf:"enis"`
+	PodStats         *ebpf.Map `ebpf:"pod_stats"`
+	Pods             *ebpf.Map `ebpf:"pods"`
+	PolicyDenials    *ebpf.Map `ebpf:"policy_denials"`
+	PolicyGeneration *ebpf.Map `ebpf:"policy_generation"`
+	PolicyPeers      *ebpf.Map `ebpf:"policy_peers"`
+	PolicyPorts      *ebpf.Map `ebpf:"policy_ports"`
+	Routes           *ebpf.Map `ebpf:"routes"`
 }
 
 func (m *EniwireMaps) Close() error {
@@ -299,6 +302,7 @@ func (m *EniwireMaps) Close() error {
 		m.PodStats,
 		m.Pods,
 		m.PolicyDenials,
+		m.PolicyGeneration,
 		m.PolicyPeers,
 		m.PolicyPorts,
 		m.Routes,

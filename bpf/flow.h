@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /* One flow, one path. A flow (5-tuple, both directions) is either wholly on the fast path or wholly
  * through the host stack, and the host carries exactly the flows the kernel's conntrack has an entry for,
- * except those eniwire's own entries name (ENIWIRE_CT_MARK): a flow gets one when the host translates or
+ * except those eniwire's own entries name (ENIWIRE_CT_TAG): a flow gets one when the host translates or
  * delivers a packet of it, and never while its packets take the fast path, since conntrack sits in the
  * host stack's netfilter hooks, which redirected packets skip. So before a packet takes a fast path, the
  * programs ask conntrack (bpf_skb_ct_lookup) about its flow: known, and not by eniwire's mark, the packet
@@ -56,13 +56,26 @@ struct nf_conn___mark {
 	__u32 mark;
 } __attribute__((preserve_access_index));
 
-/* ENIWIRE_CT_MARK marks the conntrack entries eniwire inserts for the fast-path flows of pods a policy
- * isolates (policy.h): the host never carries those flows, whatever conntrack knows of them. */
-#define ENIWIRE_CT_MARK 0x0e1e0001u
+/* The conntrack mark of the entries eniwire inserts for the fast-path flows of pods a policy isolates
+ * (policy.h): the host never carries those flows, whatever conntrack knows of them. ENIWIRE_CT_TAG in the
+ * top byte says the entry is eniwire's; the low 24 bits hold the policy generation under which the flow was
+ * last judged (policy.h, policy_generation), so an established flow is judged again only after a policy
+ * changed. ENIWIRE_CT_MARK_V0 is the mark of the entries agents before the generation inserted: still
+ * eniwire's, judged on their next packet. */
+#define ENIWIRE_CT_TAG 0xe1000000u
+#define ENIWIRE_CT_TAG_MASK 0xff000000u
+#define ENIWIRE_CT_GENERATION_MASK 0x00ffffffu
+#define ENIWIRE_CT_MARK_V0 0x0e1e0001u
+
+static __always_inline __u32 ct_mark_of(__u32 generation)
+{
+	return ENIWIRE_CT_TAG | (generation & ENIWIRE_CT_GENERATION_MASK);
+}
 
 static __always_inline int ct_is_eniwire(struct nf_conn *ct)
 {
-	return ((struct nf_conn___mark *)ct)->mark == ENIWIRE_CT_MARK;
+	__u32 mark = ((struct nf_conn___mark *)ct)->mark;
+	return (mark & ENIWIRE_CT_TAG_MASK) == ENIWIRE_CT_TAG || mark == ENIWIRE_CT_MARK_V0;
 }
 
 enum flow_path {

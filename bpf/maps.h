@@ -154,8 +154,9 @@ struct {
 	__type(value, struct pod_traffic);
 } pod_stats SEC(".maps");
 
-/* NetworkPolicy state. Per packet it costs two lookups per isolated side, whatever the number of pods,
- * policies, rules and CIDRs: the pod's own entry (pods, already read) gives its policy id and isolation; the
+/* NetworkPolicy state. A judgment costs two lookups per isolated side, whatever the number of pods,
+ * policies, rules and CIDRs (an established flow is judged again only after a policy changed:
+ * policy_generation): the pod's own entry (pods, already read) gives its policy id and isolation; the
  * peer's address takes the longest prefix of that id and direction in policy_peers, which names a port set;
  * the protocol and port take the longest prefix of that set in policy_ports. No cap on combinations: a
  * peer names one set, and a set holds any number of ranges, each split into at most 30 prefixes.
@@ -220,6 +221,18 @@ struct {
 	__type(key, struct policy_port_key);
 	__type(value, struct policy_port_value);
 } policy_ports SEC(".maps");
+
+/* policy_generation: one counter the agent increments after every change of a pod's flags (a policy set,
+ * changed or cleared, a pod entry written with flags). An established flow's conntrack entry holds the
+ * generation it was last judged under (flow.h, ENIWIRE_CT_TAG): while it is current, no pod's policy changed
+ * and the flow's verdict stands, so its packets skip the policy lookups; once it moved, the next packet is
+ * judged again (a removed allow cuts the flow) and, allowed, takes the new generation. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} policy_generation SEC(".maps");
 
 /* policy_denials: an event for each new flow a policy denied (policy.h, report_denial), for the agent to
  * log with the policies that isolate the pod. At most DENIALS_PER_SECOND per CPU: a flood of denied packets

@@ -42,6 +42,15 @@ static __always_inline int side_allows(__u32 flags, enum policy_direction dir, c
 	return bpf_map_lookup_elem(&policy_ports, &kk) != NULL;
 }
 
+/* policy_generation_now is the policy generation (maps.h): read before the pods' flags, so a flow judged on
+ * flags older than a change never carries the generation that followed it. */
+static __always_inline __u32 policy_generation_now(void)
+{
+	__u32 zero = 0;
+	__u32 *g = bpf_map_lookup_elem(&policy_generation, &zero);
+	return g ? *g : 0;
+}
+
 enum policy_result {
 	POLICY_ALLOWED = 0,
 	POLICY_EGRESS_DENIED = 1,  /* the opener's egress policy allows no such flow */
@@ -123,8 +132,9 @@ extern int bpf_ct_set_status(struct nf_conn___init *ct, __u32 status) __ksym;
 
 /* ct_insert gives a fast-path flow of an isolated pod an entry of eniwire's in the kernel's conntrack, in
  * the direction it opened: the one flow table, which outlives the agent. A failure (another CPU inserted
- * the same flow first, a full table) leaves the flow without one; its next packet is judged as new. */
-static __always_inline void ct_insert(struct __sk_buff *skb, struct flow *f, __u32 timeout)
+ * the same flow first, a full table) leaves the flow without one; its next packet is judged as new. The
+ * mark holds the policy generation the flow was judged under. */
+static __always_inline void ct_insert(struct __sk_buff *skb, struct flow *f, __u32 timeout, __u32 generation)
 {
 	struct ct_opts opts = {.netns_id = BPF_F_CURRENT_NETNS, .l4proto = f->protocol};
 	struct nf_conn___init *n;
@@ -134,7 +144,7 @@ static __always_inline void ct_insert(struct __sk_buff *skb, struct flow *f, __u
 		n = bpf_skb_ct_alloc(skb, &f->tuple, sizeof(f->tuple.ipv4), &opts, sizeof(opts));
 	if (!n)
 		return;
-	((struct nf_conn___mark *)n)->mark = ENIWIRE_CT_MARK;
+	((struct nf_conn___mark *)n)->mark = ct_mark_of(generation);
 	bpf_ct_set_timeout(n, timeout);
 	bpf_ct_set_status(n, CT_STATUS_ASSURED);
 	struct nf_conn *ct = bpf_ct_insert_entry(n);

@@ -87,6 +87,12 @@ func (d *Datapath) PutPod(ip netip.Addr, hostIfindex, eniIfindex int) error {
 	if err := d.objs.Pods.Put(k, v); err != nil {
 		return fmt.Errorf("putting pod %s: %w", ip, err)
 	}
+	if v.Flags != 0 {
+		// Flows judged while the address had no flags of its own are judged again.
+		if err := d.nextPolicyGeneration(); err != nil {
+			return fmt.Errorf("putting pod %s: %w", ip, err)
+		}
+	}
 	d.log.Info("pod entry written", "ip", ip, "host_ifindex", hostIfindex, "eni_ifindex", eniIfindex)
 	return nil
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
+	"strconv"
 	"sync"
 
 	"github.com/cilium/ebpf"
@@ -51,6 +51,8 @@ type policies struct {
 	ids       map[uint32]*policyEntries
 	byContent map[string]uint32 // pods with the same compiled policy share its id
 	next      uint32
+	// generation is the policy generation last written to the policy_generation map (generation.go).
+	generation uint32
 }
 
 // policyEntries are the map entries written under one policy id.
@@ -80,15 +82,18 @@ func compilePolicy(p dptypes.PodPolicy) (compiledPolicy, error) {
 	if p.EgressIsolated {
 		c.isolation |= egressIsolated
 	}
+	// The content names the entries (the key pods with equal policies share an id by); it is built with
+	// appends, not fmt, and the peers sorted as prefixes, not strings: a policy of thousands of peers is
+	// compiled at every change of its peers.
 	setOf := map[string]uint32{}
-	var content strings.Builder
-	fmt.Fprintf(&content, "%x;", c.isolation)
+	content := strconv.AppendUint(nil, uint64(c.isolation), 16)
+	var name []byte
 	for _, d := range []struct {
 		dir   bpf.EniwirePolicyDirection
 		peers []dptypes.PeerPorts
 	}{{policyDirIngress, p.Ingress}, {policyDirEgress, p.Egress}} {
 		peers := withIPv4Hole(d.peers)
-		slices.SortFunc(peers, func(a, b dptypes.PeerPorts) int { return strings.Compare(a.Peer.String(), b.Peer.String()) })
+		slices.SortFunc(peers, func(a, b dptypes.PeerPorts) int { return comparePrefix(a.Peer, b.Peer) })
 		for _, pp := range peers {
 			k, err := peerKey(d.dir, pp.Peer)
 			if err != nil {
@@ -98,11 +103,14 @@ func compilePolicy(p dptypes.PodPolicy) (compiledPolicy, error) {
 			if len(pp.Ports) > 0 {
 				ranges := slices.Clone(pp.Ports)
 				slices.SortFunc(ranges, comparePortRange)
-				name := fmt.Sprint(ranges)
+				name = name[:0]
+				for _, r := range ranges {
+					name = fmt.Appendf(name, "%d:%d-%d,", r.Protocol, r.First, r.Last)
+				}
 				var ok bool
-				if set, ok = setOf[name]; !ok {
+				if set, ok = setOf[string(name)]; !ok {
 					set = uint32(len(setOf) + 1)
-					setOf[name] = set
+					setOf[string(name)] = set
 					for _, r := range ranges {
 						c.ports = append(c.ports, portKeys(set, r)...)
 					}
@@ -110,14 +118,31 @@ func compilePolicy(p dptypes.PodPolicy) (compiledPolicy, error) {
 			}
 			c.peers = append(c.peers, k)
 			c.sets = append(c.sets, set)
-			fmt.Fprintf(&content, "%d %s %d;", d.dir, pp.Peer.Masked(), set)
+			content = append(content, ';')
+			content = strconv.AppendUint(content, uint64(d.dir), 10)
+			content = append(content, ' ')
+			content = pp.Peer.Masked().AppendTo(content)
+			content = append(content, ' ')
+			content = strconv.AppendUint(content, uint64(set), 10)
 		}
 	}
 	for _, k := range c.ports {
-		fmt.Fprintf(&content, "%d %d %d %d;", k.PortSet, k.Protocol, k.Prefixlen, k.Port)
+		for _, v := range []uint64{uint64(k.PortSet), uint64(k.Protocol), uint64(k.Prefixlen), uint64(k.Port)} {
+			content = append(content, ' ')
+			content = strconv.AppendUint(content, v, 10)
+		}
+		content = append(content, ';')
 	}
-	c.content = content.String()
+	c.content = string(content)
 	return c, nil
+}
+
+// comparePrefix orders prefixes by address, then length.
+func comparePrefix(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
 }
 
 var (
@@ -277,24 +302,64 @@ func (d *Datapath) ClearPodPolicy(_ context.Context, pod netip.Addr) error {
 	return err
 }
 
-// writePolicy writes c's entries under id; on failure it returns those it wrote, for the caller to delete.
+// writePolicy writes c's entries under id, the port sets before the peers that name them; on failure it
+// returns those it may have written, for the caller to delete.
 func (d *Datapath) writePolicy(id uint32, c compiledPolicy) (*policyEntries, error) {
-	e := &policyEntries{content: c.content}
-	for _, k := range c.ports {
-		k.PolicyId = id
-		if err := d.objs.PolicyPorts.Update(k, bpf.EniwirePolicyPortValue{Allowed: 1}, ebpf.UpdateAny); err != nil {
-			return e, fmt.Errorf("writing port entries of policy %d: %w", id, err)
-		}
-		e.ports = append(e.ports, k)
+	e := &policyEntries{content: c.content, ports: slices.Clone(c.ports), peers: slices.Clone(c.peers)}
+	portValues := make([]bpf.EniwirePolicyPortValue, len(e.ports))
+	for i := range e.ports {
+		e.ports[i].PolicyId = id
+		portValues[i].Allowed = 1
 	}
-	for i, k := range c.peers {
-		k.PolicyId = id
-		if err := d.objs.PolicyPeers.Update(k, bpf.EniwirePolicyPeerValue{PortSet: c.sets[i]}, ebpf.UpdateAny); err != nil {
-			return e, fmt.Errorf("writing peer entries of policy %d: %w", id, err)
-		}
-		e.peers = append(e.peers, k)
+	if err := updateAll(d.objs.PolicyPorts, e.ports, portValues); err != nil {
+		e.peers = nil
+		return e, fmt.Errorf("writing port entries of policy %d: %w", id, err)
+	}
+	peerValues := make([]bpf.EniwirePolicyPeerValue, len(e.peers))
+	for i := range e.peers {
+		e.peers[i].PolicyId = id
+		peerValues[i].PortSet = c.sets[i]
+	}
+	if err := updateAll(d.objs.PolicyPeers, e.peers, peerValues); err != nil {
+		return e, fmt.Errorf("writing peer entries of policy %d: %w", id, err)
 	}
 	return e, nil
+}
+
+// updateAll writes keys[i] -> values[i] into m: in batches of one syscall where the kernel has them for
+// the map (a policy of thousands of peers is written at every change of its peers), else one by one.
+func updateAll[K, V any](m *ebpf.Map, keys []K, values []V) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	_, err := m.BatchUpdate(keys, values, nil)
+	if !errors.Is(err, ebpf.ErrNotSupported) {
+		return err
+	}
+	for i := range keys {
+		if err := m.Update(keys[i], values[i], ebpf.UpdateAny); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleteAll deletes keys from m, in one batch when the kernel has them for the map and every key is
+// there; else one by one, a missing key no error.
+func deleteAll[K any](m *ebpf.Map, keys []K) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	if _, err := m.BatchDelete(keys, nil); err == nil {
+		return nil
+	}
+	var errs []error
+	for _, k := range keys {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // flipPolicy gives the pod its new flags (in its pods entry when it has one, and in memory for PutPod),
@@ -318,10 +383,14 @@ func (d *Datapath) flipPolicy(pod netip.Addr, key bpf.EniwireIpAddr, flags uint3
 	} else {
 		ps.flags[pod] = flags
 	}
-	if !had {
-		return nil, nil
+	var err error
+	if old != flags {
+		err = d.nextPolicyGeneration()
 	}
-	return ps.release(old & policyIDMask), nil
+	if !had {
+		return nil, err
+	}
+	return ps.release(old & policyIDMask), err
 }
 
 // release drops one pod's use of a policy id and, when it was the last, forgets the id and returns its
@@ -346,15 +415,11 @@ func (d *Datapath) deletePolicyEntries(e *policyEntries) {
 	if e == nil {
 		return
 	}
-	for _, k := range e.peers {
-		if err := d.objs.PolicyPeers.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			d.log.Warn("deleting a policy peer entry", "policy_id", k.PolicyId, "err", err)
-		}
+	if err := deleteAll(d.objs.PolicyPeers, e.peers); err != nil {
+		d.log.Warn("deleting policy peer entries", "entries", len(e.peers), "err", err)
 	}
-	for _, k := range e.ports {
-		if err := d.objs.PolicyPorts.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			d.log.Warn("deleting a policy port entry", "policy_id", k.PolicyId, "err", err)
-		}
+	if err := deleteAll(d.objs.PolicyPorts, e.ports); err != nil {
+		d.log.Warn("deleting policy port entries", "entries", len(e.ports), "err", err)
 	}
 }
 
@@ -428,7 +493,12 @@ func (d *Datapath) recoverPolicies() error {
 		}
 	}
 	ps.next = highest
-	return nil
+	// An earlier agent may have stopped between a flip and its generation: established flows are judged
+	// again.
+	if err := d.objs.PolicyGeneration.Lookup(uint32(0), &ps.generation); err != nil {
+		return fmt.Errorf("reading the policy generation: %w", err)
+	}
+	return d.nextPolicyGeneration()
 }
 
 // eachKey calls fn with every key of m.

@@ -62,8 +62,8 @@ func TestPolicyBetweenPodsOnTheNode(t *testing.T) {
 		local := netip.MustParseAddrPort(open.LocalAddr().String())
 		for _, fl := range flows {
 			if fl.Forward.SrcPort == local.Port() && fl.Forward.DstPort == 8080 {
-				if fl.Mark != eniwireCTMark {
-					t.Errorf("entry %s: mark %#x, want %#x", fl, fl.Mark, eniwireCTMark)
+				if fl.Mark&eniwireCTTagMask != eniwireCTTag {
+					t.Errorf("entry %s: mark %#x, want eniwire's tag %#x", fl, fl.Mark, eniwireCTTag)
 				}
 				return
 			}

@@ -11,7 +11,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/vishvananda/netlink"
 
 	"github.com/eniwire/eniwire/bpf"
 	"github.com/eniwire/eniwire/datapath/dptypes"
@@ -82,19 +81,13 @@ func TestPolicyVerdicts(t *testing.T) {
 		})
 	})
 	t.Run("the allowed flow has an entry of eniwire's in the kernel's conntrack", func(t *testing.T) {
-		var flows []*netlink.ConntrackFlow
-		if err := n.Do(func(ns.NetNS) (err error) {
-			flows, err = netlink.ConntrackTableList(netlink.ConntrackTable, netlink.FAMILY_V4)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
+		flows := conntrackFlows(t, n)
 		found := false
 		for _, f := range flows {
 			if f.Forward.SrcIP.Equal(pod1.AsSlice()) && f.Forward.DstPort == 80 && f.Forward.SrcPort == 40000 {
 				found = true
-				if f.Mark != eniwireCTMark {
-					t.Errorf("entry %s has mark %#x, want %#x", f, f.Mark, eniwireCTMark)
+				if f.Mark&eniwireCTTagMask != eniwireCTTag {
+					t.Errorf("entry %s has mark %#x, want eniwire's tag %#x", f, f.Mark, eniwireCTTag)
 				}
 				if f.TimeOut < 3600 {
 					t.Errorf("entry %s times out in %d s, want the TCP timeout", f, f.TimeOut)
@@ -166,8 +159,14 @@ func TestPolicyVerdicts(t *testing.T) {
 	})
 }
 
-// eniwireCTMark is the conntrack mark of eniwire's entries (ENIWIRE_CT_MARK in bpf/flow.h).
-const eniwireCTMark = 0x0e1e0001
+// The conntrack mark of eniwire's entries (bpf/flow.h): ENIWIRE_CT_TAG in the top byte, the policy
+// generation the flow was last judged under in the low 24 bits.
+const (
+	eniwireCTTag     = 0xe1000000
+	eniwireCTTagMask = 0xff000000
+)
+
+func ctMarkOf(generation uint32) uint32 { return eniwireCTTag | generation&^eniwireCTTagMask }
 
 // sctpChunk is an SCTP packet whose first chunk is of type chunk (1: INIT, 0: DATA).
 func sctpChunk(src, dst netip.Addr, sport, dport uint16, chunk uint8) []byte {

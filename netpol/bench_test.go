@@ -6,13 +6,13 @@ import (
 	"net/netip"
 	"runtime"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/eniwire/eniwire/datapath/dptypes"
+	"github.com/eniwire/eniwire/netpol/netpoltest"
 )
 
 // The scale: one agent holding 20,000 pods, 2,000 namespaces and 1,000 policies; the node is one
@@ -24,30 +24,15 @@ const (
 	benchNodes      = 200
 )
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		panic(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-func heapInUse() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
-}
-
 // compileBaseline runs Compile over the cluster three times and returns its result and its least CPU
 // time: the baseline, what a compiler without indexes spends on every event.
-func (s *scale) compileBaseline() (map[netip.Addr]dptypes.PodPolicy, time.Duration) {
+func compileBaseline(s *netpoltest.Cluster) (map[netip.Addr]dptypes.PodPolicy, time.Duration) {
 	var out map[netip.Addr]dptypes.PodPolicy
 	least := time.Duration(math.MaxInt64)
 	for range 3 {
-		cpu0 := cpuTime()
-		out = Compile(scaleNode, s.policies, s.namespaces, s.pods)
-		least = min(least, cpuTime()-cpu0)
+		cpu0 := netpoltest.CPUTime()
+		out = Compile(netpoltest.Node, s.Policies, s.Namespaces, s.Pods)
+		least = min(least, netpoltest.CPUTime()-cpu0)
 	}
 	return out, least
 }
@@ -56,16 +41,16 @@ func (s *scale) compileBaseline() (map[netip.Addr]dptypes.PodPolicy, time.Durati
 // lists) and reports the bytes it holds and its CPU time; the baseline is Compile's run over the same
 // objects.
 func BenchmarkCompilerBuild(b *testing.B) {
-	s := newScale(benchNamespaces, benchPods, benchPolicies, benchNodes)
-	cpu0 := cpuTime()
+	s := netpoltest.NewCluster(benchNamespaces, benchPods, benchPolicies, benchNodes)
+	cpu0 := netpoltest.CPUTime()
 	for b.Loop() {
-		s.build(scaleNode)
+		build(s, netpoltest.Node)
 	}
-	cpu := (cpuTime() - cpu0) / time.Duration(b.N)
-	before := heapInUse()
-	c := s.build(scaleNode)
-	held := heapInUse() - before
-	ref, refCPU := s.compileBaseline()
+	cpu := (netpoltest.CPUTime() - cpu0) / time.Duration(b.N)
+	before := netpoltest.HeapInUse()
+	c := build(s, netpoltest.Node)
+	held := netpoltest.HeapInUse() - before
+	ref, refCPU := compileBaseline(s)
 	if d := diffPolicies(c.Policies(), ref); d != "" {
 		b.Fatalf("the Compiler differs from Compile")
 	}
@@ -92,15 +77,15 @@ func BenchmarkCompilerBuild(b *testing.B) {
 // the whole cluster: for a pod of another node (the common case) and for a pod of this node. The baseline
 // is a full recompile with Compile, what a compiler without indexes does per event.
 func BenchmarkCompilerPodChurn(b *testing.B) {
-	s := newScale(benchNamespaces, benchPods, benchPolicies, benchNodes)
-	c := s.build(scaleNode)
-	_, refCPU := s.compileBaseline()
+	s := netpoltest.NewCluster(benchNamespaces, benchPods, benchPolicies, benchNodes)
+	c := build(s, netpoltest.Node)
+	_, refCPU := compileBaseline(s)
 	// Templates of the churned pods: any pod of the cluster, or only pods of the production namespaces,
 	// which many policies of the mix allow in (so their churn reaches this node's isolated pods).
-	anyPod := func(i int) *corev1.Pod { return s.pods[2+(i*7919)%(len(s.pods)-2)] }
+	anyPod := func(i int) *corev1.Pod { return s.Pods[2+(i*7919)%(len(s.Pods)-2)] }
 	var prod []*corev1.Pod
-	for _, p := range s.pods {
-		if len(prod) < 64 && s.namespaces[nsIndex(p.Namespace)].Labels["env"] == "prod" {
+	for _, p := range s.Pods {
+		if len(prod) < 64 && s.Namespaces[netpoltest.NamespaceIndex(p.Namespace)].Labels["env"] == "prod" {
 			prod = append(prod, p)
 		}
 	}
@@ -112,7 +97,7 @@ func BenchmarkCompilerPodChurn(b *testing.B) {
 	}{
 		{"another node's pod", "node-7", anyPod},
 		{"another node's pod in a production namespace", "node-7", prodPod},
-		{"this node's pod", scaleNode, anyPod},
+		{"this node's pod", netpoltest.Node, anyPod},
 	} {
 		b.Run(where.name, func(b *testing.B) {
 			// New pods in turn, each then deleted: every event is a real change.
@@ -126,7 +111,7 @@ func BenchmarkCompilerPodChurn(b *testing.B) {
 			}
 			changed, events, recompiles := 0, 0, c.recompiles
 			var walls []time.Duration
-			cpu0 := cpuTime()
+			cpu0 := netpoltest.CPUTime()
 			for i := 0; b.Loop(); i++ {
 				p := pods[(i/2)%len(pods)].pod
 				start := time.Now()
@@ -138,7 +123,7 @@ func BenchmarkCompilerPodChurn(b *testing.B) {
 				walls = append(walls, time.Since(start))
 				events++
 			}
-			cpu := (cpuTime() - cpu0) / time.Duration(events)
+			cpu := (netpoltest.CPUTime() - cpu0) / time.Duration(events)
 			slices.Sort(walls)
 			b.ReportMetric(float64(cpu.Nanoseconds())/1e3, "cpu-µs/event")
 			b.ReportMetric(float64(walls[len(walls)/2].Nanoseconds())/1e3, "p50-µs")
