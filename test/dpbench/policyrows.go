@@ -3,6 +3,7 @@ package dpbench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -41,56 +42,84 @@ const (
 	policyCRRTarget = 0.90
 )
 
-// runPolicyRows builds the policy rows' topology with eniwire installed as the agent runs it (NetworkPolicy
-// on), then measures every enforcer Repeats times, rotating their order in each repeat. The
-// kube-network-policies rows need opts.KNP.
-func runPolicyRows(ctx context.Context, prefix, pinBase string, opts Options) (samples []PolicySample, err error) {
-	topo, err := NewTopology(ctx, prefix)
-	if err != nil {
-		return nil, fmt.Errorf("building the topology of the policy rows: %w", err)
-	}
-	ew := &Eniwire{PinRoot: filepath.Join(pinBase, "v1"), NetworkPolicy: true}
-	var closers []func() error
+// policyBench is the policy rows' topology with eniwire installed as the agent runs it (NetworkPolicy on),
+// the VPC host's servers, and the enforcers to measure.
+type policyBench struct {
+	topo      *Topology
+	enforcers []Enforcer
+	closers   []func() error
+}
+
+// newPolicyBench builds it; the kube-network-policies enforcer is there when knp (its built command) is
+// not empty. Close removes everything, pinBase included.
+func newPolicyBench(ctx context.Context, prefix, pinBase, knp string) (pb *policyBench, err error) {
+	pb = &policyBench{closers: []func() error{func() error { return os.RemoveAll(pinBase) }}}
 	defer func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			if cerr := closers[i](); cerr != nil && err == nil {
-				err = fmt.Errorf("tearing down the policy rows: %w", cerr)
-			}
+		if err != nil {
+			_ = pb.Close()
+			pb = nil
 		}
-		_ = os.RemoveAll(pinBase)
 	}()
-	closers = append(closers, topo.Close)
+	if pb.topo, err = NewTopology(ctx, prefix); err != nil {
+		return pb, fmt.Errorf("building the topology of the policy rows: %w", err)
+	}
+	pb.closers = append(pb.closers, pb.topo.Close)
 	// One connection per transaction: the client's closed ports wait in TIME_WAIT, and a run opens tens of
 	// thousands; reusing them (as a busy client does) keeps the run from running out.
-	if err := topo.sysctls(topo.Pod, map[string]string{"net/ipv4/tcp_tw_reuse": "1", "net/ipv4/ip_local_port_range": "1024 65535"}); err != nil {
-		return nil, err
+	if err := pb.topo.sysctls(pb.topo.Pod, map[string]string{"net/ipv4/tcp_tw_reuse": "1", "net/ipv4/ip_local_port_range": "1024 65535"}); err != nil {
+		return pb, err
 	}
-	servers, err := StartServers(ctx, topo)
+	servers, err := StartServers(ctx, pb.topo)
 	if err != nil {
-		return nil, fmt.Errorf("starting the servers of the policy rows: %w", err)
+		return pb, fmt.Errorf("starting the servers of the policy rows: %w", err)
 	}
-	closers = append(closers, servers.Close)
-	if err := ew.Install(ctx, topo); err != nil {
-		return nil, fmt.Errorf("installing eniwire for the policy rows: %w", err)
+	pb.closers = append(pb.closers, servers.Close)
+	ew := &Eniwire{PinRoot: filepath.Join(pinBase, "v1"), NetworkPolicy: true}
+	if err := ew.Install(ctx, pb.topo); err != nil {
+		return pb, fmt.Errorf("installing eniwire for the policy rows: %w", err)
 	}
-	closers = append(closers, ew.Close)
-	enforcers := []Enforcer{NoPolicy{}, &EniwirePolicy{Datapath: ew}}
-	if opts.KNP != "" {
+	pb.closers = append(pb.closers, ew.Close)
+	pb.enforcers = []Enforcer{NoPolicy{}, &EniwirePolicy{Datapath: ew}}
+	if knp != "" {
 		dir, err := os.MkdirTemp("", prefix)
 		if err != nil {
-			return nil, err
+			return pb, err
 		}
-		closers = append(closers, func() error { return os.RemoveAll(dir) })
-		knp := &KubeNetworkPolicies{Binary: opts.KNP, Dir: dir}
-		closers = append(closers, knp.Close)
-		enforcers = append(enforcers, knp)
+		pb.closers = append(pb.closers, func() error { return os.RemoveAll(dir) })
+		k := &KubeNetworkPolicies{Binary: knp, Dir: dir}
+		pb.closers = append(pb.closers, k.Close)
+		pb.enforcers = append(pb.enforcers, k)
 	}
-	if err := Reach(ctx, topo, Direct, 5*time.Second); err != nil {
-		return nil, fmt.Errorf("policy rows: %w", err)
+	if err := Reach(ctx, pb.topo, Direct, 5*time.Second); err != nil {
+		return pb, fmt.Errorf("policy rows: %w", err)
 	}
+	return pb, nil
+}
+
+// Close undoes newPolicyBench, last step first.
+func (pb *policyBench) Close() error {
+	var errs []error
+	for i := len(pb.closers) - 1; i >= 0; i-- {
+		errs = append(errs, pb.closers[i]())
+	}
+	return errors.Join(errs...)
+}
+
+// runPolicyRows measures every enforcer of a new policyBench Repeats times, rotating their order in each
+// repeat. The kube-network-policies rows need opts.KNP.
+func runPolicyRows(ctx context.Context, prefix, pinBase string, opts Options) (samples []PolicySample, err error) {
+	pb, err := newPolicyBench(ctx, prefix, pinBase, opts.KNP)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := pb.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("tearing down the policy rows: %w", cerr)
+		}
+	}()
 	for r := range opts.Repeats {
-		for j := range enforcers {
-			s, err := measurePolicy(ctx, topo, enforcers[(r+j)%len(enforcers)], r, opts)
+		for j := range pb.enforcers {
+			s, err := measurePolicy(ctx, pb.topo, pb.enforcers[(r+j)%len(pb.enforcers)], r, opts)
 			if err != nil {
 				return nil, err
 			}
