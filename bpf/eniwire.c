@@ -286,7 +286,7 @@ static __always_inline enum detour flow_detour(struct __sk_buff *skb, struct pac
 		struct opening o = opening_of(p, e, &saddr, &daddr, sport, dport, f.protocol, dir != 0);
 		enum policy_result r = judge(&o);
 		if (r == POLICY_ALLOWED)
-			bpf_ct_change_timeout(ct, ct_timeout(skb, p));
+			ct_renew(skb, p, ct);
 		bpf_ct_release(ct);
 		return r == POLICY_ALLOWED ? allowed : denial(r);
 	}
@@ -301,7 +301,7 @@ static __always_inline enum detour flow_detour(struct __sk_buff *skb, struct pac
 	count_opening(&o, v, p->len);
 	/* An ICMP error about a flow conntrack does not know opens nothing; nor does a fragment. */
 	if (f.protocol == p->protocol && !fragment)
-		ct_insert(skb, &f, ct_timeout(skb, p));
+		ct_insert(skb, p, &f);
 	return allowed;
 }
 

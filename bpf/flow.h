@@ -57,12 +57,15 @@ struct nf_conn___mark {
 } __attribute__((preserve_access_index));
 
 /* ENIWIRE_CT_MARK marks the conntrack entries eniwire inserts for the fast-path flows of pods a policy
- * isolates (policy.h): the host never carries those flows, whatever conntrack knows of them. */
+ * isolates (policy.h): the host never carries those flows, whatever conntrack knows of them.
+ * ENIWIRE_CT_MARK_CLOSING marks such an entry once a TCP FIN or RST of its flow has passed. */
 #define ENIWIRE_CT_MARK 0x0e1e0001u
+#define ENIWIRE_CT_MARK_CLOSING 0x0e1e0002u
 
 static __always_inline int ct_is_eniwire(struct nf_conn *ct)
 {
-	return ((struct nf_conn___mark *)ct)->mark == ENIWIRE_CT_MARK;
+	__u32 mark = ((struct nf_conn___mark *)ct)->mark;
+	return mark == ENIWIRE_CT_MARK || mark == ENIWIRE_CT_MARK_CLOSING;
 }
 
 enum flow_path {

@@ -97,8 +97,10 @@
 // assured; every later packet finds it with the lookup the programs already take, and is judged again on
 // the flow's opening (the entry says which way the packet goes), so a reply passes whatever the replying
 // pod's own rules say, and a removed allow cuts an established flow with its next packet. An allowed
-// packet renews the entry's timeout (6 hours for TCP, 10 seconds after a FIN or RST, 120 seconds for UDP);
-// the kernel expires it, no garbage collector of ours races live flows, and it survives an agent restart.
+// packet renews the entry's timeout (6 hours for TCP, 120 seconds for UDP); once a FIN or RST of a TCP
+// flow has passed, the entry is marked ENIWIRE_CT_MARK_CLOSING and every later packet (the close's last
+// ACK too) renews it for 10 seconds only, until a SYN opens the tuple again, so a pod's short connections
+// leave no entry for 6 hours each; the kernel expires it, no garbage collector of ours races live flows, and it survives an agent restart.
 // An entry of the host's (no mark) still means the host carries the flow. Flows of pods no policy
 // isolates keep no state, as before; so a flow a pod had before a policy isolated it has no entry, and
 // its next packet is judged as a new flow opened the way that packet goes (a TCP flow whose first packet
