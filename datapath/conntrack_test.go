@@ -66,13 +66,7 @@ func TestDeletePodForgetsItsFlows(t *testing.T) {
 	if err := n.Do(func(ns.NetNS) error { return d.DeletePod(pod2) }); err != nil {
 		t.Fatalf("DeletePod: %v", err)
 	}
-	var left []*netlink.ConntrackFlow
-	if err := n.Do(func(ns.NetNS) (err error) {
-		left, err = netlink.ConntrackTableList(netlink.ConntrackTable, netlink.FAMILY_V4)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	left := conntrackFlows(t, n)
 	if len(left) != 1 || !left[0].Forward.DstIP.Equal(addr("10.0.3.23").AsSlice()) {
 		t.Errorf("conntrack after deleting pod2 holds %v; want only the flow of 10.0.3.23", left)
 	}

@@ -70,13 +70,7 @@ func TestAClosedFlowsEntryLivesOnlyTheClosingTimeout(t *testing.T) {
 // entryTimeout is the seconds left to the conntrack entry of the TCP flow from src:sport to dport.
 func entryTimeout(t *testing.T, n ns.NetNS, src netip.Addr, sport, dport uint16) uint32 {
 	t.Helper()
-	var flows []*netlink.ConntrackFlow
-	if err := n.Do(func(ns.NetNS) (err error) {
-		flows, err = netlink.ConntrackTableList(netlink.ConntrackTable, netlink.FAMILY_V4)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	flows := conntrackFlows(t, n)
 	for _, f := range flows {
 		if f.Forward.SrcIP.Equal(src.AsSlice()) && f.Forward.SrcPort == sport && f.Forward.DstPort == dport {
 			return f.TimeOut
@@ -84,4 +78,17 @@ func entryTimeout(t *testing.T, n ns.NetNS, src netip.Addr, sport, dport uint16)
 	}
 	t.Fatalf("no conntrack entry for %s:%d -> :%d among %d", src, sport, dport, len(flows))
 	return 0
+}
+
+// conntrackFlows lists the IPv4 conntrack entries of netns n.
+func conntrackFlows(t *testing.T, n ns.NetNS) []*netlink.ConntrackFlow {
+	t.Helper()
+	var flows []*netlink.ConntrackFlow
+	if err := n.Do(func(ns.NetNS) (err error) {
+		flows, err = netlink.ConntrackTableList(netlink.ConntrackTable, netlink.FAMILY_V4)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return flows
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/containernetworking/plugins/pkg/ns"
-	"github.com/vishvananda/netlink"
 
 	"github.com/eniwire/eniwire/bpf"
 	"github.com/eniwire/eniwire/datapath/dptypes"
@@ -82,13 +81,7 @@ func TestPolicyVerdicts(t *testing.T) {
 		})
 	})
 	t.Run("the allowed flow has an entry of eniwire's in the kernel's conntrack", func(t *testing.T) {
-		var flows []*netlink.ConntrackFlow
-		if err := n.Do(func(ns.NetNS) (err error) {
-			flows, err = netlink.ConntrackTableList(netlink.ConntrackTable, netlink.FAMILY_V4)
-			return err
-		}); err != nil {
-			t.Fatal(err)
-		}
+		flows := conntrackFlows(t, n)
 		found := false
 		for _, f := range flows {
 			if f.Forward.SrcIP.Equal(pod1.AsSlice()) && f.Forward.DstPort == 80 && f.Forward.SrcPort == 40000 {
