@@ -107,8 +107,11 @@ bench: deps ## Run the benchmarks and print their figures, each group with its m
 	@echo "== from_pod per packet (BPF_PROG_TEST_RUN) with 1 to 10,000 pods in the map, and with 0, 100 and 10,000"
 	@echo "   policy rules selecting the receiver (established and new flows, ratios to 0 rules in the same run)"
 	$(GO) test -run '^$$' -bench . ./datapath/
-	@echo "== pod -> VPC host through eniwire, the AWS VPC CNI's ip rules and a plain routed veth (method printed below)"
-	$(GO) run ./test/dpbench/cmd/dpbench
+	@echo "== pod -> VPC host through eniwire, the AWS VPC CNI's ip rules and a plain routed veth; then NetworkPolicy:"
+	@echo "   eniwire's and kube-network-policies' (its own module, test/dpbench/knp) against none (method printed below)"
+	@mkdir -p $(BIN)
+	cd test/dpbench/knp && $(GO) build -o $(CURDIR)/$(BIN)/knp .
+	$(GO) run ./test/dpbench/cmd/dpbench -knp $(BIN)/knp
 
 .PHONY: fleet
 fleet: ## Replay the rollout that broke the AWS VPC CNI on a simulated fleet (NODES=300), then the prefix-mode scenarios (fleet-prefix) and the exhausted node subnets (fleet-exhausted).

@@ -286,17 +286,15 @@ static __always_inline enum detour flow_detour(struct __sk_buff *skb, struct pac
 			return DETOUR_HOST_FLOW;
 		}
 		/* Judged under the current generation: no pod's policy changed since, the verdict stands. */
-		struct nf_conn___mark *m = (struct nf_conn___mark *)ct;
-		__u32 judged = ct_mark_of(e.generation);
+		__u32 mark = ((struct nf_conn___mark *)ct)->mark;
 		enum policy_result r = POLICY_ALLOWED;
-		if (m->mark != judged) {
+		if ((mark & ENIWIRE_CT_TAG_MASK) != ENIWIRE_CT_TAG ||
+		    (mark & ENIWIRE_CT_GENERATION_MASK) != (e.generation & ENIWIRE_CT_GENERATION_MASK)) {
 			struct opening o = opening_of(p, e, &saddr, &daddr, sport, dport, f.protocol, dir != 0);
 			r = judge(&o);
-			if (r == POLICY_ALLOWED)
-				m->mark = judged;
 		}
 		if (r == POLICY_ALLOWED)
-			bpf_ct_change_timeout(ct, ct_timeout(skb, p));
+			ct_renew(skb, p, ct, e.generation);
 		bpf_ct_release(ct);
 		return r == POLICY_ALLOWED ? allowed : denial(r);
 	}
@@ -311,7 +309,7 @@ static __always_inline enum detour flow_detour(struct __sk_buff *skb, struct pac
 	count_opening(&o, v, p->len);
 	/* An ICMP error about a flow conntrack does not know opens nothing; nor does a fragment. */
 	if (f.protocol == p->protocol && !fragment)
-		ct_insert(skb, &f, ct_timeout(skb, p), e.generation);
+		ct_insert(skb, p, &f, e.generation);
 	return allowed;
 }
 

@@ -58,18 +58,21 @@ struct nf_conn___mark {
 
 /* The conntrack mark of the entries eniwire inserts for the fast-path flows of pods a policy isolates
  * (policy.h): the host never carries those flows, whatever conntrack knows of them. ENIWIRE_CT_TAG in the
- * top byte says the entry is eniwire's; the low 24 bits hold the policy generation under which the flow was
- * last judged (policy.h, policy_generation), so an established flow is judged again only after a policy
- * changed. ENIWIRE_CT_MARK_V0 is the mark of the entries agents before the generation inserted: still
- * eniwire's, judged on their next packet. */
+ * top byte says the entry is eniwire's; ENIWIRE_CT_CLOSING says a TCP FIN or RST of the flow has passed
+ * (policy.h, ct_timeout); the low 23 bits hold the policy generation under which the flow was last judged
+ * (policy.h, policy_generation), so an established flow is judged again only after a policy changed.
+ * ENIWIRE_CT_MARK_V0 is the mark of the entries agents before the generation inserted: still eniwire's,
+ * judged on their next packet. */
 #define ENIWIRE_CT_TAG 0xe1000000u
 #define ENIWIRE_CT_TAG_MASK 0xff000000u
-#define ENIWIRE_CT_GENERATION_MASK 0x00ffffffu
+#define ENIWIRE_CT_CLOSING 0x00800000u
+#define ENIWIRE_CT_GENERATION_MASK 0x007fffffu
 #define ENIWIRE_CT_MARK_V0 0x0e1e0001u
 
-static __always_inline __u32 ct_mark_of(__u32 generation)
+/* ct_mark_of is the mark of an entry judged under generation, closing being 0 or ENIWIRE_CT_CLOSING. */
+static __always_inline __u32 ct_mark_of(__u32 generation, __u32 closing)
 {
-	return ENIWIRE_CT_TAG | (generation & ENIWIRE_CT_GENERATION_MASK);
+	return ENIWIRE_CT_TAG | closing | (generation & ENIWIRE_CT_GENERATION_MASK);
 }
 
 static __always_inline int ct_is_eniwire(struct nf_conn *ct)

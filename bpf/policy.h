@@ -105,24 +105,53 @@ static __always_inline void report_denial(struct opening *o, enum policy_result 
 }
 
 /* How long eniwire's conntrack entry of a fast-path flow lives without a packet, in milliseconds; every
- * packet the policy still allows renews it (bpf_ct_change_timeout). TCP as long as Cilium keeps an idle
- * connection (6 hours), short once a FIN or RST is seen; UDP as the kernel's "stream" UDP timeout. */
+ * packet the policy still allows renews it (ct_renew). TCP as long as Cilium keeps an idle connection (6
+ * hours), short once a FIN or RST is seen, for every later packet too (the last ACK of a close must not
+ * give the entry 6 hours back: a pod opening many short connections would fill conntrack with closed
+ * flows); UDP as the kernel's "stream" UDP timeout. */
 #define CT_TIMEOUT_TCP_MS (6u * 3600 * 1000)
 #define CT_TIMEOUT_TCP_CLOSING_MS (10u * 1000)
 #define CT_TIMEOUT_UDP_MS (120u * 1000)
 
 #define TCP_FLAG_FIN 0x01
+#define TCP_FLAG_SYN 0x02
 #define TCP_FLAG_RST 0x04
+#define TCP_FLAG_ACK 0x10
 
-/* ct_timeout is how long a flow's entry lives after this packet. */
-static __always_inline __u32 ct_timeout(struct __sk_buff *skb, struct packet *p)
+/* ct_closing_after is the closing bit (ENIWIRE_CT_CLOSING or 0) of a flow's entry of eniwire's after packet
+ * p, the bit being before (0 for a new entry): a TCP FIN or RST makes the flow closing; a SYN without ACK
+ * opens the tuple anew (a client reusing its port). */
+static __always_inline __u32 ct_closing_after(struct __sk_buff *skb, struct packet *p, __u32 before)
+{
+	__u8 flags = 0;
+	if (p->protocol != IPPROTO_TCP || bpf_skb_load_bytes(skb, p->l4_off + 13, &flags, 1) < 0)
+		return before;
+	if (flags & (TCP_FLAG_FIN | TCP_FLAG_RST))
+		return ENIWIRE_CT_CLOSING;
+	if ((flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN)
+		return 0;
+	return before;
+}
+
+/* ct_timeout is how long a flow's entry lives after packet p, closing being its closing bit after p. */
+static __always_inline __u32 ct_timeout(struct packet *p, __u32 closing)
 {
 	if (p->protocol != IPPROTO_TCP)
 		return CT_TIMEOUT_UDP_MS;
-	__u8 flags = 0;
-	if (bpf_skb_load_bytes(skb, p->l4_off + 13, &flags, 1) == 0 && (flags & (TCP_FLAG_FIN | TCP_FLAG_RST)))
-		return CT_TIMEOUT_TCP_CLOSING_MS;
-	return CT_TIMEOUT_TCP_MS;
+	return closing ? CT_TIMEOUT_TCP_CLOSING_MS : CT_TIMEOUT_TCP_MS;
+}
+
+/* ct_renew renews an entry of eniwire's on a packet of its flow allowed under generation: the mark says
+ * the flow was judged under it, and whether it is closing. */
+static __always_inline void ct_renew(struct __sk_buff *skb, struct packet *p, struct nf_conn *ct, __u32 generation)
+{
+	struct nf_conn___mark *m = (struct nf_conn___mark *)ct;
+	__u32 before = m->mark;
+	__u32 closing = ct_closing_after(skb, p, before == ENIWIRE_CT_MARK_V0 ? 0 : before & ENIWIRE_CT_CLOSING);
+	__u32 mark = ct_mark_of(generation, closing);
+	if (mark != before)
+		m->mark = mark;
+	bpf_ct_change_timeout(ct, ct_timeout(p, closing));
 }
 
 /* IPS_SEEN_REPLY | IPS_ASSURED: an entry conntrack's early drop spares when its table is full. */
@@ -134,8 +163,9 @@ extern int bpf_ct_set_status(struct nf_conn___init *ct, __u32 status) __ksym;
  * the direction it opened: the one flow table, which outlives the agent. A failure (another CPU inserted
  * the same flow first, a full table) leaves the flow without one; its next packet is judged as new. The
  * mark holds the policy generation the flow was judged under. */
-static __always_inline void ct_insert(struct __sk_buff *skb, struct flow *f, __u32 timeout, __u32 generation)
+static __always_inline void ct_insert(struct __sk_buff *skb, struct packet *p, struct flow *f, __u32 generation)
 {
+	__u32 closing = ct_closing_after(skb, p, 0);
 	struct ct_opts opts = {.netns_id = BPF_F_CURRENT_NETNS, .l4proto = f->protocol};
 	struct nf_conn___init *n;
 	if (f->family == FAMILY_IPV6)
@@ -144,8 +174,8 @@ static __always_inline void ct_insert(struct __sk_buff *skb, struct flow *f, __u
 		n = bpf_skb_ct_alloc(skb, &f->tuple, sizeof(f->tuple.ipv4), &opts, sizeof(opts));
 	if (!n)
 		return;
-	((struct nf_conn___mark *)n)->mark = ct_mark_of(generation);
-	bpf_ct_set_timeout(n, timeout);
+	((struct nf_conn___mark *)n)->mark = ct_mark_of(generation, closing);
+	bpf_ct_set_timeout(n, ct_timeout(p, closing));
 	bpf_ct_set_status(n, CT_STATUS_ASSURED);
 	struct nf_conn *ct = bpf_ct_insert_entry(n);
 	if (ct)

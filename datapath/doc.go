@@ -98,9 +98,9 @@
 // judged again and, allowed, its mark takes the current generation. So a removed allow still cuts an
 // established flow with its next packet, and every other flow pays one judgment per change. The programs
 // read the generation before the pods' flags and the agent writes it after them, so a packet judged on
-// flags older than a change cannot record the generation that followed it. The mark keeps 24 bits of the
-// generation: a flow would keep a stale verdict only if it stayed silent through a multiple of 16,777,216
-// changes of the node's pods' flags (and at most 6 hours, its idle timeout). A new flow is judged on the
+// flags older than a change cannot record the generation that followed it. The mark keeps 23 bits of the
+// generation (its 24th says the flow is closing): a flow would keep a stale verdict only if it stayed silent
+// through a multiple of 8,388,608 changes of the node's pods' flags (and at most 6 hours, its idle timeout). A new flow is judged on the
 // maps as before; its cost is dominated by the creation of its conntrack entry, and does not move between
 // 100 and 10,000 rules. BenchmarkPolicy measures both with 0, 100 and 10,000 rules selecting the pod.
 //
@@ -115,13 +115,15 @@
 // Flow state: the kernel's conntrack, still the one flow table. A flow on the fast path with an isolated
 // pod at either end gets an entry of eniwire's in the kernel's conntrack on its first, allowed packet
 // (bpf_skb_ct_alloc, bpf_ct_insert_entry), in the direction it opened, marked eniwire's (ENIWIRE_CT_TAG in
-// the mark's top byte, the policy generation below it) and marked assured; every later packet finds it with
-// the lookup the programs already take and, once a policy changed, is judged again on the flow's opening
-// (the entry says which way the packet goes), so a reply passes whatever the replying pod's own rules say,
-// and a removed allow cuts an established flow with its next packet. Entries an earlier agent marked
-// 0x0e1e0001 stay eniwire's, judged again on their next packet. An allowed
-// packet renews the entry's timeout (6 hours for TCP, 10 seconds after a FIN or RST, 120 seconds for UDP);
-// the kernel expires it, no garbage collector of ours races live flows, and it survives an agent restart.
+// the mark's top byte, the policy generation in its low 23 bits) and marked assured; every later packet finds
+// it with the lookup the programs already take and, once a policy changed, is judged again on the flow's
+// opening (the entry says which way the packet goes), so a reply passes whatever the replying pod's own rules
+// say, and a removed allow cuts an established flow with its next packet. Entries an earlier agent marked
+// 0x0e1e0001 stay eniwire's, judged again on their next packet. An allowed packet renews the entry's timeout
+// (6 hours for TCP, 120 seconds for UDP); once a FIN or RST of a TCP flow has passed, the mark's
+// ENIWIRE_CT_CLOSING bit is set and every later packet (the close's last ACK too) renews it for 10 seconds
+// only, until a SYN opens the tuple again, so a pod's short connections leave no entry for 6 hours each; the
+// kernel expires it, no garbage collector of ours races live flows, and it survives an agent restart.
 // An entry of the host's (no mark) still means the host carries the flow. Flows of pods no policy
 // isolates keep no state, as before; so a flow a pod had before a policy isolated it has no entry, and
 // its next packet is judged as a new flow opened the way that packet goes (a TCP flow whose first packet

@@ -159,14 +159,16 @@ func TestPolicyVerdicts(t *testing.T) {
 	})
 }
 
-// The conntrack mark of eniwire's entries (bpf/flow.h): ENIWIRE_CT_TAG in the top byte, the policy
-// generation the flow was last judged under in the low 24 bits.
+// The conntrack mark of eniwire's entries (bpf/flow.h): ENIWIRE_CT_TAG in the top byte, ENIWIRE_CT_CLOSING
+// below it, the policy generation the flow was last judged under in the low 23 bits.
 const (
-	eniwireCTTag     = 0xe1000000
-	eniwireCTTagMask = 0xff000000
+	eniwireCTTag            = 0xe1000000
+	eniwireCTTagMask        = 0xff000000
+	eniwireCTClosing        = 0x00800000
+	eniwireCTGenerationMask = 0x007fffff
 )
 
-func ctMarkOf(generation uint32) uint32 { return eniwireCTTag | generation&^eniwireCTTagMask }
+func ctMarkOf(generation uint32) uint32 { return eniwireCTTag | generation&eniwireCTGenerationMask }
 
 // sctpChunk is an SCTP packet whose first chunk is of type chunk (1: INIT, 0: DATA).
 func sctpChunk(src, dst netip.Addr, sport, dport uint16, chunk uint8) []byte {

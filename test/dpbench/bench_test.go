@@ -2,6 +2,7 @@ package dpbench
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -9,10 +10,14 @@ import (
 // Run it with -benchtime 1x: one pass takes a few minutes. Figures are printed, never asserted.
 func BenchmarkDatapaths(b *testing.B) {
 	requireTools(b)
+	knp := filepath.Join(b.TempDir(), "knp")
+	if err := BuildKNP(b.Context(), "knp", knp); err != nil {
+		b.Fatal(err)
+	}
 	var rep *Report
 	for b.Loop() {
 		var err error
-		if rep, err = Run(b.Context(), Options{Progress: os.Stderr}); err != nil {
+		if rep, err = Run(b.Context(), Options{Progress: os.Stderr, KNP: knp}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -31,4 +36,8 @@ func BenchmarkDatapaths(b *testing.B) {
 	b.ReportMetric(rep.Flatness("eniwire"), "eniwire-rr-flatness")
 	b.ReportMetric(rep.row("vpc-cni", Direct.Name, last).RRRatio, "vpccni/plain-rr-at-max")
 	b.ReportMetric(rep.ProgNs[last], "from_pod-ns/pkt-at-max")
+	b.ReportMetric(rep.policyRow((&EniwirePolicy{}).Name()).TCPRatio, "eniwire-policy/none-tcp")
+	b.ReportMetric(rep.policyRow((&EniwirePolicy{}).Name()).CRRRatio, "eniwire-policy/none-crr")
+	b.ReportMetric(rep.policyRow((&KubeNetworkPolicies{}).Name()).TCPRatio, "knp/none-tcp")
+	b.ReportMetric(rep.policyRow((&KubeNetworkPolicies{}).Name()).CRRRatio, "knp/none-crr")
 }

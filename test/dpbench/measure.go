@@ -35,14 +35,16 @@ type Target struct {
 // Direct is the VPC host's own servers.
 var Direct = Target{Name: "vpchost", TCP: netip.AddrPortFrom(VPCHostIP, iperfPort), UDP: netip.AddrPortFrom(VPCHostIP, echoPort)}
 
-// Servers are what runs in the VPC host: iperf3 -s and a UDP echo server.
+// Servers are what runs in the VPC host: iperf3 -s, a UDP echo server, and the TCP servers of
+// connect/request/close (crr.go) on crrPort and probePort.
 type Servers struct {
 	iperf *exec.Cmd
 	echo  net.PacketConn
 	done  chan struct{}
+	crr   []*crrServer
 }
 
-// StartServers starts both servers in t's VPC host and returns once both listen.
+// StartServers starts the servers in t's VPC host and returns once they all listen.
 func StartServers(ctx context.Context, t *Topology) (*Servers, error) {
 	s := &Servers{done: make(chan struct{})}
 	if err := t.Do(t.VPCHost, func() (err error) {
@@ -62,6 +64,17 @@ func StartServers(ctx context.Context, t *Topology) (*Servers, error) {
 			_, _ = s.echo.WriteTo(buf[:n], from)
 		}
 	}()
+	for _, port := range []uint16{crrPort, probePort} {
+		var ln net.Listener
+		if err := t.Do(t.VPCHost, func() (err error) {
+			ln, err = net.Listen("tcp4", netip.AddrPortFrom(VPCHostIP, port).String())
+			return err
+		}); err != nil {
+			_ = s.Close()
+			return nil, fmt.Errorf("starting the TCP server on port %d: %w", port, err)
+		}
+		s.crr = append(s.crr, startCRRServer(ln))
+	}
 	s.iperf = exec.Command("ip", "netns", "exec", t.VPCHost, "iperf3", "-s", "-B", VPCHostIP.String(),
 		"-p", strconv.Itoa(iperfPort), "--forceflush")
 	out, err := s.iperf.StdoutPipe()
@@ -106,6 +119,9 @@ func StartServers(ctx context.Context, t *Topology) (*Servers, error) {
 // Close stops both servers.
 func (s *Servers) Close() error {
 	var errs []error
+	for _, c := range s.crr {
+		errs = append(errs, c.Close())
+	}
 	if s.echo != nil {
 		errs = append(errs, s.echo.Close())
 		<-s.done

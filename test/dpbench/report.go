@@ -38,7 +38,20 @@ const Method = `Method (test/dpbench): one topology per scheme, identical links,
   Service rows ('to service'): the same TCP and UDP runs to ClusterIP 10.100.0.10 (tcp/80, udp/53), which the
   node DNATs to vpchost (5201, 7007) with kube-proxy's nftables-mode rule shape, no masquerade; eniwire
   and plain only, after the direct runs of each repeat, rotated. The rules (and so the node's conntrack)
-  exist only during a Service run; ratios against plain's Service run of the same repeat.`
+  exist only during a Service run; ratios against plain's Service run of the same repeat.
+  Policy rows: a topology of their own, eniwire installed as the agent runs it (NetworkPolicy on), 1 pod.
+  A NetworkPolicy selects the pod (policyTypes Ingress and Egress, no ingress rule; egress to the ipBlock
+  10.88.9.0/24 on tcp/5201, tcp/5202, udp/7007): every measured flow is allowed, tcp/5203 is not.
+  none: no policy. eniwire: the agent's compiler (netpol) on the Namespace, Pod and NetworkPolicy, its
+  output written into the datapath's policy maps (SetPodPolicy). kube-network-policies: SIG Network's
+  reference implementation (sigs.k8s.io/kube-network-policies v0.8.0, its networkpolicy controller fed the
+  same objects through a client-go fake clientset; nftables + nfqueue), eniwire writing no policy, in the
+  router's namespace: eniwire's programs send the pod's packets out of eni1 past the node's netfilter
+  hooks, so the router is the first host stack that forwards the flows. Each run starts once the allowed
+  port answers and tcp/5203 does not, and ends with the policy lifted and the pod's conntrack entries gone.
+  TCP stream: iperf3 as above. TCP CRR: netperf's TCP_CRR shape, one transaction at a time, each a new
+  connection (connect, 64-byte request, 64-byte answer, close) to tcp/5202 for the RR duration.
+  Ratios: medians of per-repeat ratios against none in the same repeat; the order rotated per repeat.`
 
 // Sample is one measurement of one scheme at one size.
 type Sample struct {
@@ -94,10 +107,13 @@ type Report struct {
 
 	LoadStart, LoadEnd float64 // 1-minute load average around the run
 
-	Rows     []Row
-	ProgNs   map[int]float64 // median from_pod ns/packet by size
-	Schemes  []string
-	baseline string
+	PolicySamples []PolicySample
+
+	Rows       []Row
+	PolicyRows []PolicyRow
+	ProgNs     map[int]float64 // median from_pod ns/packet by size
+	Schemes    []string
+	baseline   string
 }
 
 func (r *Report) summarize() {
@@ -257,12 +273,16 @@ func (r *Report) WriteTable(w io.Writer) error {
 		r.LoadStart, r.LoadEnd, runtime.NumCPU())
 	fmt.Fprintf(&b, "UDP RR at %d pods / at %d pods: eniwire %.2f, vpc-cni %.2f, plain %.2f; from_pod %.0f → %.0f ns/pkt.\n",
 		last, first, r.Flatness("eniwire"), r.Flatness("vpc-cni"), r.Flatness("plain"), r.ProgNs[first], r.ProgNs[last])
+	if err := r.writePolicyTable(&b); err != nil {
+		return err
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
 // WriteJSONLines prints one JSON object per line: every summary row ("kind":"summary"), every sample
-// ("sample"), from_pod's cost per size ("from_pod") and the run ("run").
+// ("sample"), from_pod's cost per size ("from_pod"), the policy rows ("policy_summary", "policy_sample")
+// and the run ("run").
 func (r *Report) WriteJSONLines(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	type kinded struct {
@@ -288,6 +308,9 @@ func (r *Report) WriteJSONLines(w io.Writer) error {
 		if err := enc.Encode(map[string]any{"kind": "from_pod", "pods": pods, "ns_per_packet": r.ProgNs[pods]}); err != nil {
 			return err
 		}
+	}
+	if err := r.writePolicyJSONLines(w); err != nil {
+		return err
 	}
 	return enc.Encode(map[string]any{
 		"kind": "run", "wall_s": r.Wall.Seconds(), "repeats": r.Options.Repeats, "sizes": r.Options.Sizes,

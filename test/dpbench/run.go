@@ -17,6 +17,7 @@ type Options struct {
 	TCPDuration time.Duration // iperf3 -t; default 3s
 	RRDuration  time.Duration // UDP ping-pong per run; default 2s
 	ProgRepeat  int           // packets per BPF_PROG_TEST_RUN; default 1,000,000
+	KNP         string        // the built knp command (BuildKNP); empty: no kube-network-policies rows
 	Progress    io.Writer     // one line per step; nothing when nil
 }
 
@@ -53,7 +54,7 @@ type bench struct {
 // the sizes in ascending order and, at each size, measures every scheme Repeats times, rotating the order
 // of the schemes in each repeat so that drift on a noisy machine falls on all of them alike. In each repeat,
 // after the direct measurements, eniwire and plain are measured through the Service (service.go), again in
-// rotated order.
+// rotated order. Last come the policy rows (policyrows.go), on a topology of their own.
 func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 	opts = opts.withDefaults()
 	start, load := time.Now(), loadAvg()
@@ -133,8 +134,12 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 			rep.Prog = append(rep.Prog, ProgSample{Pods: pods, Repeat: r, PerPacket: per})
 		}
 	}
+	if rep.PolicySamples, err = runPolicyRows(ctx, prefix+"-p", filepath.Join(pinBase, "policy"), opts); err != nil {
+		return nil, err
+	}
 	rep.Wall, rep.LoadEnd = time.Since(start), loadAvg()
 	rep.summarize()
+	rep.summarizePolicy()
 	return rep, nil
 }
 

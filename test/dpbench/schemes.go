@@ -48,6 +48,9 @@ type Eniwire struct {
 	PinRoot string
 	// Logger receives the datapath's state changes; nothing when nil (10,000 pod entries log 10,000 lines).
 	Logger *slog.Logger
+	// NetworkPolicy opens the datapath as the agent does by default (the policy rows); the pod-count rows
+	// keep it off, as they were first measured.
+	NetworkPolicy bool
 
 	d       *datapath.Datapath
 	nsName  string
@@ -75,12 +78,13 @@ func (e *Eniwire) Install(ctx context.Context, t *Topology) error {
 	}
 	e.nsName = t.Node
 	cfg := datapath.Config{
-		PinRoot:  e.PinRoot,
-		VPCCIDRs: []netip.Prefix{VPCCIDR},
-		NodeIPs:  []netip.Addr{primaryIP, eniIP},
-		SNAT:     true,
-		Attach:   datapath.AttachTCX,
-		Logger:   log,
+		PinRoot:       e.PinRoot,
+		VPCCIDRs:      []netip.Prefix{VPCCIDR},
+		NodeIPs:       []netip.Addr{primaryIP, eniIP},
+		SNAT:          true,
+		NetworkPolicy: e.NetworkPolicy,
+		Attach:        datapath.AttachTCX,
+		Logger:        log,
 	}
 	return t.Do(t.Node, func() error {
 		d, err := datapath.Open(cfg)

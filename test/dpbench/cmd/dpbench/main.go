@@ -1,5 +1,6 @@
 // Command dpbench compares eniwire's datapath with the AWS VPC CNI's ip-rule scheme and a plain routed
-// veth in network namespaces, and prints the method, a table and JSON lines. It needs root, bpffs, ip and
+// veth in network namespaces, and eniwire's NetworkPolicy enforcement with none and with
+// kube-network-policies', and prints the method, tables and JSON lines. It needs root, bpffs, ip, nft and
 // iperf3. `make bench` runs it.
 package main
 
@@ -26,6 +27,7 @@ func main() {
 	flag.DurationVar(&opts.TCPDuration, "tcp", 0, "iperf3 duration (default 3s)")
 	flag.DurationVar(&opts.RRDuration, "rr", 0, "UDP request/response duration per run (default 2s)")
 	flag.IntVar(&opts.ProgRepeat, "prog-repeat", 0, "packets per BPF_PROG_TEST_RUN of from_pod (default 1000000)")
+	flag.StringVar(&opts.KNP, "knp", "", "the built test/dpbench/knp command: adds the kube-network-policies policy rows")
 	flag.Parse()
 	for _, f := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
