@@ -33,6 +33,9 @@ const (
 	droppedRun = 5
 	// reachWithin bounds the time from a new pod's address in the API to its peers reaching it.
 	reachWithin = 30 * time.Second
+	// batchWithin bounds a batch from its creates to its last pod reached: a pod may wait for an IP out of
+	// IP_COOLDOWN_PERIOD (120 s) and for kubelet's back-off between sandbox attempts (105 s in the first run).
+	batchWithin = 5 * time.Minute
 	benchToggle = "bench-toggle"
 )
 
@@ -206,7 +209,7 @@ func (s *suite) newPodLatency(t *testing.T, np *netpolSetup) string {
 func measureReach(w watch.Interface, batch map[string]*newPod, peers []string) error {
 	done := make(chan *newPod, len(batch))
 	waiting := len(batch)
-	deadline := time.After(2 * time.Minute)
+	deadline := time.After(batchWithin)
 	for waiting > 0 {
 		select {
 		case ev, ok := <-w.ResultChan():
@@ -248,7 +251,7 @@ func measureReach(w watch.Interface, batch map[string]*newPod, peers []string) e
 					missing = append(missing, name)
 				}
 			}
-			return fmt.Errorf("after 2m, %d pods of the batch not reached; without an address: %v", waiting, missing)
+			return fmt.Errorf("after %s, %d pods of the batch not reached; without an address: %v", batchWithin, waiting, missing)
 		}
 	}
 	return nil
