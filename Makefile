@@ -12,7 +12,7 @@ FUZZTIME ?= 20s
 
 .PHONY: help
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: deps
 deps: ## Install the Debian packages and Go tools that tests and the demo need (root).
@@ -42,9 +42,14 @@ test: deps lint check-generate ## Install what is missing, vet, check the BPF ob
 K8S := test/k8s
 
 .PHONY: e2e-k8s
-e2e-k8s: deps ## eniwire on a real Kubernetes cluster (built from source) on the simulated VPC: every case, then a table (root).
+e2e-k8s: deps ## eniwire on a real Kubernetes cluster (built from source) on the simulated VPC: every case but 11f (make bench-k8s), then a table (root).
 	@if [ "$$(id -u)" != 0 ]; then echo "e2e-k8s: needs root; run: sudo make e2e-k8s" >&2; exit 1; fi
-	cd $(K8S) && $(GO) vet ./... && $(GO) test -count=1 -timeout 75m -v -skip '^TestCustomNetworking$$' ./cluster/ ./e2e/
+	cd $(K8S) && $(GO) vet ./... && $(GO) test -count=1 -timeout 75m -v -skip '^TestCustomNetworking$$|TestKubernetesNode/^11f' ./cluster/ ./e2e/
+
+.PHONY: bench-k8s
+bench-k8s: deps ## NetworkPolicy latency on the real-node cluster (case 11f, not part of e2e-k8s: about 5 minutes): policy change to enforced on both nodes, new allowed pod to reached from both, p50/p99/max (root).
+	@if [ "$$(id -u)" != 0 ]; then echo "bench-k8s: needs root; run: sudo make bench-k8s" >&2; exit 1; fi
+	cd $(K8S) && $(GO) test -count=1 -timeout 30m -v -run 'TestKubernetesNode/^(1\.|11f)' ./e2e/
 
 CONFORMANCE_FLAGS ?= -extended -netpol all
 

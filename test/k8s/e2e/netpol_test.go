@@ -51,6 +51,7 @@ func (s *suite) netpolCases() []netpolCase {
 		{netpolCutCase, s.netpolCut},
 		{netpolAgentDeletedCase, s.netpolAgentDeleted},
 		{netpolExplainCase, s.netpolExplain},
+		{netpolLatencyCase, s.netpolLatency},
 	}
 }
 
