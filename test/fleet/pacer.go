@@ -17,13 +17,16 @@ import (
 // So the pace of virtual time follows the work outstanding: every paceEvery the pacer reads how many goroutines
 // are running and how many are ready to run but wait for a CPU (runtime/metrics), and divides the run's speed-up
 // by the goroutines per CPU when they are more than one: with every goroutine on a CPU of its own, as on a real
-// fleet, virtual time runs at the speed-up; with 10 sharing each CPU, at a tenth of it; never slower than the wall
-// clock. It slows at once and goes back up by at most paceRise per look. The run reports the speed-up it reached
-// on average and the slowest pace (Result.SpeedupEffective, SpeedupLeast).
+// fleet, virtual time runs at the speed-up; with 10 sharing each CPU, at a tenth of it; never slower than
+// paceFloor. It slows at once and goes back up by at most paceRise per look. The run reports the speed-up it
+// reached on average and the slowest pace (Result.SpeedupEffective, SpeedupLeast). The floor is well under the
+// wall clock's pace: at 1 the machine's CPU time still passed as virtual time while a 300-node rollout's 33,000
+// ADDs started, the first nodes ready saw a part of their pods and grew twice, and the last pod had its IP at
+// 73 s instead of 51 s.
 const (
 	paceEvery = 10 * time.Millisecond
 	paceRise  = 1.25
-	paceFloor = 1.0
+	paceFloor = 0.05
 )
 
 // pacer sets its clock's pace by the fleet's goroutines waiting for a CPU.

@@ -30,8 +30,8 @@ func main() {
 	pods := flag.Int("pods", 110, "pods per node in rollout-prefix")
 	minIP := flag.Int("minimum-ip-target", 0, "eniwire nodes' MINIMUM_IP_TARGET in rollout-prefix and fragmented (0: unset, "+
 		"WARM_PREFIX_TARGET=1 governs)")
-	speedup := flag.Float64("speedup", 0, "virtual seconds per wall second at most (0: 20 up to 300 nodes, 10 up to 600, 5 "+
-		"beyond); virtual time slows while the fleet's goroutines wait for a CPU")
+	speedup := flag.Float64("speedup", 0, "virtual seconds per wall second at most (0: 20 up to 300 nodes, 10 beyond); "+
+		"virtual time slows while the fleet's goroutines wait for a CPU")
 	fixedPace := flag.Bool("fixed-pace", false, "keep virtual time at -speedup however late the fleet's goroutines run "+
 		"(the harness before its pacer: a loaded machine makes the fleet look slower than it is)")
 	seed := flag.Int64("seed", 1, "seed of the simulator and the scenarios")
@@ -64,7 +64,8 @@ func main() {
 				fmt.Fprintf(os.Stderr, "fleet: %s/%s: %v\n", st, sc, err)
 				os.Exit(2)
 			}
-			fmt.Fprintf(os.Stderr, "fleet: %s/%s done in %.0fs wall\n", st, sc, r.WallSeconds)
+			fmt.Fprintf(os.Stderr, "fleet: %s/%s done in %.0fs wall: ", st, sc, r.WallSeconds)
+			_ = fleet.WriteJSON(os.Stderr, []fleet.Result{r}) // kept should a later run not end
 			results = append(results, r)
 		}
 	}
