@@ -61,7 +61,8 @@ type Config struct {
 	// jittered, the first one a random part of it after start. Every node sweeps, so a cluster of N nodes
 	// sweeps every interval/N on average: orphans go within seconds in a large cluster, and the cost per node
 	// stays one filtered DescribeNetworkInterfaces per interval (1,000 nodes: 3.3 calls/s of the account's
-	// 20/s non-mutating refill). Negative turns the sweep off.
+	// 20/s non-mutating refill). A sweep due while the node's own pods wait for IPs waits until they have them.
+	// Negative turns the sweep off.
 	OrphanSweepInterval time.Duration
 	// StartJitter: the first EC2 work waits a random part of this, so a rollout does not arrive at once.
 	StartJitter time.Duration

@@ -78,6 +78,8 @@ type Manager struct {
 	needReconcile bool
 	// reconciles counts the reconciles that reached the books (ownAvailableDue).
 	reconciles int
+	// ownListOwed: the first reconcile of empty books left the list of our own available ENIs to the next.
+	ownListOwed bool
 	// limitCap lowers MaxENIs when EC2 refused an attach that our count allowed: it is set by the reconcile
 	// that follows the refusal (capAtReconcile) to the number of ENIs EC2 then shows attached.
 	limitCap       int

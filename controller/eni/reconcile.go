@@ -66,7 +66,8 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 		return rep, err
 	}
 	var mine []types.NetworkInterface
-	if m.ownAvailableDue(attached) {
+	listedOwn := m.ownAvailableDue(attached)
+	if listedOwn {
 		if mine, err = m.describeFiltered(ctx, filter("tag:"+TagOwner, m.cfg.InstanceID), filter("status", "available")); err != nil {
 			return rep, err
 		}
@@ -126,6 +127,7 @@ func (m *Manager) Reconcile(ctx context.Context) (Report, error) {
 	m.mu.Lock()
 	m.occupied = occupied
 	m.needReconcile = false
+	m.ownListOwed = m.ownListOwed && !listedOwn
 	m.reconciles++
 	m.learnLimitLocked(len(occupied), now)
 	foreign := make(map[string]bool, len(rep.Foreign))
@@ -167,11 +169,25 @@ const ownAvailableEvery = 10
 // our back, or from books lost with the journal: so the list is read at the first reconcile, when a surprising
 // answer asked for the reconcile, when a usable ENI of the books is missing from attached or one was moved,
 // and otherwise one reconcile in ownAvailableEvery. (Two calls at every periodic reconcile were the most of a
-// 1,000-node fleet's describes.)
+// 1,000-node fleet's describes.) Books with no ENI at all (a new instance) hold no operation to finish, and
+// every pod of the node waits for its first reconcile while a rollout's nodes all start together and share the
+// account's describe bucket: their first reconcile leaves the list, which only a journal lost on this instance
+// could fill, to the next.
 func (m *Manager) ownAvailableDue(attached []types.NetworkInterface) bool {
 	m.mu.Lock()
-	due := m.reconciles%ownAvailableEvery == 0 || m.needReconcile
+	first := m.reconciles == 0 && !m.needReconcile
+	due := m.reconciles%ownAvailableEvery == 0 || m.needReconcile || m.ownListOwed
 	m.mu.Unlock()
+	if first {
+		empty := false
+		m.books.View(func(st *journal.State) { empty = len(st.ENIs) == 0 })
+		if empty {
+			m.mu.Lock()
+			m.ownListOwed = true
+			m.mu.Unlock()
+			return false
+		}
+	}
 	if due {
 		return true
 	}

@@ -103,7 +103,7 @@ func (n *eniwireNode) nodeInfo() metadata.Node {
 func (n *eniwireNode) start(ctx context.Context) error {
 	cfg := n.set.ec2Config
 	cfg.Clock = n.w.clk
-	api, err := ec2client.New(n.w.sdk(ec2client.NewSDKRetryer(3)), cfg, nil, n.set.log)
+	api, err := ec2client.New(n.w.sdk(ec2client.NewSDKRetryer(3), n.answered), cfg, nil, n.set.log)
 	if err != nil {
 		return fmt.Errorf("building EC2 client of %s: %w", n.inst.ID, err)
 	}
@@ -135,6 +135,16 @@ func (n *eniwireNode) stop() {
 	if node := n.ctl(); node != nil {
 		_ = node.Close()
 	}
+}
+
+// answered reports whether the node running now has had EC2's first answer.
+func (n *eniwireNode) answered() bool {
+	node := n.ctl()
+	if node == nil {
+		return false
+	}
+	ok, _ := node.Ready()
+	return ok
 }
 
 func (n *eniwireNode) settled() bool {

@@ -105,7 +105,7 @@ func (f *fleet) fragment(ctx context.Context, insts []ec2sim.Instance) error {
 	}
 	f.w.sim.SetThrottling(false)
 	defer f.w.sim.SetThrottling(true)
-	api := f.w.sdk(retry.NewStandard())
+	api := f.w.sdk(retry.NewStandard(), nil)
 	it, _ := ec2sim.LookupInstanceType(fillType)
 	per := int32(it.IPv4PerENI - 1)
 	for id, u := range uses {

@@ -66,9 +66,9 @@ const (
 
 func newLegacyNode(w *world, inst ec2sim.Instance, set nodeSettings) *legacyNode {
 	it, _ := ec2sim.LookupInstanceType(inst.Type)
-	retryer := scaledRetryer{RetryerV2: retry.NewStandard(), factor: w.clk.Factor()}
+	retryer := scaledRetryer{RetryerV2: retry.NewStandard(), clk: w.clk}
 	return &legacyNode{w: w, inst: inst, it: it, warm: set.warmENI, log: set.log.With("instance", inst.ID),
-		api: w.sdk(retryer), pods: map[string]string{}}
+		api: w.sdk(retryer, nil), pods: map[string]string{}}
 }
 
 func (n *legacyNode) start(ctx context.Context) error {

@@ -55,6 +55,9 @@ type Result struct {
 	// DescribesToAddressed are the DescribeNetworkInterfaces calls until every pod had its IP (the prefix
 	// scenarios; fragmented runs its whole window after, and its periodic reconciles go on describing).
 	DescribesToAddressed int64 `json:"describes_to_all_addressed,omitempty"`
+	// DescribesByCause are the nodes' DescribeNetworkInterfaces requests by what sent them, SDK retries included
+	// (describecauses.go); the prefix scenarios count from the start of their nodes.
+	DescribesByCause map[string]DescribeCause `json:"describes_by_cause,omitempty"`
 	// AddsNoIP are the prefix scenarios' ADDs answered "no IP" (kubelet: FailedCreatePodSandBox, then a retry).
 	AddsNoIP         int     `json:"adds_answered_no_ip"`
 	Kills            int     `json:"controller_kills,omitempty"`
@@ -62,6 +65,12 @@ type Result struct {
 	VirtualSeconds   float64 `json:"virtual_seconds"`
 	WallSeconds      float64 `json:"wall_seconds"`
 	Speedup          float64 `json:"speedup"`
+	// SpeedupEffective is the virtual seconds that passed per wall second over the run, SpeedupLeast the
+	// slowest pace and SlowShare the share of its wall time virtual time ran below Speedup (pacer.go; absent
+	// with a fixed pace).
+	SpeedupEffective float64 `json:"speedup_effective,omitempty"`
+	SpeedupLeast     float64 `json:"speedup_least,omitempty"`
+	SlowShare        float64 `json:"slow_share,omitempty"`
 }
 
 // TotalEC2Calls is the run's EC2 calls of every action.
@@ -123,6 +132,11 @@ func bucketBound(need map[string]int) (float64, string) {
 // measure fills the counters and the end-of-run checks of res from the simulator and the nodes' books.
 func (f *fleet) measure(res *Result) {
 	res.Speedup = f.opts.Speedup
+	if f.w.pacer != nil {
+		pr := f.w.pacer.report()
+		res.SpeedupEffective, res.SpeedupLeast, res.SlowShare = pr.Effective, pr.Least, pr.SlowShare
+	}
+	res.DescribesByCause = f.w.describes.snapshot()
 	res.EC2Calls = map[string]int64{}
 	succeeded := map[string]int{}
 	for action, c := range f.w.sim.Counters() {

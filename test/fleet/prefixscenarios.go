@@ -82,6 +82,7 @@ func (f *fleet) podRollout(ctx context.Context) (Result, error) {
 		until = f.opts.MaxVirtual
 	}
 	f.base = f.w.sim.Counters()
+	f.w.describes.reset()
 	f.t0 = f.w.clk.Now()
 	exhausted := func() (float64, error) { return -1, nil }
 	if f.scenario == Exhausted {

@@ -107,6 +107,11 @@ func writePodTable(w io.Writer, rs []Result) error {
 			fmt.Fprintf(w, "%s/%s: the node subnets ran out at %.0fs; %d ENIs went to the discovered pod subnets\n",
 				r.Strategy, r.Scenario, r.ExhaustedAtSeconds, r.ENIsInPodSubnets)
 		}
+		fmt.Fprintln(w, paceLine(r))
+		if len(r.DescribesByCause) > 0 {
+			fmt.Fprintf(w, "%s/%s: DescribeNetworkInterfaces by cause: %s\n", r.Strategy, r.Scenario,
+				strings.Join(describeCauseLines(r.DescribesByCause), "; "))
+		}
 		if fr := r.Fragmentation; fr != nil {
 			fmt.Fprintf(w, "%s/%s: %d legacy nodes (%s) held %d single IPs; %d addresses and %d aligned /28s were free at the start\n",
 				r.Strategy, r.Scenario, fr.Nodes, fillType, fr.IPs, fr.FreeAddrs, fr.FreePrefixes)
@@ -137,8 +142,21 @@ func writeENITable(w io.Writer, rs []Result) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, r := range rs {
+		fmt.Fprintln(w, paceLine(r))
+	}
 	_, err := fmt.Fprintln(w, LowerBoundMethod)
 	return err
+}
+
+// paceLine says how fast virtual time ran in r.
+func paceLine(r Result) string {
+	if r.SpeedupEffective == 0 {
+		return fmt.Sprintf("%s/%s: virtual time at a fixed speed-up of %.0f", r.Strategy, r.Scenario, r.Speedup)
+	}
+	return fmt.Sprintf("%s/%s: virtual time at up to %.0f x the wall clock, %.1f x on average, %.1f x at the slowest, "+
+		"below %.0f for %.0f%% of the wall time (paced by the goroutines waiting for a CPU)", r.Strategy, r.Scenario,
+		r.Speedup, r.SpeedupEffective, r.SpeedupLeast, r.Speedup, 100*r.SlowShare)
 }
 
 // WriteJSON prints one JSON object per result, each on its own line.

@@ -61,8 +61,10 @@ const vpcCNICidrCooldown = 120 * time.Second
 func newVPCCNINode(w *world, inst ec2sim.Instance, set nodeSettings) *vpcCNINode {
 	it, _ := ec2sim.LookupInstanceType(inst.Type)
 	std := retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = 10 })
-	return &vpcCNINode{w: w, inst: inst, it: it, maxPods: kubeletMaxPods(it), log: set.log.With("instance", inst.ID),
-		api: w.sdk(scaledRetryer{RetryerV2: std, factor: w.clk.Factor()}), pods: map[string]string{}}
+	n := &vpcCNINode{w: w, inst: inst, it: it, maxPods: kubeletMaxPods(it), log: set.log.With("instance", inst.ID),
+		pods: map[string]string{}}
+	n.api = w.sdk(scaledRetryer{RetryerV2: std, clk: w.clk}, n.settled)
+	return n
 }
 
 func (n *vpcCNINode) start(ctx context.Context) error {

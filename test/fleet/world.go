@@ -39,19 +39,24 @@ const attachDelay = time.Second
 
 // world is one simulated account: the simulator, its HTTP server, and the shared pieces every node client uses.
 type world struct {
-	sim     *ec2sim.Sim
-	srv     *ec2sim.Server
-	clk     *clock.Scaled
+	sim *ec2sim.Sim
+	srv *ec2sim.Server
+	clk *pacedClock
+	// pacer sets clk's pace by the work outstanding (pacer.go); nil when the run keeps a fixed speed-up.
+	pacer   *pacer
 	http    *http.Client
 	subnets []string
 	mix     []string
 	cancel  context.CancelFunc
+	// describes counts the nodes' DescribeNetworkInterfaces requests by cause (describecauses.go).
+	describes *describeCauses
 }
 
 // newWorld builds the account: /16 subnets of nodesPerSubnet nodes, whose addresses are handed out across
-// each subnet, as EC2 does, when scatter is set.
-func newWorld(speedup float64, seed int64, nodes int, mix []string, scatter bool) (*world, error) {
-	clk := clock.NewScaled(speedup)
+// each subnet, as EC2 does, when scatter is set. Its virtual time runs at speedup, paced by the work
+// outstanding unless fixedPace is set.
+func newWorld(speedup float64, fixedPace bool, seed int64, nodes int, mix []string, scatter bool) (*world, error) {
+	clk := newPacedClock(speedup)
 	cfg := ec2sim.DefaultConfig()
 	cfg.Clock = clk
 	cfg.Seed = seed
@@ -60,7 +65,7 @@ func newWorld(speedup float64, seed int64, nodes int, mix []string, scatter bool
 	if err := sim.AddVPC("vpc-fleet", "10.0.0.0/8"); err != nil {
 		return nil, fmt.Errorf("adding VPC: %w", err)
 	}
-	w := &world{sim: sim, clk: clk, mix: mix}
+	w := &world{sim: sim, clk: clk, mix: mix, describes: newDescribeCauses()}
 	for i := 0; i*nodesPerSubnet < max(nodes, 1)*2; i++ { // room for nodes that join during churn
 		id := fmt.Sprintf("subnet-fleet%03d", i)
 		if err := sim.AddSubnet(ec2sim.SubnetSpec{ID: id, VPCID: "vpc-fleet", CIDR: fmt.Sprintf("10.%d.0.0/16", i+1),
@@ -74,6 +79,10 @@ func newWorld(speedup float64, seed int64, nodes int, mix []string, scatter bool
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("starting the simulator: %w", err)
+	}
+	if !fixedPace {
+		w.pacer = newPacer(clk)
+		go w.pacer.run(ctx)
 	}
 	w.srv, w.cancel = srv, cancel
 	// One transport for every node's SDK client: a thousand clients, a handful of pooled connections each.
@@ -105,27 +114,32 @@ func (w *world) addInstance(i int) (ec2sim.Instance, error) {
 // sdk returns an SDK client for the simulator with the given retryer. Every strategy's client gives the
 // transport its own copy of each request body (ec2client.OwnBodyHTTPClient), as eniwire's does: against a
 // simulator on loopback the SDK's body race otherwise drops a connection under a reader once in a few dozen
-// calls, and a fleet run makes thousands.
-func (w *world) sdk(retryer aws.Retryer) *ec2.Client {
+// calls, and a fleet run makes thousands. Its describes are counted by cause; ready says whether the node has
+// had EC2's first answer (nil: always).
+func (w *world) sdk(retryer aws.Retryer, ready func() bool) *ec2.Client {
 	return ec2.New(ec2.Options{
 		Region:       w.sim.Config().Region,
 		Credentials:  credentials.NewStaticCredentialsProvider(ec2sim.TestAccessKey, ec2sim.TestSecretKey, ""),
 		BaseEndpoint: aws.String(w.srv.EC2URL()),
-		HTTPClient:   ec2client.OwnBodyHTTPClient(w.http),
+		HTTPClient:   ec2client.OwnBodyHTTPClient(w.describes.client(w.http, ready)),
 		Retryer:      retryer,
 	})
 }
 
-// scaledRetryer makes an SDK retryer's delays pass in virtual time: the SDK sleeps on the wall clock, so its
-// delay is divided by the speed-up. Attempts, retry quota and retryable errors stay the SDK's.
+// scaledRetryer makes an SDK retryer's delays pass in virtual time: the SDK would sleep on the wall clock, so
+// the delay is slept here on the virtual clock, whose pace may change meanwhile, and the SDK told to sleep no
+// more. Attempts, retry quota and retryable errors stay the SDK's.
 type scaledRetryer struct {
 	aws.RetryerV2
-	factor float64
+	clk clock.Clock
 }
 
 func (r scaledRetryer) RetryDelay(attempt int, err error) (time.Duration, error) {
 	d, derr := r.RetryerV2.RetryDelay(attempt, err)
-	return time.Duration(float64(d) / r.factor), derr
+	if derr == nil {
+		_ = r.clk.Sleep(context.Background(), d)
+	}
+	return 0, derr
 }
 
 // nopRegisterer drops metrics: a thousand private registries would cost more than the simulation of a node.

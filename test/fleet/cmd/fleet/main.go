@@ -5,8 +5,9 @@
 //
 // Diagnostics, on stderr: FLEET_TRACE=1 prints every 3 virtual seconds the calls that succeeded and were
 // throttled per ENI action and the settled nodes (and the state of the last unsettled ones); FLEET_DEBUG_LEAKS=1
-// prints each leaked ENI with its owner and the owner's record of it. The default -speedup depends on -nodes
-// (fleet.DefaultSpeedup): a machine too slow for the speed-up makes virtual time jump.
+// prints each leaked ENI with its owner and the owner's record of it. -speedup is the most virtual
+// seconds per wall second (fleet.DefaultSpeedup); virtual time runs slower while the fleet's goroutines wait for a
+// CPU (-fixed-pace: not).
 package main
 
 import (
@@ -30,8 +31,10 @@ func main() {
 	pods := flag.Int("pods", 110, "pods per node in rollout-prefix")
 	minIP := flag.Int("minimum-ip-target", 0, "eniwire nodes' MINIMUM_IP_TARGET in rollout-prefix and fragmented (0: unset, "+
 		"WARM_PREFIX_TARGET=1 governs)")
-	speedup := flag.Float64("speedup", 0, "virtual seconds per wall second (0: 20 up to 300 nodes, 10 up to 600, 5 beyond; "+
-		"too high for the machine's CPUs makes virtual time jump and the fleet look slower than it is)")
+	speedup := flag.Float64("speedup", 0, "virtual seconds per wall second at most (0: 20); virtual time slows while the "+
+		"fleet's goroutines wait for a CPU")
+	fixedPace := flag.Bool("fixed-pace", false, "keep virtual time at -speedup however late the fleet's goroutines run "+
+		"(the harness before its pacer: a loaded machine makes the fleet look slower than it is)")
 	seed := flag.Int64("seed", 1, "seed of the simulator and the scenarios")
 	maxAttempts := flag.Int("ec2-max-attempts", 0, "eniwire EC2 client attempts per call under throttling (0: the product default)")
 	jsonOnly := flag.Bool("json", false, "print only the JSON lines")
@@ -54,15 +57,16 @@ func main() {
 			}
 		}
 		for _, st := range strings.Split(sts, ",") {
-			opts := fleet.Options{Nodes: *nodes, Speedup: *speedup, Seed: *seed, Progress: os.Stderr, PodsPerNode: *pods,
-				MinimumIPTarget: *minIP}
+			opts := fleet.Options{Nodes: *nodes, Speedup: *speedup, FixedPace: *fixedPace, Seed: *seed, Progress: os.Stderr,
+				PodsPerNode: *pods, MinimumIPTarget: *minIP}
 			opts.EC2Config.MaxAttempts = *maxAttempts
 			r, err := fleet.Run(ctx, opts, fleet.Strategy(strings.TrimSpace(st)), fleet.Scenario(strings.TrimSpace(sc)))
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "fleet: %s/%s: %v\n", st, sc, err)
 				os.Exit(2)
 			}
-			fmt.Fprintf(os.Stderr, "fleet: %s/%s done in %.0fs wall\n", st, sc, r.WallSeconds)
+			fmt.Fprintf(os.Stderr, "fleet: %s/%s done in %.0fs wall: ", st, sc, r.WallSeconds)
+			_ = fleet.WriteJSON(os.Stderr, []fleet.Result{r}) // kept should a later run not end
 			results = append(results, r)
 		}
 	}
