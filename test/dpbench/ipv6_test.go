@@ -1,0 +1,107 @@
+package dpbench
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/eniwire/eniwire/datapath"
+)
+
+// TestEachSchemeCarriesIPv6PodTrafficOutOfThePrimaryENI: on the IPv6 topology, the pod reaches the VPC
+// host over IPv6 (UDP echo and an iperf3 -6 stream) through eniwire and through plain routing, every
+// request leaving by the primary ENI, the one the pod's /80 belongs to; with eniwire, by from_pod's
+// redirect out of the ENI (its out_eni counter), with 100 pods in the map.
+func TestEachSchemeCarriesIPv6PodTrafficOutOfThePrimaryENI(t *testing.T) {
+	t.Parallel()
+	requireTools(t)
+	for _, s := range []Scheme{&Eniwire{}, Plain{}} {
+		t.Run(s.Name(), func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			topo, err := NewIPv6Topology(ctx, UniquePrefix("test6"))
+			if err != nil {
+				t.Fatalf("building the IPv6 topology: %v", err)
+			}
+			t.Cleanup(func() {
+				if err := topo.Close(); err != nil {
+					t.Errorf("removing the topology: %v", err)
+				}
+			})
+			e, isEniwire := s.(*Eniwire)
+			if isEniwire {
+				base := filepath.Join("/sys/fs/bpf", topo.Node)
+				e.PinRoot = filepath.Join(base, "v1")
+				t.Cleanup(func() { _ = os.RemoveAll(base) })
+			}
+			srv, err := StartServers(ctx, topo)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = srv.Close() })
+			if err := s.Install(ctx, topo); err != nil {
+				t.Fatalf("installing %s: %v", s.Name(), err)
+			}
+			t.Cleanup(func() {
+				if err := s.Close(); err != nil {
+					t.Errorf("closing %s: %v", s.Name(), err)
+				}
+			})
+			if err := s.Grow(ctx, topo, 100); err != nil {
+				t.Fatal(err)
+			}
+			if err := Reach(ctx, topo, Direct6, 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			outENI := func() uint64 {
+				if !isEniwire {
+					return 0
+				}
+				r, err := datapath.OpenPinnedReadOnly(e.PinRoot)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r.Close()
+				c, err := r.Counter(datapath.VerdictFromPodOutENI)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return c.Packets
+			}
+			redirectedBefore := outENI()
+			primaryBefore, err1 := topo.TxPackets(PrimaryENI)
+			eniBefore, err2 := topo.TxPackets(SecondaryENI)
+			rr, err3 := UDPRoundTrips(ctx, topo, Direct6, 300*time.Millisecond)
+			primaryAfter, err4 := topo.TxPackets(PrimaryENI)
+			eniAfter, err5 := topo.TxPackets(SecondaryENI)
+			for _, err := range []error{err1, err2, err3, err4, err5} {
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			if rr.Transactions < 10 || rr.P50 <= 0 || rr.P99 < rr.P50 {
+				t.Errorf("UDP round trips over IPv6 = %+v, want at least 10 with sane percentiles", rr)
+			}
+			if sent := primaryAfter - primaryBefore; sent < uint64(rr.Transactions) {
+				t.Errorf("%s sent %d packets during %d round trips, want every request there", PrimaryENI, sent, rr.Transactions)
+			}
+			if sent := eniAfter - eniBefore; sent > uint64(rr.Transactions/10) {
+				t.Errorf("%s sent %d packets during %d round trips, want (almost) none", SecondaryENI, sent, rr.Transactions)
+			}
+			if isEniwire {
+				if got := outENI() - redirectedBefore; got < uint64(rr.Transactions) {
+					t.Errorf("from_pod redirected %d packets out of the ENI during %d round trips, want every request", got, rr.Transactions)
+				}
+			}
+			tcp, err := TCPThroughput(ctx, topo, Direct6, time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tcp.Gbps <= 0 {
+				t.Errorf("iperf3 -6 reported %.3f Gbit/s, want traffic", tcp.Gbps)
+			}
+			t.Logf("%s over IPv6, 100 pods: %.2f Gbit/s, %.0f UDP transactions/s, p50 %s", s.Name(), tcp.Gbps, rr.Rate, rr.P50)
+		})
+	}
+}
