@@ -1,8 +1,9 @@
 // Package dpbench measures the pod → VPC datapath of three schemes on the same network-namespace topology:
 // eniwire's BPF programs, the AWS VPC CNI's source-based ip rules with a route table per ENI, and a plain
 // routed veth with no policy at all (the floor). It reports TCP throughput (iperf3), UDP request/response
-// rate and RTT, and from_pod's per-packet cost (BPF_PROG_TEST_RUN) at several pod counts. The method and
-// the figures are in README.md next to this file.
+// rate and RTT, and from_pod's per-packet cost (BPF_PROG_TEST_RUN) at several pod counts; and eniwire
+// against the plain routed veth over IPv6 (topology6.go). The method and the figures are in README.md next
+// to this file.
 package dpbench
 
 import (
