@@ -115,25 +115,7 @@ func checkSchemeAt(ctx context.Context, t *testing.T, topo *Topology, s Scheme, 
 	if err := Reach(ctx, topo, Direct, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	eniBefore, err1 := topo.TxPackets(SecondaryENI)
-	primaryBefore, err2 := topo.TxPackets(PrimaryENI)
-	rr, err3 := UDPRoundTrips(ctx, topo, Direct, 300*time.Millisecond)
-	eniAfter, err4 := topo.TxPackets(SecondaryENI)
-	primaryAfter, err5 := topo.TxPackets(PrimaryENI)
-	for _, err := range []error{err1, err2, err3, err4, err5} {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if rr.Transactions < 10 || rr.P50 <= 0 || rr.P99 < rr.P50 {
-		t.Errorf("UDP round trips = %+v, want at least 10 with sane percentiles", rr)
-	}
-	if sent := eniAfter - eniBefore; sent < uint64(rr.Transactions) {
-		t.Errorf("%s sent %d packets during %d round trips, want every request there", SecondaryENI, sent, rr.Transactions)
-	}
-	if sent := primaryAfter - primaryBefore; sent > uint64(rr.Transactions/10) {
-		t.Errorf("%s sent %d packets during %d round trips, want (almost) none", PrimaryENI, sent, rr.Transactions)
-	}
+	rr := checkRoundTripsLeaveBy(ctx, t, topo, Direct, SecondaryENI, PrimaryENI)
 	tcp, err := TCPThroughput(ctx, topo, Direct, time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +130,32 @@ func checkSchemeAt(ctx context.Context, t *testing.T, topo *Topology, s Scheme, 
 		}
 	}
 	t.Logf("%s, %d pods: %.2f Gbit/s, %.0f UDP transactions/s, p50 %s", s.Name(), pods, tcp.Gbps, rr.Rate, rr.P50)
+}
+
+// checkRoundTripsLeaveBy runs UDP round trips from the pod to to and checks that every request left the
+// node by the interface via and (almost) none by other.
+func checkRoundTripsLeaveBy(ctx context.Context, t *testing.T, topo *Topology, to Target, via, other string) RRResult {
+	t.Helper()
+	viaBefore, err1 := topo.TxPackets(via)
+	otherBefore, err2 := topo.TxPackets(other)
+	rr, err3 := UDPRoundTrips(ctx, topo, to, 300*time.Millisecond)
+	viaAfter, err4 := topo.TxPackets(via)
+	otherAfter, err5 := topo.TxPackets(other)
+	for _, err := range []error{err1, err2, err3, err4, err5} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rr.Transactions < 10 || rr.P50 <= 0 || rr.P99 < rr.P50 {
+		t.Errorf("UDP round trips to %s = %+v, want at least 10 with sane percentiles", to.Name, rr)
+	}
+	if sent := viaAfter - viaBefore; sent < uint64(rr.Transactions) {
+		t.Errorf("%s sent %d packets during %d round trips, want every request there", via, sent, rr.Transactions)
+	}
+	if sent := otherAfter - otherBefore; sent > uint64(rr.Transactions/10) {
+		t.Errorf("%s sent %d packets during %d round trips, want (almost) none", other, sent, rr.Transactions)
+	}
+	return rr
 }
 
 // checkService reaches the VPC host through the Service the service rows measure, then checks that removing

@@ -70,25 +70,7 @@ func TestEachSchemeCarriesIPv6PodTrafficOutOfThePrimaryENI(t *testing.T) {
 				return c.Packets
 			}
 			redirectedBefore := outENI()
-			primaryBefore, err1 := topo.TxPackets(PrimaryENI)
-			eniBefore, err2 := topo.TxPackets(SecondaryENI)
-			rr, err3 := UDPRoundTrips(ctx, topo, Direct6, 300*time.Millisecond)
-			primaryAfter, err4 := topo.TxPackets(PrimaryENI)
-			eniAfter, err5 := topo.TxPackets(SecondaryENI)
-			for _, err := range []error{err1, err2, err3, err4, err5} {
-				if err != nil {
-					t.Fatal(err)
-				}
-			}
-			if rr.Transactions < 10 || rr.P50 <= 0 || rr.P99 < rr.P50 {
-				t.Errorf("UDP round trips over IPv6 = %+v, want at least 10 with sane percentiles", rr)
-			}
-			if sent := primaryAfter - primaryBefore; sent < uint64(rr.Transactions) {
-				t.Errorf("%s sent %d packets during %d round trips, want every request there", PrimaryENI, sent, rr.Transactions)
-			}
-			if sent := eniAfter - eniBefore; sent > uint64(rr.Transactions/10) {
-				t.Errorf("%s sent %d packets during %d round trips, want (almost) none", SecondaryENI, sent, rr.Transactions)
-			}
+			rr := checkRoundTripsLeaveBy(ctx, t, topo, Direct6, PrimaryENI, SecondaryENI)
 			if isEniwire {
 				if got := outENI() - redirectedBefore; got < uint64(rr.Transactions) {
 					t.Errorf("from_pod redirected %d packets out of the ENI during %d round trips, want every request", got, rr.Transactions)
