@@ -22,9 +22,10 @@ func requireTools(t testing.TB) {
 	}
 }
 
-func newTestTopology(t *testing.T, tag string) *Topology {
+// newTestTopology builds a topology (build is NewTopology or NewIPv6Topology) removed at the test's end.
+func newTestTopology(t *testing.T, build func(context.Context, string) (*Topology, error), tag string) *Topology {
 	t.Helper()
-	topo, err := NewTopology(t.Context(), UniquePrefix(tag))
+	topo, err := build(t.Context(), UniquePrefix(tag))
 	if err != nil {
 		t.Fatalf("building the topology: %v", err)
 	}
@@ -39,7 +40,7 @@ func newTestTopology(t *testing.T, tag string) *Topology {
 func TestWithoutASchemeThePodsPacketsLeaveByThePrimaryENIAndTheVPCDropsThem(t *testing.T) {
 	t.Parallel()
 	requireTools(t)
-	topo := newTestTopology(t, "none")
+	topo := newTestTopology(t, NewTopology, "none")
 	srv, err := StartServers(t.Context(), topo)
 	if err != nil {
 		t.Fatal(err)
@@ -77,25 +78,8 @@ func TestEverySchemeCarriesPodTrafficOutOfTheSecondaryENI(t *testing.T) {
 		t.Run(s.scheme.Name(), func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			topo := newTestTopology(t, "test")
-			if e, ok := s.scheme.(*Eniwire); ok {
-				base := filepath.Join("/sys/fs/bpf", topo.Node)
-				e.PinRoot = filepath.Join(base, "v1")
-				t.Cleanup(func() { _ = os.RemoveAll(base) })
-			}
-			srv, err := StartServers(ctx, topo)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = srv.Close() })
-			if err := s.scheme.Install(ctx, topo); err != nil {
-				t.Fatalf("installing %s: %v", s.scheme.Name(), err)
-			}
-			t.Cleanup(func() {
-				if err := s.scheme.Close(); err != nil {
-					t.Errorf("closing %s: %v", s.scheme.Name(), err)
-				}
-			})
+			topo := newTestTopology(t, NewTopology, "test")
+			installForTest(t, topo, s.scheme)
 			for _, pods := range []int{1, 100} {
 				t.Run(fmt.Sprintf("with %d pods in the policy", pods), func(t *testing.T) {
 					checkSchemeAt(ctx, t, topo, s.scheme, pods, s.rules(pods))
@@ -103,6 +87,30 @@ func TestEverySchemeCarriesPodTrafficOutOfTheSecondaryENI(t *testing.T) {
 			}
 		})
 	}
+}
+
+// installForTest starts topo's servers and installs s on it (eniwire pinned under a bpffs directory named
+// after the node), all removed at the test's end.
+func installForTest(t *testing.T, topo *Topology, s Scheme) {
+	t.Helper()
+	if e, ok := s.(*Eniwire); ok {
+		base := filepath.Join("/sys/fs/bpf", topo.Node)
+		e.PinRoot = filepath.Join(base, "v1")
+		t.Cleanup(func() { _ = os.RemoveAll(base) })
+	}
+	srv, err := StartServers(t.Context(), topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	if err := s.Install(t.Context(), topo); err != nil {
+		t.Fatalf("installing %s: %v", s.Name(), err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("closing %s: %v", s.Name(), err)
+		}
+	})
 }
 
 func checkSchemeAt(ctx context.Context, t *testing.T, topo *Topology, s Scheme, pods, wantRules int) {

@@ -1,8 +1,6 @@
 package dpbench
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -20,34 +18,9 @@ func TestEachSchemeCarriesIPv6PodTrafficOutOfThePrimaryENI(t *testing.T) {
 		t.Run(s.Name(), func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			topo, err := NewIPv6Topology(ctx, UniquePrefix("test6"))
-			if err != nil {
-				t.Fatalf("building the IPv6 topology: %v", err)
-			}
-			t.Cleanup(func() {
-				if err := topo.Close(); err != nil {
-					t.Errorf("removing the topology: %v", err)
-				}
-			})
+			topo := newTestTopology(t, NewIPv6Topology, "test6")
+			installForTest(t, topo, s)
 			e, isEniwire := s.(*Eniwire)
-			if isEniwire {
-				base := filepath.Join("/sys/fs/bpf", topo.Node)
-				e.PinRoot = filepath.Join(base, "v1")
-				t.Cleanup(func() { _ = os.RemoveAll(base) })
-			}
-			srv, err := StartServers(ctx, topo)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = srv.Close() })
-			if err := s.Install(ctx, topo); err != nil {
-				t.Fatalf("installing %s: %v", s.Name(), err)
-			}
-			t.Cleanup(func() {
-				if err := s.Close(); err != nil {
-					t.Errorf("closing %s: %v", s.Name(), err)
-				}
-			})
 			if err := s.Grow(ctx, topo, 100); err != nil {
 				t.Fatal(err)
 			}
