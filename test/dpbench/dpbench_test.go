@@ -22,9 +22,10 @@ func requireTools(t testing.TB) {
 	}
 }
 
-func newTestTopology(t *testing.T, tag string) *Topology {
+// newTestTopology builds a topology (build is NewTopology or NewIPv6Topology) removed at the test's end.
+func newTestTopology(t *testing.T, build func(context.Context, string) (*Topology, error), tag string) *Topology {
 	t.Helper()
-	topo, err := NewTopology(t.Context(), UniquePrefix(tag))
+	topo, err := build(t.Context(), UniquePrefix(tag))
 	if err != nil {
 		t.Fatalf("building the topology: %v", err)
 	}
@@ -39,7 +40,7 @@ func newTestTopology(t *testing.T, tag string) *Topology {
 func TestWithoutASchemeThePodsPacketsLeaveByThePrimaryENIAndTheVPCDropsThem(t *testing.T) {
 	t.Parallel()
 	requireTools(t)
-	topo := newTestTopology(t, "none")
+	topo := newTestTopology(t, NewTopology, "none")
 	srv, err := StartServers(t.Context(), topo)
 	if err != nil {
 		t.Fatal(err)
@@ -77,25 +78,8 @@ func TestEverySchemeCarriesPodTrafficOutOfTheSecondaryENI(t *testing.T) {
 		t.Run(s.scheme.Name(), func(t *testing.T) {
 			t.Parallel()
 			ctx := t.Context()
-			topo := newTestTopology(t, "test")
-			if e, ok := s.scheme.(*Eniwire); ok {
-				base := filepath.Join("/sys/fs/bpf", topo.Node)
-				e.PinRoot = filepath.Join(base, "v1")
-				t.Cleanup(func() { _ = os.RemoveAll(base) })
-			}
-			srv, err := StartServers(ctx, topo)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = srv.Close() })
-			if err := s.scheme.Install(ctx, topo); err != nil {
-				t.Fatalf("installing %s: %v", s.scheme.Name(), err)
-			}
-			t.Cleanup(func() {
-				if err := s.scheme.Close(); err != nil {
-					t.Errorf("closing %s: %v", s.scheme.Name(), err)
-				}
-			})
+			topo := newTestTopology(t, NewTopology, "test")
+			installForTest(t, topo, s.scheme)
 			for _, pods := range []int{1, 100} {
 				t.Run(fmt.Sprintf("with %d pods in the policy", pods), func(t *testing.T) {
 					checkSchemeAt(ctx, t, topo, s.scheme, pods, s.rules(pods))
@@ -103,6 +87,30 @@ func TestEverySchemeCarriesPodTrafficOutOfTheSecondaryENI(t *testing.T) {
 			}
 		})
 	}
+}
+
+// installForTest starts topo's servers and installs s on it (eniwire pinned under a bpffs directory named
+// after the node), all removed at the test's end.
+func installForTest(t *testing.T, topo *Topology, s Scheme) {
+	t.Helper()
+	if e, ok := s.(*Eniwire); ok {
+		base := filepath.Join("/sys/fs/bpf", topo.Node)
+		e.PinRoot = filepath.Join(base, "v1")
+		t.Cleanup(func() { _ = os.RemoveAll(base) })
+	}
+	srv, err := StartServers(t.Context(), topo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	if err := s.Install(t.Context(), topo); err != nil {
+		t.Fatalf("installing %s: %v", s.Name(), err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("closing %s: %v", s.Name(), err)
+		}
+	})
 }
 
 func checkSchemeAt(ctx context.Context, t *testing.T, topo *Topology, s Scheme, pods, wantRules int) {
@@ -115,25 +123,7 @@ func checkSchemeAt(ctx context.Context, t *testing.T, topo *Topology, s Scheme, 
 	if err := Reach(ctx, topo, Direct, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	eniBefore, err1 := topo.TxPackets(SecondaryENI)
-	primaryBefore, err2 := topo.TxPackets(PrimaryENI)
-	rr, err3 := UDPRoundTrips(ctx, topo, Direct, 300*time.Millisecond)
-	eniAfter, err4 := topo.TxPackets(SecondaryENI)
-	primaryAfter, err5 := topo.TxPackets(PrimaryENI)
-	for _, err := range []error{err1, err2, err3, err4, err5} {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	if rr.Transactions < 10 || rr.P50 <= 0 || rr.P99 < rr.P50 {
-		t.Errorf("UDP round trips = %+v, want at least 10 with sane percentiles", rr)
-	}
-	if sent := eniAfter - eniBefore; sent < uint64(rr.Transactions) {
-		t.Errorf("%s sent %d packets during %d round trips, want every request there", SecondaryENI, sent, rr.Transactions)
-	}
-	if sent := primaryAfter - primaryBefore; sent > uint64(rr.Transactions/10) {
-		t.Errorf("%s sent %d packets during %d round trips, want (almost) none", PrimaryENI, sent, rr.Transactions)
-	}
+	rr := checkRoundTripsLeaveBy(ctx, t, topo, Direct, SecondaryENI, PrimaryENI)
 	tcp, err := TCPThroughput(ctx, topo, Direct, time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -148,6 +138,32 @@ func checkSchemeAt(ctx context.Context, t *testing.T, topo *Topology, s Scheme, 
 		}
 	}
 	t.Logf("%s, %d pods: %.2f Gbit/s, %.0f UDP transactions/s, p50 %s", s.Name(), pods, tcp.Gbps, rr.Rate, rr.P50)
+}
+
+// checkRoundTripsLeaveBy runs UDP round trips from the pod to to and checks that every request left the
+// node by the interface via and (almost) none by other.
+func checkRoundTripsLeaveBy(ctx context.Context, t *testing.T, topo *Topology, to Target, via, other string) RRResult {
+	t.Helper()
+	viaBefore, err1 := topo.TxPackets(via)
+	otherBefore, err2 := topo.TxPackets(other)
+	rr, err3 := UDPRoundTrips(ctx, topo, to, 300*time.Millisecond)
+	viaAfter, err4 := topo.TxPackets(via)
+	otherAfter, err5 := topo.TxPackets(other)
+	for _, err := range []error{err1, err2, err3, err4, err5} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rr.Transactions < 10 || rr.P50 <= 0 || rr.P99 < rr.P50 {
+		t.Errorf("UDP round trips to %s = %+v, want at least 10 with sane percentiles", to.Name, rr)
+	}
+	if sent := viaAfter - viaBefore; sent < uint64(rr.Transactions) {
+		t.Errorf("%s sent %d packets during %d round trips, want every request there", via, sent, rr.Transactions)
+	}
+	if sent := otherAfter - otherBefore; sent > uint64(rr.Transactions/10) {
+		t.Errorf("%s sent %d packets during %d round trips, want (almost) none", other, sent, rr.Transactions)
+	}
+	return rr
 }
 
 // checkService reaches the VPC host through the Service the service rows measure, then checks that removing

@@ -32,8 +32,11 @@ type Target struct {
 	TCP, UDP netip.AddrPort // iperf3 -c and the UDP echo
 }
 
-// Direct is the VPC host's own servers.
-var Direct = Target{Name: "vpchost", TCP: netip.AddrPortFrom(VPCHostIP, iperfPort), UDP: netip.AddrPortFrom(VPCHostIP, echoPort)}
+// Direct is the VPC host's own servers; Direct6 the same over IPv6, in the IPv6 topology.
+var (
+	Direct  = Target{Name: "vpchost", TCP: netip.AddrPortFrom(VPCHostIP, iperfPort), UDP: netip.AddrPortFrom(VPCHostIP, echoPort)}
+	Direct6 = Target{Name: "vpchost6", TCP: netip.AddrPortFrom(VPCHostIP6, iperfPort), UDP: netip.AddrPortFrom(VPCHostIP6, echoPort)}
+)
 
 // Servers are what runs in the VPC host: iperf3 -s, a UDP echo server, and the TCP servers of
 // connect/request/close (crr.go) on crrPort and probePort.
@@ -44,11 +47,13 @@ type Servers struct {
 	crr   []*crrServer
 }
 
-// StartServers starts the servers in t's VPC host and returns once they all listen.
+// StartServers starts the servers in t's VPC host, on its IPv6 address in the IPv6 topology, and returns
+// once they all listen.
 func StartServers(ctx context.Context, t *Topology) (*Servers, error) {
 	s := &Servers{done: make(chan struct{})}
+	ip := t.serverIP()
 	if err := t.Do(t.VPCHost, func() (err error) {
-		s.echo, err = net.ListenPacket("udp4", netip.AddrPortFrom(VPCHostIP, echoPort).String())
+		s.echo, err = net.ListenPacket("udp", netip.AddrPortFrom(ip, echoPort).String())
 		return err
 	}); err != nil {
 		return nil, fmt.Errorf("starting the UDP echo server: %w", err)
@@ -67,7 +72,7 @@ func StartServers(ctx context.Context, t *Topology) (*Servers, error) {
 	for _, port := range []uint16{crrPort, probePort} {
 		var ln net.Listener
 		if err := t.Do(t.VPCHost, func() (err error) {
-			ln, err = net.Listen("tcp4", netip.AddrPortFrom(VPCHostIP, port).String())
+			ln, err = net.Listen("tcp", netip.AddrPortFrom(ip, port).String())
 			return err
 		}); err != nil {
 			_ = s.Close()
@@ -75,7 +80,7 @@ func StartServers(ctx context.Context, t *Topology) (*Servers, error) {
 		}
 		s.crr = append(s.crr, startCRRServer(ln))
 	}
-	s.iperf = exec.Command("ip", "netns", "exec", t.VPCHost, "iperf3", "-s", "-B", VPCHostIP.String(),
+	s.iperf = exec.Command("ip", "netns", "exec", t.VPCHost, "iperf3", "-s", "-B", ip.String(),
 		"-p", strconv.Itoa(iperfPort), "--forceflush")
 	out, err := s.iperf.StdoutPipe()
 	if err != nil {
@@ -139,10 +144,15 @@ type TCPResult struct {
 	Retransmits int
 }
 
-// TCPThroughput runs `iperf3 -c <to> -t <secs> -J -P 1` in the pod. A server still closing the previous
-// test answers "busy"; that is retried briefly.
+// TCPThroughput runs `iperf3 -c <to> -t <secs> -J -P 1` in the pod (with -6 to an IPv6 target). A server
+// still closing the previous test answers "busy"; that is retried briefly.
 func TCPThroughput(ctx context.Context, t *Topology, to Target, d time.Duration) (TCPResult, error) {
 	secs := strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second)))
+	args := []string{"netns", "exec", t.Pod, "iperf3", "-c", to.TCP.Addr().String(),
+		"-p", strconv.Itoa(int(to.TCP.Port())), "-t", secs, "-J", "-P", "1"}
+	if to.TCP.Addr().Is6() {
+		args = append(args, "-6")
+	}
 	var last error
 	for attempt := range 5 {
 		if attempt > 0 {
@@ -152,8 +162,7 @@ func TCPThroughput(ctx context.Context, t *Topology, to Target, d time.Duration)
 				return TCPResult{}, ctx.Err()
 			}
 		}
-		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", t.Pod, "iperf3", "-c", to.TCP.Addr().String(),
-			"-p", strconv.Itoa(int(to.TCP.Port())), "-t", secs, "-J", "-P", "1").Output()
+		out, err := exec.CommandContext(ctx, "ip", args...).Output()
 		var rep struct {
 			Error string `json:"error"`
 			End   struct {
@@ -281,7 +290,7 @@ func Reach(ctx context.Context, t *Topology, to Target, within time.Duration) er
 func dialFromPod(t *Topology, to Target) (*net.UDPConn, error) {
 	var conn *net.UDPConn
 	err := t.Do(t.Pod, func() (err error) {
-		conn, err = net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(to.UDP))
+		conn, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(to.UDP))
 		return err
 	})
 	if err != nil {

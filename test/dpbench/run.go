@@ -53,18 +53,18 @@ type bench struct {
 // Run builds one topology per scheme (identical links, addresses and MTU), grows every scheme through
 // the sizes in ascending order and, at each size, measures every scheme Repeats times, rotating the order
 // of the schemes in each repeat so that drift on a noisy machine falls on all of them alike. In each repeat,
-// after the direct measurements, eniwire and plain are measured through the Service (service.go), again in
-// rotated order. Last come the policy rows (policyrows.go), on a topology of their own.
+// after the direct measurements, eniwire and plain are measured through the Service (service.go), then over
+// IPv6 on topologies of their own (topology6.go), each in rotated order. Last come the policy rows (policyrows.go), on a topology of their own.
 func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 	opts = opts.withDefaults()
 	start, load := time.Now(), loadAvg()
 	prefix := UniquePrefix("bench")
 	pinBase := filepath.Join("/sys/fs/bpf", prefix)
 	ew := &Eniwire{PinRoot: filepath.Join(pinBase, "v1")}
-	var benches, serviced []*bench
+	var benches, serviced, ipv6 []*bench
 	defer func() {
 		var errs []error
-		for _, b := range benches {
+		for _, b := range append(benches, ipv6...) {
 			if b.servers != nil {
 				errs = append(errs, b.servers.Close())
 			}
@@ -94,23 +94,32 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 			return nil, fmt.Errorf("installing %s: %w", s.Name(), err)
 		}
 	}
+	// The IPv6 rows: eniwire as in IPv6 mode and the plain routed veth, each on an IPv6 topology of its own.
+	for i, s := range []Scheme{&Eniwire{PinRoot: filepath.Join(pinBase, "v6")}, Plain{}} {
+		topo, err := NewIPv6Topology(ctx, fmt.Sprintf("%s-6%c", prefix, 'a'+i))
+		if err != nil {
+			return nil, fmt.Errorf("building the IPv6 topology of %s: %w", s.Name(), err)
+		}
+		b := &bench{scheme: s, topo: topo}
+		ipv6 = append(ipv6, b)
+		if b.servers, err = StartServers(ctx, topo); err != nil {
+			return nil, fmt.Errorf("starting the IPv6 servers of %s: %w", s.Name(), err)
+		}
+		if err := s.Install(ctx, topo); err != nil {
+			return nil, fmt.Errorf("installing %s on IPv6: %w", s.Name(), err)
+		}
+	}
 	rep = &Report{Options: opts, LoadStart: load}
 	for _, pods := range opts.Sizes {
 		for _, b := range benches {
-			t0 := time.Now()
-			if err := b.scheme.Grow(ctx, b.topo, pods); err != nil {
-				return nil, fmt.Errorf("growing %s to %d pods: %w", b.scheme.Name(), pods, err)
-			}
-			grow := time.Since(t0)
-			rules, err := b.topo.RuleCount()
-			if err != nil {
+			if err := grow(ctx, b, Direct, pods, rep, opts.Progress); err != nil {
 				return nil, err
 			}
-			if err := Reach(ctx, b.topo, Direct, 5*time.Second); err != nil {
-				return nil, fmt.Errorf("%s with %d pods: %w", b.scheme.Name(), pods, err)
+		}
+		for _, b := range ipv6 {
+			if err := grow(ctx, b, Direct6, pods, rep, opts.Progress); err != nil {
+				return nil, err
 			}
-			rep.Setups = append(rep.Setups, Setup{Scheme: b.scheme.Name(), Pods: pods, Rules: rules, Grow: grow})
-			fmt.Fprintf(opts.Progress, "dpbench: %s grown to %d pods in %s (%d ip rules)\n", b.scheme.Name(), pods, grow.Round(time.Millisecond), rules)
 		}
 		for r := range opts.Repeats {
 			for j := range benches {
@@ -122,6 +131,13 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 			}
 			for j := range serviced {
 				s, err := measureService(ctx, serviced[(r+j)%len(serviced)], pods, r, opts)
+				if err != nil {
+					return nil, err
+				}
+				rep.add(s, opts.Progress)
+			}
+			for j := range ipv6 {
+				s, err := measure(ctx, ipv6[(r+j)%len(ipv6)], Direct6, pods, r, opts)
 				if err != nil {
 					return nil, err
 				}
@@ -141,6 +157,25 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 	rep.summarize()
 	rep.summarizePolicy()
 	return rep, nil
+}
+
+// grow makes b's scheme carry pods pods, checks that the pod still reaches to, and records the setup.
+func grow(ctx context.Context, b *bench, to Target, pods int, rep *Report, progress io.Writer) error {
+	t0 := time.Now()
+	if err := b.scheme.Grow(ctx, b.topo, pods); err != nil {
+		return fmt.Errorf("growing %s to %d pods: %w", b.scheme.Name(), pods, err)
+	}
+	took := time.Since(t0)
+	rules, err := b.topo.RuleCount()
+	if err != nil {
+		return err
+	}
+	if err := Reach(ctx, b.topo, to, 5*time.Second); err != nil {
+		return fmt.Errorf("%s with %d pods: %w", b.scheme.Name(), pods, err)
+	}
+	rep.Setups = append(rep.Setups, Setup{Scheme: b.scheme.Name(), Target: to.Name, Pods: pods, Rules: rules, Grow: took})
+	fmt.Fprintf(progress, "dpbench: %s (to %s) grown to %d pods in %s (%d ip rules)\n", b.scheme.Name(), to.Name, pods, took.Round(time.Millisecond), rules)
+	return nil
 }
 
 // add records a sample and reports it on w.

@@ -42,7 +42,15 @@ func fakePod(i int) netip.Addr {
 	return netip.AddrFrom4(a)
 }
 
-// Eniwire is scheme (a): the datapath package's programs, attached as the agent attaches them.
+// fakePod6 is the i-th other pod (i ≥ 1) of the IPv6 topology: addresses of the node's /80.
+func fakePod6(i int) netip.Addr {
+	a := podPrefix6.Addr().As16()
+	binary.BigEndian.PutUint32(a[12:], 0x1000+uint32(i))
+	return netip.AddrFrom16(a)
+}
+
+// Eniwire is scheme (a): the datapath package's programs, attached as the agent attaches them. On the IPv6
+// topology the pod's entry is its IPv6 address on the primary ENI, as in the agent's IPv6 mode.
 type Eniwire struct {
 	// PinRoot is a bpffs directory of this run's own; it is removed by Close.
 	PinRoot string
@@ -80,7 +88,7 @@ func (e *Eniwire) Install(ctx context.Context, t *Topology) error {
 	cfg := datapath.Config{
 		PinRoot:       e.PinRoot,
 		VPCCIDRs:      []netip.Prefix{VPCCIDR},
-		NodeIPs:       []netip.Addr{primaryIP, eniIP},
+		NodeIPs:       []netip.Addr{primaryIP, eniIP, primaryIP6},
 		SNAT:          true,
 		NetworkPolicy: e.NetworkPolicy,
 		Attach:        datapath.AttachTCX,
@@ -98,7 +106,13 @@ func (e *Eniwire) Install(ctx context.Context, t *Topology) error {
 		if err := d.PutENI(t.ENI, eniGW, t.ENIMAC, eniSubnet); err != nil {
 			return err
 		}
-		if err := d.PutPod(PodIP, t.HostVeth, t.ENI); err != nil {
+		if t.IPv6 {
+			// In IPv6 mode the pod's address is of the primary ENI's /80, and the pod's IPv4 (a node-local
+			// egress address, which the measured flow never uses) is not written.
+			if err := d.PutPod(PodIP6, t.HostVeth, t.Primary); err != nil {
+				return err
+			}
+		} else if err := d.PutPod(PodIP, t.HostVeth, t.ENI); err != nil {
 			return err
 		}
 		if err := d.AttachPodVeth(t.HostVeth); err != nil {
@@ -136,7 +150,11 @@ func programOfLink(pin string) (*ebpf.Program, error) {
 // ifindex points anywhere.
 func (e *Eniwire) Grow(_ context.Context, t *Topology, pods int) error {
 	for ; e.pods < pods; e.pods++ {
-		if err := e.d.PutPod(fakePod(e.pods), 1_000_000+e.pods, t.ENI); err != nil {
+		ip, eni := fakePod(e.pods), t.ENI
+		if t.IPv6 {
+			ip, eni = fakePod6(e.pods), t.Primary
+		}
+		if err := e.d.PutPod(ip, 1_000_000+e.pods, eni); err != nil {
 			return err
 		}
 	}
@@ -234,7 +252,8 @@ func (v *VPCCNI) Close() error { return nil }
 // Plain is scheme (c), the floor: a routed veth and no policy. The node's main table sends the VPC host's
 // subnet out of the secondary ENI (`10.88.9.0/24 via 10.88.2.1 dev eni1`); no ip rule, no BPF, no
 // per-pod state besides the pod's /32 route that every scheme has. It is what forwarding through the host
-// stack costs when nothing has to choose an ENI by source.
+// stack costs when nothing has to choose an ENI by source. On the IPv6 topology it adds nothing: the pod's
+// /128 route and the node's IPv6 default route out of the primary ENI, the pod's own, are the topology's.
 type Plain struct{}
 
 func (Plain) Name() string { return "plain" }

@@ -1,8 +1,9 @@
 // Package dpbench measures the pod → VPC datapath of three schemes on the same network-namespace topology:
 // eniwire's BPF programs, the AWS VPC CNI's source-based ip rules with a route table per ENI, and a plain
 // routed veth with no policy at all (the floor). It reports TCP throughput (iperf3), UDP request/response
-// rate and RTT, and from_pod's per-packet cost (BPF_PROG_TEST_RUN) at several pod counts. The method and
-// the figures are in README.md next to this file.
+// rate and RTT, and from_pod's per-packet cost (BPF_PROG_TEST_RUN) at several pod counts; and eniwire
+// against the plain routed veth over IPv6 (topology6.go). The method and the figures are in README.md next
+// to this file.
 package dpbench
 
 import (
@@ -59,6 +60,9 @@ type Topology struct {
 	HostVeth, ENI, Primary int // ifindexes in Node
 	ENIMAC, PrimaryMAC     net.HardwareAddr
 
+	// IPv6 is set on the topology NewIPv6Topology builds (topology6.go): its servers listen on VPCHostIP6.
+	IPv6 bool
+
 	node *netlink.Handle
 }
 
@@ -71,8 +75,12 @@ func UniquePrefix(tag string) string {
 
 // NewTopology builds the namespaces and links. Names start with prefix. On error, whatever was built is
 // removed.
-func NewTopology(ctx context.Context, prefix string) (t *Topology, err error) {
-	t = &Topology{Node: prefix + "-node", Pod: prefix + "-pod", Router: prefix + "-vpc", VPCHost: prefix + "-vpchost"}
+func NewTopology(ctx context.Context, prefix string) (*Topology, error) {
+	return newTopology(ctx, prefix, false)
+}
+
+func newTopology(ctx context.Context, prefix string, ipv6 bool) (t *Topology, err error) {
+	t = &Topology{Node: prefix + "-node", Pod: prefix + "-pod", Router: prefix + "-vpc", VPCHost: prefix + "-vpchost", IPv6: ipv6}
 	defer func() {
 		if err != nil {
 			_ = t.Close()
@@ -83,8 +91,13 @@ func NewTopology(ctx context.Context, prefix string) (t *Topology, err error) {
 		if err := run(ctx, nil, "ip", "netns", "add", name); err != nil {
 			return t, fmt.Errorf("creating netns %s: %w", name, err)
 		}
-		// No IPv6: router solicitations and MLD reports would muddy the interface counters the test reads.
-		if err := t.sysctls(name, map[string]string{"net/ipv6/conf/all/disable_ipv6": "1", "net/ipv6/conf/default/disable_ipv6": "1"}); err != nil {
+		// No IPv6 in the IPv4 topology: router solicitations and MLD reports would muddy the interface
+		// counters the test reads. The IPv6 one keeps it (ipv6Sysctls).
+		kv := map[string]string{"net/ipv6/conf/all/disable_ipv6": "1", "net/ipv6/conf/default/disable_ipv6": "1"}
+		if ipv6 {
+			kv = ipv6Sysctls
+		}
+		if err := t.sysctls(name, kv); err != nil {
 			return t, err
 		}
 	}
@@ -161,6 +174,9 @@ route add default via 169.254.1.1 dev eth0
 neigh add 169.254.1.1 lladdr %s dev eth0 nud permanent
 `, PodIP, hostMAC)); err != nil {
 		return t, err
+	}
+	if ipv6 {
+		return t, t.addIPv6(ctx, hostMAC)
 	}
 	return t, nil
 }
