@@ -118,23 +118,8 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 
-	cfg := ec2sim.DefaultConfig()
-	c.Sim = ec2sim.New(cfg)
-	if err := c.Sim.AddVPC(vpcID, VPCCIDR); err != nil {
+	if err := c.startVPC(); err != nil {
 		return nil, err
-	}
-	if family.IsIPv6() {
-		if _, err := c.Sim.AddVPCIPv6Block(vpcID, family.VPCBlock); err != nil {
-			return nil, err
-		}
-	}
-	if err := c.Sim.AddSubnet(ec2sim.SubnetSpec{ID: subnetID, VPCID: vpcID, CIDR: SubnetCIDR, AZ: cfg.Region + "a", IPv6CIDR: family.SubnetBlock}); err != nil {
-		return nil, err
-	}
-	fabCtx, cancel := context.WithCancel(context.Background())
-	c.cancelFab = cancel
-	if c.Fabric, err = vpcfabric.New(fabCtx, c.Sim, vpcfabric.Options{Name: c.Name}); err != nil {
-		return nil, fmt.Errorf("starting the VPC fabric: %w", err)
 	}
 	for _, typ := range opts.NodeTypes {
 		n, err := c.newInstance(ctx, typ)
@@ -178,6 +163,30 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	opts.Logf("cluster up in %s (%s): %d nodes registered, no network plugin yet", time.Since(upStart).Round(time.Second), family.Name, len(c.Nodes))
 	return c, nil
+}
+
+// startVPC makes the simulated VPC (its IPv6 blocks too in an IPv6 cluster) and starts its fabric.
+func (c *Cluster) startVPC() error {
+	cfg := ec2sim.DefaultConfig()
+	c.Sim = ec2sim.New(cfg)
+	if err := c.Sim.AddVPC(vpcID, VPCCIDR); err != nil {
+		return err
+	}
+	if c.Family.IsIPv6() {
+		if _, err := c.Sim.AddVPCIPv6Block(vpcID, c.Family.VPCBlock); err != nil {
+			return err
+		}
+	}
+	if err := c.Sim.AddSubnet(ec2sim.SubnetSpec{ID: subnetID, VPCID: vpcID, CIDR: SubnetCIDR, AZ: cfg.Region + "a", IPv6CIDR: c.Family.SubnetBlock}); err != nil {
+		return err
+	}
+	fabCtx, cancel := context.WithCancel(context.Background())
+	c.cancelFab = cancel
+	var err error
+	if c.Fabric, err = vpcfabric.New(fabCtx, c.Sim, vpcfabric.Options{Name: c.Name}); err != nil {
+		return fmt.Errorf("starting the VPC fabric: %w", err)
+	}
+	return nil
 }
 
 // newInstance launches an instance of the type in the cluster's subnet and waits for the fabric to wire its
