@@ -21,7 +21,7 @@ import (
 func TestAnIPv6NodeIsReachedAtTheAddressEC2GaveIt(t *testing.T) {
 	testenv.RequireRoot(t)
 	f, _ := FamilyOf(IPv6)
-	name := fmt.Sprintf("ek6%03x", os.Getpid()&0xfff)
+	name := fmt.Sprintf("ekv6%02x", os.Getpid()&0xff) // never a cluster's ek%04x
 	c := &Cluster{Name: name, Dir: filepath.Join(t.TempDir(), name), Family: f, logf: t.Logf}
 	if err := os.Mkdir(c.Dir, 0o755); err != nil {
 		t.Fatal(err)
