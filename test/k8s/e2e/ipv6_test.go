@@ -147,39 +147,12 @@ func (s *suite) dnsAAAA(t *testing.T) string {
 // translated to the node's IPv4 address); it reaches the VPC host over IPv6 as itself; the node reaches the
 // pod.
 func (s *suite) ipv6PodToOutside(t *testing.T) string {
-	ctx := context.Background()
 	inet, vpc := s.c.Fabric.Internet(), s.c.Fabric.VPCHost()
 	whoami(t, inet.NetnsPath, ":18000")
 	whoami(t, vpc.NetnsPath, ":18000")
-	var figures []string
-	for _, c := range []struct {
-		what, host, want string
-	}{
+	return s.client1SeenAs(t, []seenAs{
 		{"internet over IPv6 (as itself)", inet.IPv6.String(), s.client1},
 		{"internet over IPv4 (as its node)", inet.IP.String(), s.node1.Instance.PrimaryIP},
 		{"VPC host over IPv6 (as itself)", vpc.IPv6.String(), s.client1},
-	} {
-		r, err := dialFrom(ctx, s.node1, s.client1, "http", c.host, 18000, tries)
-		ok := 0
-		for _, resp := range r.Responses {
-			if resp == c.want {
-				ok++
-			}
-		}
-		if err != nil || ok != tries {
-			t.Errorf("pod to %s: %d/%d seen as %s; responses %v; err %v %v; what the packets did:%s", c.what, ok, tries, c.want,
-				first(r.Responses, 2), err, first(r.Errors, 2), diagnose(ctx, s.node1, c.host))
-		}
-		figures = append(figures, fmt.Sprintf("%s %d/%d", c.what, ok, tries))
-	}
-	ok := 0
-	for range tries {
-		if resp, err := get(ctx, s.node1.Netns.NetnsPath, "http://"+net.JoinHostPort(s.client1, "8080")+"/hostname"); err == nil && resp == "client1" {
-			ok++
-		}
-	}
-	if ok != tries {
-		t.Errorf("node to pod: %d/%d", ok, tries)
-	}
-	return strings.Join(figures, ", ") + fmt.Sprintf("; node to pod %d/%d", ok, tries)
+	})
 }
