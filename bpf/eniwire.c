@@ -522,6 +522,12 @@ int eniw_from_pod(struct __sk_buff *skb)
 		return TC_ACT_SHOT;
 	}
 	count_pod(&p.src, p.len, 0);
+	/* An address of no ENI: an IPv6 pod's node-local IPv4 egress address (169.254.172.0/22). Whatever it
+	 * sends goes to the host, which translates it to the node's IPv4 (datapath/snat). */
+	if (!pod->eni_ifindex) {
+		count(VERDICT_FROM_POD_TO_HOST, p.len);
+		return TC_ACT_UNSPEC;
+	}
 
 	struct pod_value *peer = bpf_map_lookup_elem(&pods, &p.dst);
 	if (peer && peer->host_ifindex)

@@ -23,7 +23,7 @@ struct ip_addr {
 /* pods: pod IP -> where the pod is. */
 struct pod_value {
 	__u32 host_ifindex; /* host end of the pod's veth */
-	__u32 eni_ifindex;  /* the ENI whose secondary IP the pod holds */
+	__u32 eni_ifindex;  /* the ENI whose address the pod holds; 0: an IPv6 pod's IPv4 egress address */
 	__u32 flags;        /* NetworkPolicy: the pod's policy id and isolation bits (POLICY_*); 0 when no policy selects it */
 	__u32 pad;
 };

@@ -2,8 +2,6 @@ package cni
 
 import (
 	"cmp"
-	"fmt"
-	"net"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -84,24 +82,24 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 		return plumbingError("routing the pod through the host veth", routeErr)
 	}
 
-	ip := net.ParseIP(asg.IP).To4()
-	if ip == nil {
-		return types.NewError(types.ErrInternal, fmt.Sprintf("eniwire: the agent assigned %q, which is not an IPv4 address", asg.IP), "")
+	addrs, err := addrsOf(asg)
+	if err != nil {
+		return err
 	}
 	// The agent says the MTU (AWS_VPC_ENI_MTU, capped by the primary ENI's), on both ends alike; an agent that
 	// predates the field says 0, which meant the kernel's default.
 	if err := podNS.SetMTU(veth, cmp.Or(asg.MTU, plumbing.KernelDefaultMTU)); err != nil {
 		return plumbingError("setting the veth's MTU", err)
 	}
-	if err := podNS.SetAddress(veth, ip); err != nil {
+	if err := configure(podNS, veth, addrs); err != nil {
 		return plumbingError("configuring the pod's interface", err)
 	}
-	result := buildResult(inv.conf.CNIVersion, args.Netns, veth, ip)
+	result := buildResult(args.Netns, veth, addrs)
 	if err := printResult(p.Stdout, result, inv.conf.CNIVersion); err != nil {
 		return types.NewError(types.ErrIOFailure, "eniwire: printing the result", err.Error())
 	}
 	watch.lap("address")
-	log.Info("pod wired", append([]any{"ip", asg.IP, "eni", asg.ENI, "hostVeth", hostName, "hostIfindex", veth.HostIndex,
+	log.Info("pod wired", append([]any{"ip", asg.IP, "egressIP", asg.EgressIP, "eni", asg.ENI, "hostVeth", hostName, "hostIfindex", veth.HostIndex,
 		"mtu", asg.MTU, "reused", veth.Reused}, watch.attrs()...)...)
 	return nil
 }

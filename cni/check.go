@@ -11,8 +11,8 @@ import (
 	"github.com/eniwire/eniwire/controller/api"
 )
 
-// Check compares the pod's namespace with the agent's record: the address, the two routes, the neighbour
-// entry naming the host veth's MAC, and the MTU the agent says. The runtime's prevResult must agree with the record too.
+// Check compares the pod's namespace with the agent's record: the address (an IPv6 pod's IPv6 and IPv4
+// egress addresses), the routes, the neighbour entries naming the host veth's MAC, and the MTU the agent says. The runtime's prevResult must agree with the record too.
 func (p *Plugin) Check(args *skel.CmdArgs) error {
 	inv, err := p.start("CHECK", args)
 	if err != nil {
@@ -38,20 +38,19 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	if err != nil {
 		return agentError("reading the agent's record", inv.conf.AgentSocket, err)
 	}
-	ip := net.ParseIP(rec.IP).To4()
-	if ip == nil {
-		return types.NewError(types.ErrInternal, fmt.Sprintf("eniwire: the agent's record holds %q, not an IPv4 address", rec.IP), "")
+	addrs, err := addrsOf(rec)
+	if err != nil {
+		return err
 	}
-	if prevIP := podIPFromResult(prev); !ip.Equal(prevIP) {
-		return types.NewError(types.ErrInternal,
-			fmt.Sprintf("eniwire: CHECK: prevResult has %v but the agent assigned %s", prevIP, ip), "")
+	if prevAddrs := podAddrsFromResult(prev); !addrs.ip.Equal(prevAddrs.ip) || !addrs.egress.Equal(prevAddrs.egress) {
+		return types.NewError(types.ErrInternal, fmt.Sprintf("eniwire: CHECK: prevResult has %v (IPv4 egress %v) but the agent assigned %s (IPv4 egress %v)",
+			prevAddrs.ip, prevAddrs.egress, addrs.ip, addrs.egress), "")
 	}
 	hostMAC, err := hostVethMAC(rec)
 	if err != nil {
 		return types.NewError(types.ErrInternal, "eniwire: CHECK: "+err.Error(), "")
 	}
-	cfg := plumbing.PodConfig{IfName: args.IfName, IP: ip, HostMAC: hostMAC, MTU: rec.MTU}
-	if err := podNS.Verify(cfg); err != nil {
+	if err := podNS.Verify(podConfig(args.IfName, addrs, hostMAC, rec.MTU)); err != nil {
 		return plumbingError("CHECK", err)
 	}
 	inv.log.Debug("pod checked", "ip", rec.IP)

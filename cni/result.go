@@ -12,26 +12,35 @@ import (
 	"github.com/eniwire/eniwire/cni/plumbing"
 )
 
-// buildResult describes the pair and the pod's address in the current result type; printResult converts it to
-// the version the runtime asked for.
-func buildResult(cniVersion, netnsPath string, veth *plumbing.Veth, ip net.IP) *current.Result {
+// buildResult describes the pair and the pod's addresses in the current result type; printResult converts it
+// to the version the runtime asked for. An IPv6 pod's result lists its IPv6 address on the veth and its IPv4
+// egress address on its own interface (plumbing.EgressIfName), which runtimes do not take as the pod's IP.
+func buildResult(netnsPath string, veth *plumbing.Veth, a podAddrs) *current.Result {
 	podIdx := 1
-	return &current.Result{
+	r := &current.Result{
 		CNIVersion: current.ImplementedSpecVersion,
 		Interfaces: []*current.Interface{
 			{Name: veth.HostName, Mac: veth.HostMAC.String()},
 			{Name: veth.PodIfName, Mac: veth.PodMAC.String(), Sandbox: netnsPath},
 		},
-		IPs: []*current.IPConfig{{
-			Interface: &podIdx,
-			Address:   net.IPNet{IP: ip, Mask: net.CIDRMask(32, 32)},
-			Gateway:   plumbing.GatewayIP,
-		}},
-		Routes: []*types.Route{{
-			Dst: net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)},
-			GW:  plumbing.GatewayIP,
-		}},
 	}
+	ipv4Route := &types.Route{Dst: net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}, GW: plumbing.GatewayIP}
+	if !a.ipv6() {
+		r.IPs = []*current.IPConfig{{Interface: &podIdx, Address: net.IPNet{IP: a.ip, Mask: net.CIDRMask(32, 32)}, Gateway: plumbing.GatewayIP}}
+		r.Routes = []*types.Route{ipv4Route}
+		return r
+	}
+	egressIdx := 2
+	r.Interfaces = append(r.Interfaces, &current.Interface{Name: plumbing.EgressIfName, Sandbox: netnsPath})
+	r.IPs = []*current.IPConfig{
+		{Interface: &podIdx, Address: net.IPNet{IP: a.ip, Mask: net.CIDRMask(128, 128)}, Gateway: plumbing.GatewayIPv6},
+		{Interface: &egressIdx, Address: net.IPNet{IP: a.egress, Mask: net.CIDRMask(32, 32)}},
+	}
+	r.Routes = []*types.Route{
+		{Dst: net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}, GW: plumbing.GatewayIPv6},
+		ipv4Route,
+	}
+	return r
 }
 
 // printResult is types.PrintResult with the writer injected, so in-process tests read what the binary prints.
@@ -60,17 +69,28 @@ func prevResult(conf *Conf) *current.Result {
 	return r
 }
 
-// podIPFromResult is the first IPv4 address of the pod interface in r.
-func podIPFromResult(r *current.Result) net.IP {
+// podAddrsFromResult are the addresses r gives the pod: its first IPv4 address alone, or, when r lists an
+// IPv6 address, that one with r's IPv4 address as its egress address.
+func podAddrsFromResult(r *current.Result) podAddrs {
+	var a podAddrs
 	if r == nil {
-		return nil
+		return a
 	}
+	var v4 net.IP
 	for _, ipc := range r.IPs {
 		if ip := ipc.Address.IP.To4(); ip != nil {
-			return ip
+			if v4 == nil {
+				v4 = ip
+			}
+		} else if a.ip == nil {
+			a.ip = ipc.Address.IP
 		}
 	}
-	return nil
+	if a.ip == nil {
+		return podAddrs{ip: v4}
+	}
+	a.egress = v4
+	return a
 }
 
 // hostIfaceFromResult is the interface of r that lives outside the sandbox: the host veth.

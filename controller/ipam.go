@@ -123,6 +123,13 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		PodName: req.Pod.Name, PodUID: req.Pod.UID, HostVeth: req.HostVeth, HostIfindex: req.HostIfindex,
 		IP: ip, ENI: e.ID, AssignedAt: now,
 	}
+	if p.ipv6 {
+		if a.EgressIP, err = pickEgressIP(p.books.st); err != nil {
+			p.books.mu.Unlock()
+			p.metrics.assigns.WithLabelValues("error").Inc()
+			return nil, fmt.Errorf("assigning an IP to %s: %w", req.ContainerID, err)
+		}
+	}
 	eniID := e.ID
 	// The assignment is in the journal before anyone hears of it: written at once (it survives a crash of the
 	// agent), fsync'd per the sync policy by the commit below, outside the lock, so concurrent ADDs share one.
@@ -300,7 +307,7 @@ func (p *ipam) toAPI(a journal.Assignment) *api.Assignment {
 	out := &api.Assignment{
 		Attachment: api.Attachment{ContainerID: a.ContainerID, IfName: a.IfName}, Network: a.Network, Netns: a.Netns,
 		Pod:      api.PodIdentity{Namespace: a.PodNamespace, Name: a.PodName, UID: a.PodUID},
-		HostVeth: a.HostVeth, HostIfindex: a.HostIfindex, IP: a.IP, ENI: a.ENI, AssignedAt: a.AssignedAt,
+		HostVeth: a.HostVeth, HostIfindex: a.HostIfindex, IP: a.IP, EgressIP: a.EgressIP, ENI: a.ENI, AssignedAt: a.AssignedAt,
 		MTU: p.podMTU,
 	}
 	if e := p.books.st.ENIByID(a.ENI); e != nil {
@@ -317,13 +324,19 @@ func podOf(a api.Assignment) (dptypes.Pod, error) {
 	if err != nil {
 		return dptypes.Pod{}, fmt.Errorf("reading the address of pod %s: %w", a.ContainerID, err)
 	}
+	var egress netip.Addr
+	if a.EgressIP != "" {
+		if egress, err = netip.ParseAddr(a.EgressIP); err != nil || !egress.Is4() {
+			return dptypes.Pod{}, fmt.Errorf("reading the IPv4 egress address %q of pod %s: not IPv4", a.EgressIP, a.ContainerID)
+		}
+	}
 	eni := dptypes.ENI{ID: a.ENI}
 	if a.ENIMAC != "" {
 		if eni, err = datapathENI(a.ENI, a.ENIMAC, a.DeviceIndex, false, a.SubnetCIDR); err != nil {
 			return dptypes.Pod{}, err
 		}
 	}
-	return dptypes.Pod{ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, IP: ip, HostVeth: a.HostVeth,
+	return dptypes.Pod{ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, IP: ip, EgressIP: egress, HostVeth: a.HostVeth,
 		HostIfindex: a.HostIfindex, ENI: eni}, nil
 }
 

@@ -132,6 +132,7 @@ func run() error {
 			// The per-pod traffic map holds as many pods as the pool may ever hand out IPs to.
 			MaxPods:       pool.MaxPods(ccfg.PodSettings(), meta.Limits),
 			NetworkPolicy: s.enforcesNetworkPolicy(),
+			IPv6:          s.ipv6,
 		})
 		if err != nil {
 			return err

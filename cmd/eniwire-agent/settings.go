@@ -233,12 +233,8 @@ func (s *settings) checkIPv6Mode() error {
 	case s.customNetwork:
 		return errors.New("--enable-ipv6 (ENABLE_IPv6) cannot be used with --custom-network (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG): " +
 			"IPv6 pods take addresses of the primary ENI's /80, and custom networking keeps pods off the primary ENI")
-	default:
-		// The controller takes the /80 and the datapath carries IPv6, but the CNI plugin does not set an IPv6
-		// pod up yet: an agent that handed out such addresses would leave every pod without a network.
-		return errors.New("--enable-ipv6 (ENABLE_IPv6) is not available yet: the controller and the datapath handle IPv6 " +
-			"pods, but the CNI plugin does not set them up; leave it false (docs/networking.md#ipv6-mode)")
 	}
+	return nil
 }
 
 // parsePrefixes reads a comma-separated CIDR list; empty items are skipped.

@@ -79,8 +79,7 @@ func TestIPv6ModeSettings(t *testing.T) {
 		refusal string // "" when the settings are taken
 	}{
 		{"are off by default", nil, ""},
-		{"are refused with prefix delegation until the plugin sets IPv6 pods up, saying so",
-			[]string{"-enable-ipv6=true", "-enable-prefix-delegation=true"}, "the CNI plugin does not set them up"},
+		{"are taken with prefix delegation", []string{"-enable-ipv6=true", "-enable-prefix-delegation=true"}, ""},
 		{"refuse prefix delegation off, naming it", []string{"-enable-ipv6=true"}, "ENABLE_PREFIX_DELEGATION"},
 		{"refuse custom networking, naming it", []string{"-enable-ipv6=true", "-enable-prefix-delegation=true", "-custom-network=true"},
 			"AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG"},

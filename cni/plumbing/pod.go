@@ -19,11 +19,14 @@ var GatewayIP = net.IPv4(169, 254, 1, 1).To4()
 var ErrMismatch = errors.New("pod network does not match the assignment")
 
 // PodConfig is what the pod side of the veth carries (RouteViaHost and SetAddress put it there; Verify checks it).
+// An IPv6 pod has IPv6 and EgressIP instead of IP (RouteViaHost6, SetIPv6Address and SetEgressAddress).
 type PodConfig struct {
-	IfName  string
-	IP      net.IP
-	HostMAC net.HardwareAddr
-	MTU     int
+	IfName   string
+	IP       net.IP
+	IPv6     net.IP
+	EgressIP net.IP
+	HostMAC  net.HardwareAddr
+	MTU      int
 }
 
 // RouteViaHost gives the pod's interface (by index) a link route to GatewayIP, a permanent neighbour entry for
@@ -62,7 +65,7 @@ func (p *Pod) SetAddress(v *Veth, ip net.IP) error {
 	return nil
 }
 
-// Verify checks that the pod's namespace holds exactly what Configure puts there. Errors wrap ErrMismatch and
+// Verify checks that the pod's namespace holds exactly what ADD puts there. Errors wrap ErrMismatch and
 // say what differs.
 func (p *Pod) Verify(cfg PodConfig) error {
 	link, err := netlinkdump.LinkByName(p.nl, cfg.IfName)
@@ -80,7 +83,10 @@ func (p *Pod) Verify(cfg PodConfig) error {
 	if err != nil {
 		return fmt.Errorf("listing addresses of %s: %w", cfg.IfName, err)
 	}
-	want := hostNet(cfg.IP).String()
+	want := ""
+	if cfg.IP != nil {
+		want = hostNet(cfg.IP).String()
+	}
 	found := false
 	for _, a := range addrs {
 		if a.IPNet.String() == want {
@@ -89,7 +95,7 @@ func (p *Pod) Verify(cfg PodConfig) error {
 			return fmt.Errorf("%w: %s carries %s besides %s", ErrMismatch, cfg.IfName, a.IPNet, want)
 		}
 	}
-	if !found {
+	if !found && want != "" {
 		return fmt.Errorf("%w: %s lacks address %s", ErrMismatch, cfg.IfName, want)
 	}
 	routes, err := netlinkdump.Routes(p.nl, link, netlink.FAMILY_V4)
@@ -102,20 +108,37 @@ func (p *Pod) Verify(cfg PodConfig) error {
 	if !hasRoute(routes, defaultRoute(idx)) {
 		return fmt.Errorf("%w: no default route via %s on %s", ErrMismatch, GatewayIP, cfg.IfName)
 	}
-	neighs, err := netlinkdump.Neighs(p.nl, idx, netlink.FAMILY_V4)
+	if err := p.verifyGatewayNeigh(idx, netlink.FAMILY_V4, GatewayIP, cfg.HostMAC); err != nil {
+		return err
+	}
+	if cfg.IPv6 != nil {
+		if err := p.verifyIPv6(link, cfg.IPv6, cfg.HostMAC); err != nil {
+			return err
+		}
+	}
+	if cfg.EgressIP != nil {
+		return p.verifyEgress(idx, cfg.EgressIP)
+	}
+	return nil
+}
+
+// verifyGatewayNeigh checks that the interface (by index) has a permanent neighbour entry for gw naming the
+// host veth's MAC.
+func (p *Pod) verifyGatewayNeigh(idx, family int, gw net.IP, hostMAC net.HardwareAddr) error {
+	neighs, err := netlinkdump.Neighs(p.nl, idx, family)
 	if err != nil {
-		return fmt.Errorf("listing neighbours of %s: %w", cfg.IfName, err)
+		return fmt.Errorf("listing neighbours of the pod: %w", err)
 	}
 	for _, n := range neighs {
-		if n.IP.Equal(GatewayIP) {
-			if n.State&netlink.NUD_PERMANENT == 0 || n.HardwareAddr.String() != cfg.HostMAC.String() {
+		if n.IP.Equal(gw) {
+			if n.State&netlink.NUD_PERMANENT == 0 || n.HardwareAddr.String() != hostMAC.String() {
 				return fmt.Errorf("%w: neighbour %s is %s (state %#x), want permanent %s",
-					ErrMismatch, GatewayIP, n.HardwareAddr, n.State, cfg.HostMAC)
+					ErrMismatch, gw, n.HardwareAddr, n.State, hostMAC)
 			}
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: no neighbour entry for %s", ErrMismatch, GatewayIP)
+	return fmt.Errorf("%w: no neighbour entry for %s", ErrMismatch, gw)
 }
 
 // removeOtherAddrs deletes every IPv4 address of link but keep.
@@ -154,6 +177,9 @@ func defaultRoute(linkIndex int) *netlink.Route {
 func hasRoute(routes []netlink.Route, want *netlink.Route) bool {
 	for _, r := range routes {
 		dst := "0.0.0.0/0"
+		if r.Family == syscall.AF_INET6 || want.Family == syscall.AF_INET6 {
+			dst = "::/0"
+		}
 		if r.Dst != nil {
 			dst = r.Dst.String()
 		}

@@ -62,8 +62,11 @@ type Assignment struct {
 	Pod         PodIdentity `json:"pod"`
 	HostVeth    string      `json:"hostVeth"`
 	HostIfindex int         `json:"hostIfindex"`
-	// IP is the pod's IPv4 address (a secondary private IP of ENI).
+	// IP is the pod's address: a secondary private IPv4 of ENI, or in IPv6 mode an address of its /80.
 	IP string `json:"ip"`
+	// EgressIP is, in IPv6 mode, the pod's node-local IPv4 address (169.254.172.0/22) for reaching IPv4
+	// destinations, which the node translates to its primary IPv4; empty for IPv4 pods.
+	EgressIP string `json:"egressIP,omitempty"`
 	// ENI is the id of the ENI that owns IP; ENIMAC its MAC and DeviceIndex its attachment's device index.
 	ENI         string `json:"eni"`
 	ENIMAC      string `json:"eniMAC"`

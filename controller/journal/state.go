@@ -132,18 +132,21 @@ func (op IPOp) Addrs() int {
 
 // Assignment is an IP given to a container interface.
 type Assignment struct {
-	ContainerID  string    `json:"containerID"`
-	IfName       string    `json:"ifName"`
-	Network      string    `json:"network,omitempty"`
-	Netns        string    `json:"netns,omitempty"`
-	PodNamespace string    `json:"podNamespace,omitempty"`
-	PodName      string    `json:"podName,omitempty"`
-	PodUID       string    `json:"podUID,omitempty"`
-	HostVeth     string    `json:"hostVeth,omitempty"`
-	HostIfindex  int       `json:"hostIfindex,omitempty"`
-	IP           string    `json:"ip"`
-	ENI          string    `json:"eni"`
-	AssignedAt   time.Time `json:"assignedAt"`
+	ContainerID  string `json:"containerID"`
+	IfName       string `json:"ifName"`
+	Network      string `json:"network,omitempty"`
+	Netns        string `json:"netns,omitempty"`
+	PodNamespace string `json:"podNamespace,omitempty"`
+	PodName      string `json:"podName,omitempty"`
+	PodUID       string `json:"podUID,omitempty"`
+	HostVeth     string `json:"hostVeth,omitempty"`
+	HostIfindex  int    `json:"hostIfindex,omitempty"`
+	IP           string `json:"ip"`
+	// EgressIP is the node-local IPv4 address an IPv6 pod sends IPv4 from (ENABLE_IPv6; empty otherwise),
+	// journaled with the assignment so that no two pods ever hold it, across restarts too.
+	EgressIP   string    `json:"egressIP,omitempty"`
+	ENI        string    `json:"eni"`
+	AssignedAt time.Time `json:"assignedAt"`
 }
 
 // Cooldown keeps a released IP out of use until Until, so conntrack entries of its last pod expire first.

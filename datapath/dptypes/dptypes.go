@@ -24,12 +24,19 @@ type ENI struct {
 	Gateway netip.Addr
 }
 
+// IPv4EgressRange is the node-local range IPv6 pods' IPv4 egress addresses come from (IPv6 mode), as the AWS
+// VPC CNI's: the controller hands them out, the host translates them to the node's IPv4.
+var IPv4EgressRange = netip.MustParsePrefix("169.254.172.0/22")
+
 // Pod is what the datapath needs to know about one assignment.
 type Pod struct {
 	ContainerID string
 	IfName      string
 	Netns       string
 	IP          netip.Addr
+	// EgressIP is an IPv6 pod's node-local IPv4 address (IPv6 mode), which the host translates to the node's
+	// IPv4; the zero Addr for an IPv4 pod.
+	EgressIP    netip.Addr
 	HostVeth    string
 	HostIfindex int
 	// ENI is the ENI whose address the pod holds; its MAC is nil when the books no longer know the ENI.

@@ -1,5 +1,5 @@
-// Package hostroute routes each pod's /32 to its host veth in the main table (a route, not a rule), so the
-// host stack reaches the pod, and removes released pods' host veths in the background (Reaper). Routes alone
+// Package hostroute routes each pod's address (a /32; in IPv6 mode a /128 and its IPv4 egress /32) to its
+// host veth in the main table (a route, not a rule), so the host stack reaches the pod, and removes released pods' host veths in the background (Reaper). Routes alone
 // is the agent's `hostroute` datapath; datapath/nodenet's BPF driver uses it for the routes beside its maps.
 package hostroute
 
@@ -36,16 +36,27 @@ func (r *Routes) h() *netlink.Handle {
 	return &netlink.Handle{}
 }
 
-// podDst is the pod's /32, or an error when its address is not IPv4.
-func podDst(pod dptypes.Pod) (*net.IPNet, error) {
-	if !pod.IP.Is4() {
-		return nil, fmt.Errorf("pod address %s: not IPv4", pod.IP)
+// podDsts are the pod's host routes' destinations: its address (/32 or /128) and an IPv6 pod's IPv4 egress
+// address (/32), or an error when the pod has no address.
+func podDsts(pod dptypes.Pod) ([]*net.IPNet, error) {
+	if !pod.IP.IsValid() {
+		return nil, fmt.Errorf("pod %s has no address", pod.ContainerID)
 	}
-	return &net.IPNet{IP: pod.IP.AsSlice(), Mask: net.CIDRMask(32, 32)}, nil
+	dsts := []*net.IPNet{hostNet(pod.IP)}
+	if pod.EgressIP.Is4() {
+		dsts = append(dsts, hostNet(pod.EgressIP))
+	}
+	return dsts, nil
 }
 
-func (r *Routes) route(pod dptypes.Pod) (*netlink.Route, error) {
-	dst, err := podDst(pod)
+// hostNet is ip alone: a /32, or a /128.
+func hostNet(ip netip.Addr) *net.IPNet {
+	return &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}
+}
+
+// routes are the pod's host routes through its veth.
+func (r *Routes) routes(pod dptypes.Pod) ([]*netlink.Route, error) {
+	dsts, err := podDsts(pod)
 	if err != nil {
 		return nil, fmt.Errorf("routing pod: %w", err)
 	}
@@ -60,47 +71,56 @@ func (r *Routes) route(pod dptypes.Pod) (*netlink.Route, error) {
 	if idx == 0 {
 		return nil, fmt.Errorf("routing pod %s: no host veth", pod.IP)
 	}
-	return &netlink.Route{LinkIndex: idx, Dst: dst, Scope: netlink.SCOPE_LINK}, nil
+	rts := make([]*netlink.Route, 0, len(dsts))
+	for _, dst := range dsts {
+		rts = append(rts, &netlink.Route{LinkIndex: idx, Dst: dst, Scope: netlink.SCOPE_LINK})
+	}
+	return rts, nil
 }
 
 // RemovesHostVeth reports whether PodDown removes the pod's host veth (Veths is set).
 func (r *Routes) RemovesHostVeth() bool { return r.Veths != nil }
 
-// PodUp adds (or replaces) podIP/32 dev <hostVeth>, and claims the veth when Veths is set. It fails wrapping
-// ErrVethRemoving when the veth is already being removed.
+// PodUp adds (or replaces) podIP/32 (or /128) dev <hostVeth>, and an IPv6 pod's egressIP/32 beside it, and
+// claims the veth when Veths is set. It fails wrapping ErrVethRemoving when the veth is already being removed.
 func (r *Routes) PodUp(_ context.Context, pod dptypes.Pod) error {
-	rt, err := r.route(pod)
+	rts, err := r.routes(pod)
 	if err != nil {
 		return err
 	}
 	if r.Veths != nil {
-		if err := r.Veths.Keep(Veth{Name: pod.HostVeth, Index: rt.LinkIndex}); err != nil {
+		if err := r.Veths.Keep(Veth{Name: pod.HostVeth, Index: rts[0].LinkIndex}); err != nil {
 			return fmt.Errorf("routing pod %s: %w", pod.IP, err)
 		}
 	}
-	if err := r.h().RouteReplace(rt); err != nil {
-		return fmt.Errorf("adding route %s dev index %d: %w", rt.Dst, rt.LinkIndex, err)
+	for _, rt := range rts {
+		if err := r.h().RouteReplace(rt); err != nil {
+			return fmt.Errorf("adding route %s dev index %d: %w", rt.Dst, rt.LinkIndex, err)
+		}
 	}
 	return nil
 }
 
-// PodDown removes the pod's /32 route and, when Veths is set, queues the veth the assignment recorded for
-// removal; a missing route or veth is not an error, a pod without an IPv4 address is.
+// PodDown removes the pod's host routes and, when Veths is set, queues the veth the assignment recorded for
+// removal; a missing route or veth is not an error, a pod without an address is.
 func (r *Routes) PodDown(_ context.Context, pod dptypes.Pod) error {
 	if r.Veths != nil {
 		// After the route: the route goes now, so the IP can serve another pod whenever the veth goes.
 		defer r.Veths.Release(Veth{Name: pod.HostVeth, Index: pod.HostIfindex})
 	}
-	dst, err := podDst(pod)
+	dsts, err := podDsts(pod)
 	if err != nil {
 		return fmt.Errorf("removing the route of pod %s: %w", pod.ContainerID, err)
 	}
-	rt := &netlink.Route{Dst: dst, Scope: netlink.SCOPE_LINK}
-	if full, err := r.route(pod); err == nil {
-		rt = full
-	}
-	if err := r.h().RouteDel(rt); err != nil && !errors.Is(err, syscall.ESRCH) && !errors.Is(err, syscall.ENOENT) {
-		return fmt.Errorf("removing route %s: %w", rt.Dst, err)
+	full, _ := r.routes(pod)
+	for i, dst := range dsts {
+		rt := &netlink.Route{Dst: dst, Scope: netlink.SCOPE_LINK}
+		if i < len(full) {
+			rt = full[i]
+		}
+		if err := r.h().RouteDel(rt); err != nil && !errors.Is(err, syscall.ESRCH) && !errors.Is(err, syscall.ENOENT) {
+			return fmt.Errorf("removing route %s: %w", rt.Dst, err)
+		}
 	}
 	return nil
 }

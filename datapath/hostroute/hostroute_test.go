@@ -101,3 +101,57 @@ func TestPodDownOfAPodWithoutAnAddressFails(t *testing.T) {
 		t.Fatal("PodDown of a pod without a valid address answered success")
 	}
 }
+
+// An IPv6 pod (IPv6 mode) is routed by its /128 and by its IPv4 egress address's /32, both on its host veth,
+// and PodDown takes both away.
+func TestIPv6PodRoutesComeAndGoWithTheirEgressAddress(t *testing.T) {
+	h := newNamespace(t)
+	name := fmt.Sprintf("hs%d", os.Getpid()%100000)
+	if err := h.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: name + "p"}); err != nil {
+		t.Fatal(err)
+	}
+	link, err := h.LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.LinkSetUp(link); err != nil {
+		t.Fatal(err)
+	}
+	r := &Routes{Handle: h}
+	pod := dptypes.Pod{IP: netip.MustParseAddr("2600:1f14:e0:1:a::5"), EgressIP: netip.MustParseAddr("169.254.172.5"), HostVeth: name}
+	routesTo := func(ip netip.Addr) []netlink.Route {
+		family := netlink.FAMILY_V4
+		if ip.Is6() {
+			family = netlink.FAMILY_V6
+		}
+		rs, err := h.RouteListFiltered(family, &netlink.Route{Dst: &net.IPNet{IP: ip.AsSlice(), Mask: net.CIDRMask(ip.BitLen(), ip.BitLen())}}, netlink.RT_FILTER_DST)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs
+	}
+	for _, step := range []struct {
+		name string
+		do   func() error
+		want int
+	}{
+		{"PodUp adds the /128 and the egress /32 on the host veth", func() error { return r.PodUp(context.Background(), pod) }, 1},
+		{"a repeated PodUp keeps one of each", func() error { return r.PodUp(context.Background(), pod) }, 1},
+		{"PodDown removes both", func() error { return r.PodDown(context.Background(), pod) }, 0},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			if err := step.do(); err != nil {
+				t.Fatal(err)
+			}
+			for _, ip := range []netip.Addr{pod.IP, pod.EgressIP} {
+				rs := routesTo(ip)
+				if len(rs) != step.want {
+					t.Fatalf("%d routes to %s, want %d: %+v", len(rs), ip, step.want, rs)
+				}
+				if step.want == 1 && rs[0].LinkIndex != link.Attrs().Index {
+					t.Fatalf("route to %s on ifindex %d, want %d", ip, rs[0].LinkIndex, link.Attrs().Index)
+				}
+			}
+		})
+	}
+}

@@ -173,7 +173,8 @@ func (b *BPF) ENIDown(_ context.Context, e dptypes.ENI) error {
 	return nil
 }
 
-// PodUp routes the pod's /32 to its veth, writes its map entry (its ENI by ifindex) and attaches from_pod.
+// PodUp routes the pod's addresses to its veth, writes their map entries (its ENI by ifindex; an IPv6 pod's
+// IPv4 egress address with none) and attaches from_pod.
 // The route goes first: it claims the veth (hostroute.Routes.PodUp), so that a setup that fails later, say
 // while the pod's ENI has no interface, leaves the live pod's veth to the controller's next try, not to the
 // sweep of unclaimed veths.
@@ -181,15 +182,17 @@ func (b *BPF) PodUp(ctx context.Context, pod dptypes.Pod) error {
 	if err := b.routes.PodUp(ctx, pod); err != nil {
 		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
 	}
-	entry, err := podEntry(pod)
+	entries, err := podEntries(pod)
 	if err != nil {
 		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
 	}
-	// The entry goes in before the program: from_pod drops sources it does not know.
-	if err := b.dp.PutPod(entry.IP, entry.HostIfindex, entry.ENIIfindex); err != nil {
-		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
+	// The entries go in before the program: from_pod drops sources it does not know.
+	for _, entry := range entries {
+		if err := b.dp.PutPod(entry.IP, entry.HostIfindex, entry.ENIIfindex); err != nil {
+			return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
+		}
 	}
-	if err := b.dp.AttachPodVeth(entry.HostIfindex); err != nil {
+	if err := b.dp.AttachPodVeth(entries[0].HostIfindex); err != nil {
 		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
 	}
 	return nil
@@ -224,7 +227,11 @@ func (b *BPF) PodDown(ctx context.Context, pod dptypes.Pod) error {
 	if !pod.IP.IsValid() {
 		return fmt.Errorf("tearing down pod %s: %w", pod.ContainerID, errNoPodIP)
 	}
-	if err := errors.Join(b.dp.DeletePod(pod.IP), b.routes.PodDown(ctx, pod)); err != nil {
+	errs := []error{b.dp.DeletePod(pod.IP)}
+	if pod.EgressIP.IsValid() {
+		errs = append(errs, b.dp.DeletePod(pod.EgressIP))
+	}
+	if err := errors.Join(append(errs, b.routes.PodDown(ctx, pod))...); err != nil {
 		return fmt.Errorf("tearing down pod %s: %w", pod.IP, err)
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/eniwire/eniwire/datapath"
+	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/datapath/snat"
 )
 
@@ -54,8 +55,9 @@ type Config struct {
 	// (datapath.Config.NetworkPolicy); the agent sets it with enforcement on.
 	NetworkPolicy bool
 	// IPv6 prepares the node for IPv6 pods (datapath/doc.go, IPv6): accept_ra=2 on the primary ENI, then
-	// IPv6 forwarding, so the node keeps the default route the VPC router advertises once it forwards.
-	// The agent has no IPv6 mode yet to set it.
+	// IPv6 forwarding, so the node keeps the default route the VPC router advertises once it forwards;
+	// and the SNAT rule of IPv6 pods' IPv4 egress addresses (dptypes.IPv4EgressRange). The agent sets it in
+	// IPv6 mode (ENABLE_IPv6).
 	IPv6 bool
 	// Registerer receives the programs' counters (nil: not registered).
 	Registerer prometheus.Registerer
@@ -99,9 +101,11 @@ func Open(ctx context.Context, cfg Config) (*BPF, error) {
 			}
 		}
 	}
-	scfg, err := snat.FromEnv(getenv, snat.Config{
-		PrimaryIP: cfg.PrimaryIP, PrimaryInterface: primary.Attrs().Name, VPCCIDRs: cfg.VPCCIDRs, Logger: log,
-	})
+	base := snat.Config{PrimaryIP: cfg.PrimaryIP, PrimaryInterface: primary.Attrs().Name, VPCCIDRs: cfg.VPCCIDRs, Logger: log}
+	if cfg.IPv6 {
+		base.EgressCIDR = dptypes.IPv4EgressRange
+	}
+	scfg, err := snat.FromEnv(getenv, base)
 	if err != nil {
 		return nil, fmt.Errorf("reading SNAT settings: %w", err)
 	}

@@ -19,7 +19,7 @@ import (
 func (b *BPF) Attach(_ context.Context, enis []dptypes.ENI, pods []dptypes.Pod) error {
 	var (
 		eniEntries []datapath.ENI
-		podEntries []datapath.Pod
+		restored   []datapath.Pod
 		skipped    []error
 	)
 	for _, e := range enis {
@@ -34,17 +34,17 @@ func (b *BPF) Attach(_ context.Context, enis []dptypes.ENI, pods []dptypes.Pod) 
 		skipped = append(skipped, fmt.Errorf("ENI %s: %w", e.ID, err))
 	}
 	for _, p := range pods {
-		entry, err := podEntry(p)
+		entries, err := podEntries(p)
 		if err != nil {
 			skipped = append(skipped, fmt.Errorf("pod %s: %w", p.IP, err))
 			continue
 		}
-		podEntries = append(podEntries, entry)
+		restored = append(restored, entries...)
 	}
 	if len(skipped) > 0 {
 		b.log.Info("restoring datapath entries: some left to the controller", "skipped", errors.Join(skipped...).Error())
 	}
-	if err := b.dp.Restore(eniEntries, podEntries); err != nil {
+	if err := b.dp.Restore(eniEntries, restored); err != nil {
 		return fmt.Errorf("restoring the datapath before attaching: %w", err)
 	}
 	if err := b.dp.Attach(); err != nil {
@@ -68,21 +68,27 @@ func eniEntry(e dptypes.ENI, l netlink.Link) (datapath.ENI, error) {
 	return datapath.ENI{Ifindex: l.Attrs().Index, Gateway: e.Gateway, MAC: l.Attrs().HardwareAddr, Subnet: e.Subnet}, nil
 }
 
-// podEntry is a pod's map entry: its address, and its host veth's and its ENI's interfaces on the node.
-func podEntry(pod dptypes.Pod) (datapath.Pod, error) {
+// podEntries are a pod's map entries: its address, and its host veth's and its ENI's interfaces on the node;
+// an IPv6 pod's IPv4 egress address beside it, on the same veth and with no ENI (from_pod hands what it
+// sends to the host, which translates it to the node's IPv4).
+func podEntries(pod dptypes.Pod) ([]datapath.Pod, error) {
 	if !pod.IP.IsValid() {
-		return datapath.Pod{}, errNoPodIP
+		return nil, errNoPodIP
 	}
 	host, ok, err := hostIfindex(pod)
 	if err != nil {
-		return datapath.Pod{}, err
+		return nil, err
 	}
 	if !ok {
-		return datapath.Pod{}, fmt.Errorf("host veth %q is gone", pod.HostVeth)
+		return nil, fmt.Errorf("host veth %q is gone", pod.HostVeth)
 	}
 	eni, err := linkByMAC(pod.ENI.MAC)
 	if err != nil {
-		return datapath.Pod{}, fmt.Errorf("ENI %s: %w", pod.ENI.ID, err)
+		return nil, fmt.Errorf("ENI %s: %w", pod.ENI.ID, err)
 	}
-	return datapath.Pod{IP: pod.IP, HostIfindex: host, ENIIfindex: eni.Attrs().Index}, nil
+	entries := []datapath.Pod{{IP: pod.IP, HostIfindex: host, ENIIfindex: eni.Attrs().Index}}
+	if pod.EgressIP.IsValid() {
+		entries = append(entries, datapath.Pod{IP: pod.EgressIP, HostIfindex: host})
+	}
+	return entries, nil
 }

@@ -12,6 +12,14 @@ func iptablesRestore(cfg Config) string {
 	var b strings.Builder
 	b.WriteString("*nat\n")
 	fmt.Fprintf(&b, ":%s - [0:0]\n", iptChain)
+	if cfg.EgressCIDR.IsValid() {
+		fmt.Fprintf(&b, "-A %s -o %s -s %s -m addrtype ! --dst-type LOCAL -m comment --comment %q -j SNAT --to-source %s%s\n",
+			iptChain, cfg.PrimaryInterface, cfg.EgressCIDR.Masked(), egressComment, cfg.PrimaryIP, iptRandom(cfg.Randomize))
+	}
+	if cfg.External {
+		b.WriteString("COMMIT\n")
+		return b.String()
+	}
 	for _, p := range cfg.ExcludeCIDRs {
 		fmt.Fprintf(&b, "-A %s -d %s -m comment --comment \"eniwire: excluded\" -j RETURN\n", iptChain, p.Masked())
 	}

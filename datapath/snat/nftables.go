@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"runtime"
@@ -24,6 +25,8 @@ import (
 //		set excluded { type ipv4_addr; flags interval; auto-merge; elements = { <ExcludeCIDRs> } }
 //		chain pod_snat {
 //			type nat hook postrouting priority srcnat; policy accept;
+//			oifname "<if>" ip saddr <EgressCIDR> fib daddr type != local
+//				snat to <ip> [fully-random|random] comment "eniwire: IPv6 pods' IPv4 egress"   (IPv6 mode)
 //			oifname "<if>" ip saddr != <ip> ip daddr != @excluded fib daddr type != local
 //				snat to <ip> [fully-random|random] comment "eniwire: pods leaving the VPC"
 //		}
@@ -32,7 +35,9 @@ import (
 const (
 	nftSet     = "excluded"
 	nftComment = "eniwire: pods leaving the VPC"
-	ifNameSize = unix.IFNAMSIZ
+	// egressComment marks the rule translating IPv6 pods' IPv4 egress addresses (Config.EgressCIDR).
+	egressComment = "eniwire: IPv6 pods' IPv4 egress"
+	ifNameSize    = unix.IFNAMSIZ
 )
 
 // applyNFT replaces the whole table in one netlink batch: adding the table first makes the delete valid
@@ -64,7 +69,12 @@ func applyNFT(cfg Config) error {
 			Priority: nftables.ChainPriorityNATSource,
 			Policy:   &accept,
 		})
-		c.AddRule(&nftables.Rule{Table: table, Chain: chain, Exprs: snatExprs(cfg, set), UserData: userdata.AppendString(nil, userdata.TypeComment, nftComment)})
+		if cfg.EgressCIDR.IsValid() {
+			c.AddRule(&nftables.Rule{Table: table, Chain: chain, Exprs: egressExprs(cfg), UserData: userdata.AppendString(nil, userdata.TypeComment, egressComment)})
+		}
+		if !cfg.External {
+			c.AddRule(&nftables.Rule{Table: table, Chain: chain, Exprs: snatExprs(cfg, set), UserData: userdata.AppendString(nil, userdata.TypeComment, nftComment)})
+		}
 		return nil
 	})
 }
@@ -122,21 +132,29 @@ func sameNetns(f *os.File) bool {
 	return a.Dev == b.Dev && a.Ino == b.Ino
 }
 
-// snatExprs is the rule's bytecode, matcher by matcher as nft compiles the script above.
-func snatExprs(cfg Config, excluded *nftables.Set) []expr.Any {
+// egressExprs is the egress rule's bytecode (IPv6 mode), as nft compiles
+//
+//	oifname "<if>" ip saddr <egress range> fib daddr type != local snat to <ip> [fully-random|random]
+func egressExprs(cfg Config) []expr.Any {
 	ifname := make([]byte, ifNameSize)
 	copy(ifname, cfg.PrimaryInterface)
-	primary := cfg.PrimaryIP.AsSlice()
-	return []expr.Any{
+	egress := cfg.EgressCIDR.Masked()
+	return append([]expr.Any{
 		// oifname "<if>"
 		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname},
-		// ip saddr != <ip>
+		// ip saddr <egress range>: the address masked, then compared with the range's first
 		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
-		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: primary},
-		// ip daddr != @excluded
-		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
-		&expr.Lookup{SourceRegister: 1, SetName: excluded.Name, SetID: excluded.ID, Invert: true},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: net.CIDRMask(egress.Bits(), 32), Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: egress.Addr().AsSlice()},
+	}, snatToPrimary(cfg)...)
+}
+
+// snatToPrimary is both rules' tail: fib daddr type != local, then snat to the primary IP.
+func snatToPrimary(cfg Config) []expr.Any {
+	primary := cfg.PrimaryIP.AsSlice()
+	return []expr.Any{
 		// fib daddr type != local: the route type is a host-endian u32 in the register.
 		&expr.Fib{Register: 1, ResultADDRTYPE: true, FlagDADDR: true},
 		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: binaryutil.NativeEndian.PutUint32(unix.RTN_LOCAL)},
@@ -150,6 +168,24 @@ func snatExprs(cfg Config, excluded *nftables.Set) []expr.Any {
 			Random:      cfg.Randomize == RandomizeHash,
 		},
 	}
+}
+
+// snatExprs is the rule's bytecode, matcher by matcher as nft compiles the script above.
+func snatExprs(cfg Config, excluded *nftables.Set) []expr.Any {
+	ifname := make([]byte, ifNameSize)
+	copy(ifname, cfg.PrimaryInterface)
+	primary := cfg.PrimaryIP.AsSlice()
+	return append([]expr.Any{
+		// oifname "<if>"
+		&expr.Meta{Key: expr.MetaKeyOIFNAME, Register: 1},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: ifname},
+		// ip saddr != <ip>
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: primary},
+		// ip daddr != @excluded
+		&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4},
+		&expr.Lookup{SourceRegister: 1, SetName: excluded.Name, SetID: excluded.ID, Invert: true},
+	}, snatToPrimary(cfg)...)
 }
 
 // intervalElements encodes prefixes for an interval set the way nft does after auto-merge: overlapping

@@ -64,10 +64,14 @@ type Config struct {
 	// ExcludeCIDRs are never translated: AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS, fixed for the Manager's life.
 	ExcludeCIDRs []netip.Prefix
 	// VPCCIDRs are never translated either; unlike ExcludeCIDRs, SetVPCCIDRs replaces them at run time.
-	VPCCIDRs  []netip.Prefix
-	Randomize Randomize
-	Backend   Backend
-	Logger    *slog.Logger
+	VPCCIDRs []netip.Prefix
+	// EgressCIDR, when valid (IPv6 mode), is the node-local range of IPv6 pods' IPv4 egress addresses: what
+	// leaves by the primary interface from it is translated to PrimaryIP whatever its destination, with
+	// External too (the range is the node's own, nothing outside may see it).
+	EgressCIDR netip.Prefix
+	Randomize  Randomize
+	Backend    Backend
+	Logger     *slog.Logger
 }
 
 // ErrInvalidConfig is wrapped by New and FromEnv for unusable settings.
@@ -116,7 +120,10 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if !cfg.External {
+	if cfg.EgressCIDR.IsValid() && !cfg.EgressCIDR.Addr().Is4() {
+		return nil, fmt.Errorf("%w: egress range %s is not IPv4", ErrInvalidConfig, cfg.EgressCIDR)
+	}
+	if !cfg.External || cfg.EgressCIDR.IsValid() {
 		if err := checkIPv4(cfg.VPCCIDRs); err != nil {
 			return nil, err
 		}
@@ -140,12 +147,12 @@ func New(ctx context.Context, cfg Config) (*Manager, error) {
 // Backend reports the backend in use.
 func (m *Manager) Backend() Backend { return m.backend }
 
-// Apply makes the rule match the configuration, atomically per backend and idempotently. With External
-// set it removes the rule.
+// Apply makes the rules match the configuration, atomically per backend and idempotently. With External
+// set it removes the pods' rule, and keeps only the egress rule of IPv6 mode when EgressCIDR is set.
 func (m *Manager) Apply(ctx context.Context) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cfg.External {
+	if m.cfg.External && !m.cfg.EgressCIDR.IsValid() {
 		return m.Remove(ctx)
 	}
 	// The backends write one set of excluded destinations: the VPC's blocks and the configured ones.

@@ -43,6 +43,7 @@ type AgentDouble struct {
 
 	mu       sync.Mutex
 	free     []string
+	all      []string // the IPs as given, which fix IPv6 ones' egress addresses
 	assigned map[api.Attachment]*api.Assignment
 	ready    bool
 	reason   string
@@ -96,6 +97,7 @@ func StartAgentDouble(t testing.TB, node ns.NetNS, ips []string) *AgentDouble {
 	d := &AgentDouble{
 		Socket:   dir + "/agent.sock",
 		free:     slices.Clone(ips),
+		all:      slices.Clone(ips),
 		assigned: map[api.Attachment]*api.Assignment{},
 		ready:    true,
 		mtu:      DefaultMTU,
@@ -225,6 +227,11 @@ func (d *AgentDouble) assign(req api.AssignRequest) (any, error) {
 		HostIfindex: req.HostIfindex, IP: ip, ENI: "eni-double", ENIMAC: "02:00:00:00:00:01", DeviceIndex: 1,
 		SubnetCIDR: "10.213.0.0/16", Gateway: "10.213.0.1", AssignedAt: time.Now(), MTU: d.mtu,
 	}
+	if addr, err := netip.ParseAddr(ip); err == nil && addr.Is6() {
+		// An IPv6 pod, as the agent's IPv6 mode answers: an IPv4 egress address beside it, unique while the
+		// IPv6 address is held (the Nth address of the list takes the Nth of the egress range).
+		a.EgressIP = egressFor(ip, d.all)
+	}
 	if d.badIP {
 		d.badIP = false
 		a.IP = "not-an-ip"
@@ -266,11 +273,22 @@ func (d *AgentDouble) drop(a *api.Assignment) {
 	}
 }
 
+// egressFor is the IPv4 egress address of IPv6 address ip: the address of dptypes.IPv4EgressRange at ip's
+// position in all, plus one.
+func egressFor(ip string, all []string) string {
+	e := dptypes.IPv4EgressRange.Addr()
+	for range slices.Index(all, ip) + 1 {
+		e = e.Next()
+	}
+	return e.String()
+}
+
 // podOf is the assignment as the datapath sees it; an address that does not parse stays the zero Addr, which
 // the datapath refuses.
 func podOf(a *api.Assignment) dptypes.Pod {
 	ip, _ := netip.ParseAddr(a.IP)
-	return dptypes.Pod{ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, IP: ip, HostVeth: a.HostVeth,
+	egress, _ := netip.ParseAddr(a.EgressIP)
+	return dptypes.Pod{ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, IP: ip, EgressIP: egress, HostVeth: a.HostVeth,
 		HostIfindex: a.HostIfindex}
 }
 

@@ -53,10 +53,14 @@ var errNoSample = simnode.ErrNoSample
 
 func newWorld(t *testing.T, extraEnv ...string) *world {
 	t.Helper()
-	n := simnode.NewForTest(t, simnode.Options{
-		Name:     fmt.Sprintf("e2e%d-%04x", syscall.Getpid(), time.Now().UnixNano()&0xffff),
-		AgentEnv: extraEnv,
-	})
+	return newWorldWith(t, simnode.Options{AgentEnv: extraEnv})
+}
+
+// newWorldWith is newWorld with the node's options (its name is set here).
+func newWorldWith(t *testing.T, opts simnode.Options) *world {
+	t.Helper()
+	opts.Name = fmt.Sprintf("e2e%d-%04x", syscall.Getpid(), time.Now().UnixNano()&0xffff)
+	n := simnode.NewForTest(t, opts)
 	return &world{t: t, n: n, sim: n.Sim, fab: n.Fabric, inst: n.Instance, node: n.Netns, pinRoot: n.PinRoot,
 		confDir: n.ConfDir, binDir: n.BinDir, client: n.Agent.Client}
 }

@@ -49,6 +49,9 @@ type Options struct {
 	Binaries Binaries
 	// AgentEnv adds or overrides the agent's settings ("NAME=value").
 	AgentEnv []string
+	// IPv6 runs the agent in IPv6 mode (ENABLE_IPv6, with the prefix delegation it needs) in a VPC and
+	// subnet that hold IPv6 blocks (ec2sim.DualStackVPCIPv6 and DualStackSubnetAIPv6).
+	IPv6 bool
 	// TmpDir is where the scratch dir goes (default os.TempDir()).
 	TmpDir string
 	Logger *slog.Logger
@@ -136,7 +139,15 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 	if err := n.Sim.AddVPC(vpcID, opts.VPCCIDR); err != nil {
 		return nil, fmt.Errorf("adding the VPC: %w", err)
 	}
-	if err := n.Sim.AddSubnet(ec2sim.SubnetSpec{ID: subnetID, VPCID: vpcID, CIDR: opts.SubnetCIDR, AZ: cfg.Region + "a"}); err != nil {
+	subnet := ec2sim.SubnetSpec{ID: subnetID, VPCID: vpcID, CIDR: opts.SubnetCIDR, AZ: cfg.Region + "a"}
+	if opts.IPv6 {
+		if _, err := n.Sim.AddVPCIPv6Block(vpcID, ec2sim.DualStackVPCIPv6); err != nil {
+			return nil, fmt.Errorf("adding the VPC's IPv6 block: %w", err)
+		}
+		subnet.IPv6CIDR = ec2sim.DualStackSubnetAIPv6
+		opts.AgentEnv = append([]string{"ENABLE_IPv6=true", "ENABLE_PREFIX_DELEGATION=true"}, opts.AgentEnv...)
+	}
+	if err := n.Sim.AddSubnet(subnet); err != nil {
 		return nil, fmt.Errorf("adding the subnet: %w", err)
 	}
 	fabCtx, cancel := context.WithCancel(context.Background())

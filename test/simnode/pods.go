@@ -25,6 +25,8 @@ type Pod struct {
 	// Netns is the namespace's name (for `ip netns exec`), NetnsPath its path (for Do, Listen, dialing).
 	Netns, NetnsPath string
 	IP               netip.Addr
+	// EgressIP is an IPv6 pod's IPv4 egress address (the agent's IPv6 mode); the zero Addr otherwise.
+	EgressIP netip.Addr
 	// ENI is the id of the ENI the agent took the IP from, DeviceIndex its attachment's.
 	ENI         string
 	DeviceIndex int
@@ -107,10 +109,9 @@ func (n *Node) AddPod(ctx context.Context, name string) (*Pod, error) {
 			return err
 		})
 		if err == nil {
-			if len(res.IPs) != 1 {
-				return nil, fmt.Errorf("CNI ADD of %s returned %d IPs, want 1", name, len(res.IPs))
+			if p.IP, p.EgressIP, err = podAddrs(res); err != nil {
+				return nil, fmt.Errorf("CNI ADD of %s: %w", name, err)
 			}
-			p.IP, _ = netip.AddrFromSlice(res.IPs[0].Address.IP.To4())
 			break
 		}
 		select {
@@ -124,7 +125,7 @@ func (n *Node) AddPod(ctx context.Context, name string) (*Pod, error) {
 		return nil, fmt.Errorf("listing the agent's assignments: %w", err)
 	}
 	for _, a := range as {
-		if a.IP == p.IP.String() {
+		if ip, _ := netip.ParseAddr(a.IP); ip == p.IP {
 			p.ENI, p.DeviceIndex = a.ENI, a.DeviceIndex
 		}
 	}
@@ -135,6 +136,28 @@ func (n *Node) AddPod(ctx context.Context, name string) (*Pod, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// podAddrs reads a pod's addresses from its ADD result: one IPv4 address, or (IPv6 mode) an IPv6 address on
+// eth0 and an IPv4 egress address on another interface.
+func podAddrs(res *current.Result) (ip, egress netip.Addr, err error) {
+	if len(res.IPs) == 1 {
+		ip, _ = netip.AddrFromSlice(res.IPs[0].Address.IP.To4())
+		return ip, egress, nil
+	}
+	for _, ipc := range res.IPs {
+		a, _ := netip.AddrFromSlice(ipc.Address.IP)
+		a = a.Unmap()
+		if a.Is6() && ipc.Interface != nil && res.Interfaces[*ipc.Interface].Name == "eth0" {
+			ip = a
+		} else if a.Is4() {
+			egress = a
+		}
+	}
+	if len(res.IPs) != 2 || !ip.Is6() || !egress.Is4() {
+		return ip, egress, fmt.Errorf("the result lists %d IPs, want one IPv4 address, or an IPv6 address on eth0 and an IPv4 egress address", len(res.IPs))
+	}
+	return ip, egress, nil
 }
 
 // CheckPod runs CNI CHECK for the pod.

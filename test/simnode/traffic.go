@@ -23,16 +23,24 @@ type Echo struct {
 	udp  net.PacketConn
 }
 
+// network is proto ("tcp" or "udp") of ip's family: "tcp4", "udp6".
+func network(proto string, ip netip.Addr) string {
+	if ip.Is4() {
+		return proto + "4"
+	}
+	return proto + "6"
+}
+
 // StartEcho serves TCP and UDP echo on addr inside the namespace at nsPath until Close.
 func StartEcho(nsPath string, addr netip.AddrPort) (*Echo, error) {
-	l, err := vpcfabric.Listen(nsPath, "tcp4", addr.String())
+	l, err := vpcfabric.Listen(nsPath, network("tcp", addr.Addr()), addr.String())
 	if err != nil {
 		return nil, fmt.Errorf("listening on tcp %s: %w", addr, err)
 	}
 	var pc net.PacketConn
 	if err := vpcfabric.Do(nsPath, func() error {
 		var err error
-		pc, err = net.ListenPacket("udp4", addr.String())
+		pc, err = net.ListenPacket(network("udp", addr.Addr()), addr.String())
 		return err
 	}); err != nil {
 		l.Close()
@@ -79,7 +87,7 @@ type Conn struct {
 func Dial(ctx context.Context, nsPath string, dst netip.AddrPort) (*Conn, error) {
 	d, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	c, err := vpcfabric.DialContext(nsPath)(d, "tcp4", dst.String())
+	c, err := vpcfabric.DialContext(nsPath)(d, network("tcp", dst.Addr()), dst.String())
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", dst, err)
 	}
@@ -138,7 +146,7 @@ func TalkUDP(ctx context.Context, nsPath string, dst netip.AddrPort) (netip.Addr
 	var c net.Conn
 	if err := vpcfabric.Do(nsPath, func() error {
 		var err error
-		c, err = net.Dial("udp4", dst.String())
+		c, err = net.Dial(network("udp", dst.Addr()), dst.String())
 		return err
 	}); err != nil {
 		return netip.Addr{}, fmt.Errorf("dialing udp %s: %w", dst, err)
