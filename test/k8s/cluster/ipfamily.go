@@ -32,7 +32,9 @@ var families = map[string]Family{
 	IPv6: {Name: IPv6, ServiceCIDR: "fd00:10:96::/112", APIServiceIP: "fd00:10:96::1", DNSServiceIP: "fd00:10:96::a",
 		VPCBlock: "2600:1f14:e0::/56", SubnetBlock: "2600:1f14:e0:1::/64",
 		// IPv6 mode takes one /80 on the primary ENI, which is prefix delegation (the AWS VPC CNI requires both).
-		AgentEnv: map[string]string{"ENABLE_IPv6": "true", "ENABLE_PREFIX_DELEGATION": "true"}},
+		// A pod's IPv6 packet to no VPC block leaves by its ENI untranslated, so the Service range must be
+		// named for the host stack (kube-proxy) to see it, as with external SNAT.
+		AgentEnv: map[string]string{"ENABLE_IPv6": "true", "ENABLE_PREFIX_DELEGATION": "true", "ENIWIRE_SERVICE_CIDRS": "fd00:10:96::/112"}},
 }
 
 // FamilyOf is the address plan of the family named ("" is IPv4).

@@ -27,6 +27,9 @@ func TestAnIPv6ClustersAddressPlanFitsTogether(t *testing.T) {
 			t.Errorf("%s is not an IPv6 address of the Service range %s", a, svc)
 		}
 	}
+	if f.AgentEnv["ENIWIRE_SERVICE_CIDRS"] != f.ServiceCIDR {
+		t.Errorf("the agent is handed the Service range %q, want %s", f.AgentEnv["ENIWIRE_SERVICE_CIDRS"], f.ServiceCIDR)
+	}
 	if svc.Overlaps(vpc) {
 		t.Errorf("the Service range %s overlaps the VPC's %s", svc, vpc)
 	}
@@ -84,8 +87,8 @@ func TestTheOverlaySetsTheFamilysAgentSettings(t *testing.T) {
 		family string
 		want   map[string]string
 	}{
-		{IPv4, map[string]string{"ENABLE_IPv6": "", "ENABLE_PREFIX_DELEGATION": ""}},
-		{IPv6, map[string]string{"ENABLE_IPv6": "true", "ENABLE_PREFIX_DELEGATION": "true"}},
+		{IPv4, map[string]string{"ENABLE_IPv6": "", "ENABLE_PREFIX_DELEGATION": "", "ENIWIRE_SERVICE_CIDRS": ""}},
+		{IPv6, map[string]string{"ENABLE_IPv6": "true", "ENABLE_PREFIX_DELEGATION": "true", "ENIWIRE_SERVICE_CIDRS": "fd00:10:96::/112"}},
 	} {
 		f, _ := FamilyOf(tc.family)
 		c := &Cluster{Name: "ektest", RepoRoot: root, Sim: ec2sim.New(ec2sim.DefaultConfig()), Family: f}
