@@ -40,6 +40,9 @@ test: deps lint check-generate ## Install what is missing, vet, check the BPF ob
 	$(MAKE) conformance-subset
 
 K8S := test/k8s
+# IP_FAMILY=ipv6 makes `make k8s`, `make e2e-k8s` and `make conformance` run an IPv6 single-stack cluster.
+IP_FAMILY ?= ipv4
+export IP_FAMILY
 
 .PHONY: e2e-k8s
 e2e-k8s: deps ## eniwire on a real Kubernetes cluster (built from source) on the simulated VPC: every case but 11f (make bench-k8s), then a table (root).
@@ -56,7 +59,7 @@ CONFORMANCE_FLAGS ?= -extended -netpol all
 .PHONY: conformance
 conformance: deps ## Kubernetes' network conformance tests (e2e.test, v1.34.2) and its NetworkPolicy specs against eniwire in kube-proxy iptables and nftables mode, then a table (root).
 	@if [ "$$(id -u)" != 0 ]; then echo "conformance: needs root; run: sudo make conformance" >&2; exit 1; fi
-	cd $(K8S) && $(GO) run ./cmd/conformance $(CONFORMANCE_FLAGS)
+	cd $(K8S) && $(GO) run ./cmd/conformance -ip-family $(IP_FAMILY) $(CONFORMANCE_FLAGS)
 
 .PHONY: conformance-subset
 conformance-subset: deps ## The part of `make conformance` that `make test` runs: every [sig-network] [Conformance] spec and 7 NetworkPolicy specs, kube-proxy iptables mode only (root).
@@ -66,7 +69,7 @@ conformance-subset: deps ## The part of `make conformance` that `make test` runs
 .PHONY: k8s
 k8s: deps ## Bring up the Kubernetes cluster with eniwire on the simulated VPC and leave it running until Ctrl-C (root).
 	@if [ "$$(id -u)" != 0 ]; then echo "k8s: needs root; run: sudo make k8s" >&2; exit 1; fi
-	cd $(K8S) && $(GO) run ./cmd/k8snode
+	cd $(K8S) && $(GO) run ./cmd/k8snode -ip-family $(IP_FAMILY)
 
 .PHONY: k8s-clean
 k8s-clean: ## Remove what a killed `make k8s` or `make e2e-k8s` left (processes, namespaces, cgroups, scratch dirs).

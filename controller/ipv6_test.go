@@ -15,6 +15,7 @@ import (
 
 	"github.com/eniwire/eniwire/controller"
 	"github.com/eniwire/eniwire/controller/api"
+	"github.com/eniwire/eniwire/controller/nodeready"
 	"github.com/eniwire/eniwire/test/simworld"
 )
 
@@ -207,5 +208,31 @@ func TestIPv6ModeKeepsOneSlash80AndGivesBackASurplusOne(t *testing.T) {
 	}
 	if n := c["UnassignIpv6Addresses"].Calls; n != 1 {
 		t.Errorf("%d UnassignIpv6Addresses, want 1", n)
+	}
+}
+
+// TestIPv6ModeStatusCountsTheSlash80: once the node holds its /80, the status counts its addresses as free
+// up to kubelet's max pods and its pods as assigned, so the node reads ready for new pods (IPsFree) and the
+// startup taint may go (a real IPv6 node kept it: the status counted IPv4 slots only, none in IPv6 mode).
+func TestIPv6ModeStatusCountsTheSlash80(t *testing.T) {
+	w := newWorldWith(t, simworld.Options{Type: "m5.large", Factor: 200, DualStack: true})
+	r := w.start(ipv6Config(w.dir), nil, nil)
+	waitReady(t, r.node)
+	deadline := time.Now().Add(10 * time.Second)
+	for _, err := w.primaryPrefix(); err != nil; _, err = w.primaryPrefix() {
+		if time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for range 2 {
+		assignRetrying(t, r.node, fmt.Sprintf("pod-%d", time.Now().UnixNano()))
+	}
+	st := r.node.Status()
+	if st.Assigned != 2 || st.Warm != 110-2 {
+		t.Errorf("status counts %d assigned and %d free, want 2 and %d (max pods 110)", st.Assigned, st.Warm, 110-2)
+	}
+	if v := nodeready.Judge(st); !v.Ready || v.Reason != nodeready.ReasonIPsFree || !nodeready.HoldsIPs(st) {
+		t.Errorf("verdict %+v, holds IPs %v: want ready with IPs free, and the startup taint removable", v, nodeready.HoldsIPs(st))
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/controller/metadata"
 	"github.com/eniwire/eniwire/controller/pool"
@@ -56,6 +58,23 @@ func (p *ipam) pick(v *pool.View) (string, *journal.ENI, bool) {
 		return "", nil, false
 	}
 	return v.PickIPv6(p.avail)
+}
+
+// ipv6Counts are the pods holding addresses of e's /80s, and as many free addresses as max pods leaves (the
+// /80 never runs out: pick's bound), so the status and the node's readiness see IPv6 mode's pool. It needs
+// p.books.mu held.
+func (p *ipam) ipv6Counts(e *journal.ENI, st *journal.State) api.IPCounts {
+	var c api.IPCounts
+	if !p.ipv6 || len(e.IPv6Prefixes) == 0 {
+		return c
+	}
+	for _, a := range st.Assignments {
+		if a.ENI == e.ID && strings.Contains(a.IP, ":") {
+			c.Assigned++
+		}
+	}
+	c.Warm = max(p.targets.MaxPods-len(st.Assignments), 0)
+	return c
 }
 
 // stepIPv6 is the pool manager's round in IPv6 mode: the primary ENI holds the node's /80, or gets it. It

@@ -58,6 +58,9 @@ func (n *Node) Status() *api.Status {
 					es.Prefixes = append(es.Prefixes, ps)
 				}
 			}
+			if e.Usable() {
+				es.Add(n.ipam.ipv6Counts(&e, st))
+			}
 			out.Assigned += es.Assigned
 			out.Warm += es.Warm
 			out.Cooldown += es.Cooldown

@@ -39,6 +39,8 @@ type Options struct {
 	NodeTypes []string
 	// ProxyMode is kube-proxy's first mode (default iptables).
 	ProxyMode string
+	// IPFamily is the cluster's IP family, IPv4 (default) or IPv6 single-stack (see Family).
+	IPFamily string
 	// Logf receives a line per step.
 	Logf func(format string, args ...any)
 }
@@ -63,6 +65,8 @@ type Cluster struct {
 	Kubeconfig string
 	Client     kubernetes.Interface
 	ProxyMode  string
+	// Family is the cluster's IP family and its address plan.
+	Family Family
 
 	images    []string
 	apiProxy  *apiProxy
@@ -88,7 +92,11 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
-	c := &Cluster{Name: opts.Name, Dir: filepath.Join(opts.TmpDir, opts.Name), ProxyMode: opts.ProxyMode, logf: opts.Logf}
+	family, err := FamilyOf(opts.IPFamily)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Name: opts.Name, Dir: filepath.Join(opts.TmpDir, opts.Name), ProxyMode: opts.ProxyMode, Family: family, logf: opts.Logf}
 	if c.RepoRoot, err = RepoRoot(); err != nil {
 		return nil, err
 	}
@@ -110,18 +118,8 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		return nil, err
 	}
 
-	cfg := ec2sim.DefaultConfig()
-	c.Sim = ec2sim.New(cfg)
-	if err := c.Sim.AddVPC(vpcID, VPCCIDR); err != nil {
+	if err := c.startVPC(); err != nil {
 		return nil, err
-	}
-	if err := c.Sim.AddSubnet(ec2sim.SubnetSpec{ID: subnetID, VPCID: vpcID, CIDR: SubnetCIDR, AZ: cfg.Region + "a"}); err != nil {
-		return nil, err
-	}
-	fabCtx, cancel := context.WithCancel(context.Background())
-	c.cancelFab = cancel
-	if c.Fabric, err = vpcfabric.New(fabCtx, c.Sim, vpcfabric.Options{Name: c.Name}); err != nil {
-		return nil, fmt.Errorf("starting the VPC fabric: %w", err)
 	}
 	for _, typ := range opts.NodeTypes {
 		n, err := c.newInstance(ctx, typ)
@@ -136,7 +134,7 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	first := c.Nodes[0]
 	opts.Logf("starting the control plane on %s", first.Name)
-	if c.ControlPlane, err = StartControlPlane(ctx, c.Dir, c.Bins.Kube, c.PKI, Namespaces{NetnsPath: first.Netns.NetnsPath}, first.IP()); err != nil {
+	if c.ControlPlane, err = StartControlPlane(ctx, c.Dir, c.Bins.Kube, c.PKI, Namespaces{NetnsPath: first.Netns.NetnsPath}, first.IP(), family); err != nil {
 		return nil, err
 	}
 	if c.apiProxy, err = startAPIProxy(first.Netns.NetnsPath, net.JoinHostPort(first.IP().String(), fmt.Sprint(apiPort))); err != nil {
@@ -160,11 +158,35 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := c.waitNodesRegistered(ctx); err != nil {
 		return nil, err
 	}
-	if out, err := c.Kubectl(ctx, "apply", "-f", filepath.Join(c.RepoRoot, "test", "k8s", "manifests", "coredns.yaml")); err != nil {
-		return nil, fmt.Errorf("deploying CoreDNS: %w: %s", err, out)
+	if err := c.deployCoreDNS(ctx); err != nil {
+		return nil, err
 	}
-	opts.Logf("cluster up in %s: %d nodes registered, no network plugin yet", time.Since(upStart).Round(time.Second), len(c.Nodes))
+	opts.Logf("cluster up in %s (%s): %d nodes registered, no network plugin yet", time.Since(upStart).Round(time.Second), family.Name, len(c.Nodes))
 	return c, nil
+}
+
+// startVPC makes the simulated VPC (its IPv6 blocks too in an IPv6 cluster) and starts its fabric.
+func (c *Cluster) startVPC() error {
+	cfg := ec2sim.DefaultConfig()
+	c.Sim = ec2sim.New(cfg)
+	if err := c.Sim.AddVPC(vpcID, VPCCIDR); err != nil {
+		return err
+	}
+	if c.Family.IsIPv6() {
+		if _, err := c.Sim.AddVPCIPv6Block(vpcID, c.Family.VPCBlock); err != nil {
+			return err
+		}
+	}
+	if err := c.Sim.AddSubnet(ec2sim.SubnetSpec{ID: subnetID, VPCID: vpcID, CIDR: SubnetCIDR, AZ: cfg.Region + "a", IPv6CIDR: c.Family.SubnetBlock}); err != nil {
+		return err
+	}
+	fabCtx, cancel := context.WithCancel(context.Background())
+	c.cancelFab = cancel
+	var err error
+	if c.Fabric, err = vpcfabric.New(fabCtx, c.Sim, vpcfabric.Options{Name: c.Name}); err != nil {
+		return fmt.Errorf("starting the VPC fabric: %w", err)
+	}
+	return nil
 }
 
 // newInstance launches an instance of the type in the cluster's subnet and waits for the fabric to wire its
@@ -181,8 +203,14 @@ func (c *Cluster) newInstance(ctx context.Context, typ string) (*Node, error) {
 		return nil, err
 	}
 	name := "ip-" + strings.ReplaceAll(inst.PrimaryIP, ".", "-") + "." + c.Sim.Config().Region + ".compute.internal"
-	return &Node{Name: name, Instance: inst, Netns: netns, Dir: filepath.Join(c.Dir, "nodes", name),
-		Cgroup: cgroupPrefix + c.Name + "-" + strings.SplitN(name, ".", 2)[0], kube: c.Bins.Kube}, nil
+	n := &Node{Name: name, Instance: inst, Netns: netns, Dir: filepath.Join(c.Dir, "nodes", name),
+		Cgroup: cgroupPrefix + c.Name + "-" + strings.SplitN(name, ".", 2)[0], kube: c.Bins.Kube, family: c.Family}
+	if c.Family.IsIPv6() {
+		if n.IPv6, err = c.giveIPv6(ctx, n); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
 }
 
 // startNode gives the node its mount namespace, the CNI plugins its OS would carry (loopback, portmap),
@@ -208,7 +236,8 @@ func (c *Cluster) startNode(ctx context.Context, n *Node) error {
 	if err := n.importImages(ctx, c.images); err != nil {
 		return err
 	}
-	maxPods, err := MaxPods(n.Instance.Type, false)
+	// IPv6 mode counts max pods as prefix delegation does.
+	maxPods, err := MaxPods(n.Instance.Type, c.Family.IsIPv6())
 	if err != nil {
 		return err
 	}

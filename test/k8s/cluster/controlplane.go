@@ -14,8 +14,9 @@ import (
 	"github.com/eniwire/eniwire/test/vpcfabric"
 )
 
-// The cluster's fixed addresses: Services come from ServiceCIDR (outside the simulated VPC's 10.0.0.0/16),
-// the API server's Service is its first address and cluster DNS the tenth, as kubeadm lays them out.
+// The fixed addresses of an IPv4 cluster: Services come from ServiceCIDR (outside the simulated VPC's
+// 10.0.0.0/16), the API server's Service is its first address and cluster DNS the tenth, as kubeadm lays
+// them out. An IPv6 cluster's are in Family.
 const (
 	ServiceCIDR   = "10.96.0.0/16"
 	APIServiceIP  = "10.96.0.1"
@@ -34,9 +35,9 @@ type ControlPlane struct {
 }
 
 // StartControlPlane issues the certificates and starts the four programs, returning once the API server's
-// /readyz answers.
-func StartControlPlane(ctx context.Context, dir, kube string, pki *PKI, ns Namespaces, nodeIP net.IP) (*ControlPlane, error) {
-	cp := &ControlPlane{Server: fmt.Sprintf("https://%s:%d", nodeIP, apiPort)}
+// /readyz answers. Services take addresses of family's range.
+func StartControlPlane(ctx context.Context, dir, kube string, pki *PKI, ns Namespaces, nodeIP net.IP, family Family) (*ControlPlane, error) {
+	cp := &ControlPlane{Server: "https://" + net.JoinHostPort(nodeIP.String(), fmt.Sprint(apiPort))}
 	ok := false
 	defer func() {
 		if !ok {
@@ -44,7 +45,7 @@ func StartControlPlane(ctx context.Context, dir, kube string, pki *PKI, ns Names
 		}
 	}()
 	if err := pki.Cert("apiserver", "kube-apiserver", nil,
-		[]net.IP{nodeIP, net.ParseIP(APIServiceIP), net.IPv4(127, 0, 0, 1)},
+		[]net.IP{nodeIP, net.ParseIP(family.APIServiceIP), net.IPv4(127, 0, 0, 1), net.IPv6loopback},
 		[]string{"kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc." + ClusterDomain, "localhost"}); err != nil {
 		return nil, err
 	}
@@ -83,25 +84,28 @@ func StartControlPlane(ctx context.Context, dir, kube string, pki *PKI, ns Names
 	}); err != nil {
 		return nil, err
 	}
-	apiserver, err := Start(dir, "kube-apiserver", ns, nil, kube, "apiserver",
-		"--etcd-servers=http://127.0.0.1:2379",
-		"--advertise-address="+nodeIP.String(),
+	apiserverFlags := []string{"--etcd-servers=http://127.0.0.1:2379",
+		"--advertise-address=" + nodeIP.String(),
 		fmt.Sprintf("--secure-port=%d", apiPort),
-		"--cert-dir="+filepath.Join(dir, "apiserver-certs"),
-		"--tls-cert-file="+pki.Path("apiserver.crt"), "--tls-private-key-file="+pki.Path("apiserver.key"),
-		"--client-ca-file="+pki.Path("ca.crt"),
-		"--kubelet-client-certificate="+pki.Path("apiserver-kubelet-client.crt"),
-		"--kubelet-client-key="+pki.Path("apiserver-kubelet-client.key"),
-		"--service-account-key-file="+pki.Path("sa.key"),
-		"--service-account-signing-key-file="+pki.Path("sa.key"),
-		"--service-account-issuer=https://kubernetes.default.svc."+ClusterDomain,
-		"--service-cluster-ip-range="+ServiceCIDR,
+		"--cert-dir=" + filepath.Join(dir, "apiserver-certs"),
+		"--tls-cert-file=" + pki.Path("apiserver.crt"), "--tls-private-key-file=" + pki.Path("apiserver.key"),
+		"--client-ca-file=" + pki.Path("ca.crt"),
+		"--kubelet-client-certificate=" + pki.Path("apiserver-kubelet-client.crt"),
+		"--kubelet-client-key=" + pki.Path("apiserver-kubelet-client.key"),
+		"--service-account-key-file=" + pki.Path("sa.key"),
+		"--service-account-signing-key-file=" + pki.Path("sa.key"),
+		"--service-account-issuer=https://kubernetes.default.svc." + ClusterDomain,
+		"--service-cluster-ip-range=" + family.ServiceCIDR,
 		"--authorization-mode=Node,RBAC",
 		"--allow-privileged=true",
 		"--profiling=false",
 		// Node names are EC2's private DNS names, which no resolver of the simulated VPC answers.
 		"--kubelet-preferred-address-types=InternalIP",
-	)
+	}
+	if family.IsIPv6() {
+		apiserverFlags = append(apiserverFlags, "--bind-address=::")
+	}
+	apiserver, err := Start(dir, "kube-apiserver", ns, nil, append([]string{kube, "apiserver"}, apiserverFlags...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +138,7 @@ func StartControlPlane(ctx context.Context, dir, kube string, pki *PKI, ns Names
 		"--service-account-private-key-file="+pki.Path("sa.key"),
 		"--root-ca-file="+pki.Path("ca.crt"),
 		"--use-service-account-credentials=true",
-		"--service-cluster-ip-range="+ServiceCIDR,
+		"--service-cluster-ip-range="+family.ServiceCIDR,
 		"--leader-elect=false",
 		// eniwire assigns pod addresses from the VPC: no node CIDRs.
 		"--allocate-node-cidrs=false",

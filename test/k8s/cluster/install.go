@@ -3,8 +3,10 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,7 +19,8 @@ import (
 
 // overlayTemplate is the test overlay of deploy/manifests, the only thing the test cluster changes: the
 // image's tag (the image is built locally from the Dockerfile's layout), the cluster's name, and where the
-// simulated AWS is (the EC2 endpoint and its credentials; IMDS is where it is on EC2).
+// simulated AWS is (the EC2 endpoint and its credentials; IMDS is where it is on EC2), and the settings the
+// cluster's IP family needs (Family.AgentEnv).
 const overlayTemplate = `apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources:
@@ -41,7 +44,7 @@ patches:
                   - {name: AWS_REGION, value: %[4]s}
                   - {name: AWS_ENDPOINT_URL_EC2, value: "%[5]s"}
                   - {name: AWS_ACCESS_KEY_ID, value: %[6]s}
-                  - {name: AWS_SECRET_ACCESS_KEY, value: %[7]s}
+                  - {name: AWS_SECRET_ACCESS_KEY, value: %[7]s}%[8]s
 `
 
 // WriteOverlay copies deploy/manifests into dir and writes the kustomization that overlays them for tag.
@@ -70,7 +73,16 @@ func (c *Cluster) WriteOverlay(dir, tag string) error {
 	}
 	return os.WriteFile(filepath.Join(dir, "kustomization.yaml"), fmt.Appendf(nil, overlayTemplate,
 		strings.TrimRight(resources.String(), "\n"), tag, c.Name, c.Sim.Config().Region, vpcfabric.EC2URL,
-		ec2sim.TestAccessKey, ec2sim.TestSecretKey), 0o644)
+		ec2sim.TestAccessKey, ec2sim.TestSecretKey, familyEnv(c.Family)), 0o644)
+}
+
+// familyEnv is the overlay's env entries for the family's agent settings, sorted.
+func familyEnv(f Family) string {
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(f.AgentEnv)) {
+		fmt.Fprintf(&b, "\n                  - {name: %s, value: %q}", name, f.AgentEnv[name])
+	}
+	return b.String()
 }
 
 // InstallEniwire applies deploy/manifests through the test overlay with `kubectl apply -k`, as a user

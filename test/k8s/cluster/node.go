@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,9 +29,12 @@ type Node struct {
 	// Cgroup is the node's cgroup root (kubelet's cgroupRoot): "eniwire-<cluster>-<node>", one per node, so
 	// kubelets on one machine do not share /kubepods and Cleanup finds what a killed run left.
 	Cgroup string
+	// IPv6 is the primary ENI's IPv6 address in an IPv6 cluster (giveIPv6), invalid in an IPv4 one.
+	IPv6 netip.Addr
 
 	containerd, kubelet, proxy *Process
 	kube                       string
+	family                     Family
 }
 
 // NS is where the node's programs run.
@@ -38,8 +42,22 @@ func (n *Node) NS() Namespaces {
 	return Namespaces{NetnsPath: n.Netns.NetnsPath, MountPID: n.Mount.PID()}
 }
 
-// IP is the node's VPC address (its primary ENI's).
-func (n *Node) IP() net.IP { return net.ParseIP(n.Instance.PrimaryIP) }
+// IP is the node's VPC address in the cluster's family (its primary ENI's): its kubelet's node IP.
+func (n *Node) IP() net.IP {
+	if n.IPv6.IsValid() {
+		return n.IPv6.AsSlice()
+	}
+	return net.ParseIP(n.Instance.PrimaryIP)
+}
+
+// podRange is where pods take their addresses, kube-proxy's clusterCIDR: the VPC's IPv4 block, or its IPv6
+// block in an IPv6 cluster.
+func (n *Node) podRange() string {
+	if n.family.IsIPv6() {
+		return n.family.VPCBlock
+	}
+	return n.Instance.VPCCIDR
+}
 
 // ContainerdSocket is the CRI endpoint of the node's containerd.
 func (n *Node) ContainerdSocket() string {
@@ -98,10 +116,10 @@ cgroupRoot: /%[2]s
 failSwapOn: false
 # Lowering a process's oom_score_adj needs CAP_SYS_RESOURCE, which this machine withholds.
 oomScoreAdj: 0
-address: %[3]s
+address: "%[3]s"
 healthzBindAddress: 127.0.0.1
 readOnlyPort: 0
-clusterDNS: [%[4]s]
+clusterDNS: ["%[4]s"]
 clusterDomain: %[5]s
 resolvConf: %[6]s
 maxPods: %[7]d
@@ -138,7 +156,7 @@ func (n *Node) startKubelet(pki *PKI, server string, maxPods int) error {
 	}
 	cfg := filepath.Join(dir, "config.yaml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, kubeletConfig, n.ContainerdSocket(), n.Cgroup, n.IP(),
-		DNSServiceIP, ClusterDomain, resolv, maxPods, "/var/log/pods", filepath.Join(dir, "manifests"),
+		n.family.DNSServiceIP, ClusterDomain, resolv, maxPods, "/var/log/pods", filepath.Join(dir, "manifests"),
 		pki.Path("ca.crt")), 0o644); err != nil {
 		return err
 	}
@@ -203,11 +221,11 @@ clientConnection:
   kubeconfig: %[1]s
 mode: %[2]s
 hostnameOverride: %[3]s
-bindAddress: %[4]s
+bindAddress: "%[4]s"
 healthzBindAddress: 127.0.0.1:10256
 metricsBindAddress: 127.0.0.1:10249
 # Pods have VPC addresses: the VPC is the cluster's pod range.
-clusterCIDR: %[5]s
+clusterCIDR: "%[5]s"
 conntrack:
   maxPerCore: 0
 `
@@ -226,7 +244,7 @@ func (n *Node) StartProxy(ctx context.Context, pki *PKI, server, mode string) er
 		return err
 	}
 	cfg := filepath.Join(n.Dir, "kube-proxy.yaml")
-	if err := os.WriteFile(cfg, fmt.Appendf(nil, kubeProxyConfig, kubeconfig, mode, n.Name, n.IP(), n.Instance.VPCCIDR), 0o644); err != nil {
+	if err := os.WriteFile(cfg, fmt.Appendf(nil, kubeProxyConfig, kubeconfig, mode, n.Name, n.IP(), n.podRange()), 0o644); err != nil {
 		return err
 	}
 	n.proxy, err = Start(n.Dir, "kube-proxy", n.NS(), nil, n.kube, "proxy", "--config="+cfg)

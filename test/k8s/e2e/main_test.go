@@ -72,11 +72,12 @@ func requireMachine(t *testing.T) {
 	}
 }
 
-// upCluster brings up the test cluster for t and removes it when t ends (kept with E2E_KEEP=1 on failure).
+// upCluster brings up the test cluster for t, of the IP family IP_FAMILY names (ipv4, the default, or
+// ipv6), and removes it when t ends (kept with E2E_KEEP=1 on failure).
 func upCluster(t *testing.T, ctx context.Context) *cluster.Cluster {
 	t.Helper()
 	start := time.Now()
-	c, err := cluster.Up(ctx, cluster.Options{Name: fmt.Sprintf("ek%04x", os.Getpid()&0xffff), Logf: func(f string, a ...any) {
+	c, err := cluster.Up(ctx, cluster.Options{Name: fmt.Sprintf("ek%04x", os.Getpid()&0xffff), IPFamily: os.Getenv("IP_FAMILY"), Logf: func(f string, a ...any) {
 		fmt.Printf("k8s-e2e: %s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(f, a...))
 	}})
 	if err != nil {
@@ -122,7 +123,7 @@ func dumpLogs(t *testing.T, c *cluster.Cluster) {
 	}
 }
 
-// TestKubernetesNode is the whole run: one cluster, the cases in order.
+// TestKubernetesNode is the whole run: one cluster, the cases in order (an IPv6 cluster's are runIPv6's).
 func TestKubernetesNode(t *testing.T) {
 	requireMachine(t)
 	ctx := context.Background()
@@ -131,6 +132,11 @@ func TestKubernetesNode(t *testing.T) {
 
 	if !results.run(t, "1. node NotReady until the agent is ready, then Ready; CoreDNS Running", s.readiness) {
 		t.FailNow()
+	}
+	if c.Family.IsIPv6() {
+		s.runIPv6(t)
+		writeReport(t)
+		return
 	}
 	results.run(t, startupTaintCase, s.startupTaint)
 	results.run(t, ipamReadyCase, s.ipamReadyFollowsTheSubnet)
@@ -167,7 +173,11 @@ func TestKubernetesNode(t *testing.T) {
 	results.run(t, customNetworkingCase, s.customNetworking)
 	results.run(t, burstPrefixCase, s.burstCase(true))
 	results.run(t, burstSecondaryCase, s.burstCase(false))
+	writeReport(t)
+}
 
+// writeReport prints the run's table and writes it to E2E_REPORT when that is set.
+func writeReport(t *testing.T) {
 	table := results.table()
 	fmt.Println("\n" + table)
 	if path := os.Getenv("E2E_REPORT"); path != "" {

@@ -42,19 +42,28 @@ func whoami(t *testing.T, nsPath, addr string) {
 // podToOutside: a pod reaches the internet host translated to its node's address (SNAT) and gets the
 // answers; it reaches the VPC host and its own node as itself; the node reaches the pod.
 func (s *suite) podToOutside(t *testing.T) string {
-	ctx := context.Background()
 	inet, vpc := s.c.Fabric.Internet(), s.c.Fabric.VPCHost()
 	whoami(t, inet.NetnsPath, ":18000")
 	whoami(t, vpc.NetnsPath, ":18000")
 	whoami(t, s.node1.Netns.NetnsPath, s.node1.IP().String()+":18000")
-	var figures []string
-	for _, c := range []struct {
-		what, host, want string
-	}{
+	return s.client1SeenAs(t, []seenAs{
 		{"internet (SNAT to the node)", inet.IP.String(), s.node1.IP().String()},
 		{"VPC host (as itself)", vpc.IP.String(), s.client1},
 		{"its node (as itself)", s.node1.IP().String(), s.client1},
-	} {
+	})
+}
+
+// seenAs is a whoami host a pod dials, and the address it must be seen as.
+type seenAs struct {
+	what, host, want string
+}
+
+// client1SeenAs has client1 (on node 1) fetch each whoami host's port 18000 `tries` times and requires it
+// to be seen as the address wanted; then node 1 fetches from client1.
+func (s *suite) client1SeenAs(t *testing.T, hosts []seenAs) string {
+	ctx := context.Background()
+	var figures []string
+	for _, c := range hosts {
 		r, err := dialFrom(ctx, s.node1, s.client1, "http", c.host, 18000, tries)
 		ok := 0
 		for _, resp := range r.Responses {
@@ -70,7 +79,7 @@ func (s *suite) podToOutside(t *testing.T) string {
 	}
 	ok := 0
 	for range tries {
-		if resp, err := get(ctx, s.node1.Netns.NetnsPath, "http://"+s.client1+":8080/hostname"); err == nil && resp == "client1" {
+		if resp, err := get(ctx, s.node1.Netns.NetnsPath, "http://"+net.JoinHostPort(s.client1, "8080")+"/hostname"); err == nil && resp == "client1" {
 			ok++
 		}
 	}

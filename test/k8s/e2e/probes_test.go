@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strconv"
 	"testing"
@@ -34,7 +35,7 @@ func (s *suite) probes(t *testing.T) string {
 	var firstErr string
 	for end := time.Now().Add(duration); time.Now().Before(end); time.Sleep(5 * time.Second) {
 		for _, p := range sample {
-			dst := p.Status.PodIP + ":8080"
+			dst := net.JoinHostPort(p.Status.PodIP, "8080")
 			vpcAll++
 			if resp, err := fromVPCHost(ctx, s.c, dst); err == nil && resp == p.Name {
 				vpcOK++

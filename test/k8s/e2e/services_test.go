@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +39,7 @@ func (s *suite) serviceCases() []serviceCase {
 		}
 		return s.svcs
 	}
-	return []serviceCase{
+	cases := []serviceCase{
 		{"ClusterIP TCP and UDP, backend on the same node", func(t *testing.T) string {
 			v := setup(t)
 			return s.expectDial(t, s.node1, s.client1, v.web.Spec.ClusterIP, "web-")
@@ -64,8 +65,12 @@ func (s *suite) serviceCases() []serviceCase {
 			v := setup(t)
 			return s.hostPortCase(t, v)
 		}},
-		{"a client outside the VPC reaches a pod by its IP, TCP and UDP", s.onPremises},
 	}
+	// The on-premises network reaches the VPC over IPv4 only.
+	if !s.c.Family.IsIPv6() {
+		cases = append(cases, serviceCase{"a client outside the VPC reaches a pod by its IP, TCP and UDP", s.onPremises})
+	}
+	return cases
 }
 
 // makeServices creates the Services and the solo and hostPort pods.
@@ -160,7 +165,7 @@ func (s *suite) dnsCase(t *testing.T) string {
 		r, err := dialFrom(ctx, c.node, c.client, "http", "web.default.svc."+cluster.ClusterDomain, 80, tries)
 		if err != nil || len(r.Responses) != tries {
 			t.Errorf("from %s: web.default.svc: %d/%d; err %v; errors %v; what the packets did:%s%s", short(c.node.Name), len(r.Responses), tries, err,
-				first(r.Errors, 2), diagnose(ctx, s.node1, cluster.DNSServiceIP), diagnose(ctx, s.node2, cluster.DNSServiceIP))
+				first(r.Errors, 2), diagnose(ctx, s.node1, s.c.Family.DNSServiceIP), diagnose(ctx, s.node2, s.c.Family.DNSServiceIP))
 		}
 		api, err := dialFrom(ctx, c.node, c.client, "http", "kubernetes.default.svc."+cluster.ClusterDomain, 443, 3)
 		apiOK := 0
@@ -173,6 +178,9 @@ func (s *suite) dnsCase(t *testing.T) string {
 			t.Errorf("from %s: kubernetes.default: %d/3 answered by the API server; err %v; responses %v; errors %v", short(c.node.Name), apiOK, err, first(api.Responses, 1), first(api.Errors, 2))
 		}
 		figures = append(figures, fmt.Sprintf("%s: Service name %d/%d, kubernetes.default %d/3", short(c.node.Name), len(r.Responses), tries, apiOK))
+	}
+	if s.c.Family.IsIPv6() {
+		figures = append(figures, s.dnsAAAA(t))
 	}
 	return strings.Join(figures, "; ")
 }
@@ -191,7 +199,7 @@ func (s *suite) nodePortCase(t *testing.T, v *svcs) string {
 		{"Cluster via node 2", s.node2, v.nodePortCluster.Spec.Ports[0].NodePort},
 		{"Local via node 1", s.node1, v.nodePortLocal.Spec.Ports[0].NodePort},
 	} {
-		dst := fmt.Sprintf("%s:%d", c.node.IP(), c.port)
+		dst := net.JoinHostPort(c.node.IP().String(), fmt.Sprint(c.port))
 		ok := 0
 		var errs []string
 		for range tries {
@@ -203,7 +211,7 @@ func (s *suite) nodePortCase(t *testing.T, v *svcs) string {
 		}
 		if ok != tries {
 			t.Errorf("NodePort %s (%s) from the VPC host: %d/%d; errors %v; what the packets did:%s", c.what, dst, ok, tries, first(errs, 2),
-				diagnose(ctx, s.node1, s.c.Fabric.VPCHost().IP.String()))
+				diagnose(ctx, s.node1, s.vpcHostIP().String()))
 		}
 		figures = append(figures, fmt.Sprintf("%s %d/%d", c.what, ok, tries))
 	}
@@ -213,7 +221,7 @@ func (s *suite) nodePortCase(t *testing.T, v *svcs) string {
 // hostPortCase reaches the hostPort pod through node 1's address from the VPC host and from a pod of node 2.
 func (s *suite) hostPortCase(t *testing.T, v *svcs) string {
 	ctx := context.Background()
-	dst := fmt.Sprintf("%s:%d", s.node1.IP(), hostPort)
+	dst := net.JoinHostPort(s.node1.IP().String(), fmt.Sprint(hostPort))
 	ok := 0
 	var errs []string
 	for range tries {

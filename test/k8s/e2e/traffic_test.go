@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -45,6 +47,14 @@ func fromVPCHost(ctx context.Context, c *cluster.Cluster, dst string) (string, e
 	return get(ctx, c.Fabric.VPCHost().NetnsPath, "http://"+dst+"/hostname")
 }
 
+// vpcHostIP is the VPC host's address in the cluster's IP family.
+func (s *suite) vpcHostIP() netip.Addr {
+	if s.c.Family.IsIPv6() {
+		return s.c.Fabric.VPCHost().IPv6
+	}
+	return s.c.Fabric.VPCHost().IP
+}
+
 // dialResult is what netexec's /dial answers: the responses of the tries that worked, the errors of the
 // others.
 type dialResult struct {
@@ -64,7 +74,7 @@ func dialRequest(ctx context.Context, node *cluster.Node, clientIP, protocol, ho
 	q := url.Values{"request": {request}, "protocol": {protocol}, "host": {host}, "port": {fmt.Sprint(port)}, "tries": {fmt.Sprint(tries)}}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(tries)*6*time.Second+5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+clientIP+":8080/dial?"+q.Encode(), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+net.JoinHostPort(clientIP, "8080")+"/dial?"+q.Encode(), nil)
 	if err != nil {
 		return dialResult{}, err
 	}
@@ -96,8 +106,12 @@ func diagnose(ctx context.Context, n *cluster.Node, addr string) string {
 	} else {
 		fmt.Fprintf(&b, "\n    %s: agent metrics: %v", n.Name, err)
 	}
+	family := "ipv4"
+	if strings.Contains(addr, ":") {
+		family = "ipv6"
+	}
 	for _, dir := range []string{"-s", "-d"} {
-		out, _ := n.NS().Command(ctx, "conntrack", "-L", dir, addr).CombinedOutput()
+		out, _ := n.NS().Command(ctx, "conntrack", "-L", "-f", family, dir, addr).CombinedOutput()
 		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 			if line != "" && !strings.Contains(line, "flow entries have been shown") {
 				fmt.Fprintf(&b, "\n    %s conntrack: %s", n.Name, line)

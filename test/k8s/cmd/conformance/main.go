@@ -55,6 +55,7 @@ var netpolSelections = map[string][]selection{"": nil, "all": {networkPolicy}, "
 
 func main() {
 	modes := flag.String("proxy-modes", "iptables,nftables", "kube-proxy modes to run the suite in, one cluster each")
+	ipFamily := flag.String("ip-family", cluster.IPv4, "the clusters' IP family: ipv4, or ipv6 (single-stack)")
 	focus := flag.String("focus", "", "run only the specs matching this ginkgo regular expression (instead of the selections)")
 	skip := flag.String("skip", `\[Disruptive\]`, "with -focus: skip the specs matching this")
 	extended := flag.Bool("extended", false, "after the Conformance specs, run the other non-disruptive [sig-network] Services, DNS, HostPort and Networking specs")
@@ -82,7 +83,11 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	failed, err := run(ctx, strings.Split(*modes, ","), sels, *procs, *out, *timeout)
+	if _, err := cluster.FamilyOf(*ipFamily); err != nil {
+		fmt.Fprintln(os.Stderr, "conformance: -ip-family:", err)
+		os.Exit(2)
+	}
+	failed, err := run(ctx, strings.Split(*modes, ","), *ipFamily, sels, *procs, *out, *timeout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "conformance:", err)
 		os.Exit(1)
@@ -98,7 +103,7 @@ func logf(format string, args ...any) {
 }
 
 // run returns how many specs failed over every mode and selection.
-func run(ctx context.Context, modes []string, sels []selection, procs int, out string, timeout time.Duration) (int, error) {
+func run(ctx context.Context, modes []string, family string, sels []selection, procs int, out string, timeout time.Duration) (int, error) {
 	repo, err := cluster.RepoRoot()
 	if err != nil {
 		return 0, err
@@ -120,9 +125,9 @@ func run(ctx context.Context, modes []string, sels []selection, procs int, out s
 	failed := 0
 	var summary []string
 	for _, mode := range modes {
-		results, err := runMode(ctx, suite, mode, sels, procs, out, timeout)
+		results, err := runMode(ctx, suite, mode, family, sels, procs, out, timeout)
 		for i, rs := range results {
-			heading := fmt.Sprintf("kube-proxy %s: %s", mode, sels[i].name)
+			heading := fmt.Sprintf("%s: %s", clusterKind(family, mode), sels[i].name)
 			if err := conformance.WriteTable(tables, heading, rs); err != nil {
 				return failed, err
 			}
@@ -131,7 +136,7 @@ func run(ctx context.Context, modes []string, sels []selection, procs int, out s
 			summary = append(summary, fmt.Sprintf("%s: %s", heading, t))
 		}
 		if err != nil {
-			return failed, fmt.Errorf("kube-proxy %s: %w", mode, err)
+			return failed, fmt.Errorf("%s: %w", clusterKind(family, mode), err)
 		}
 	}
 	b, err := os.ReadFile(tablePath)
@@ -146,15 +151,24 @@ func run(ctx context.Context, modes []string, sels []selection, procs int, out s
 	return failed, nil
 }
 
-// runMode brings up a cluster in one kube-proxy mode, runs each selection on it and removes it.
-func runMode(ctx context.Context, suite conformance.Suite, mode string, sels []selection, procs int, out string, timeout time.Duration) (_ [][]conformance.Result, err error) {
-	start := time.Now()
-	c, err := cluster.Up(ctx, cluster.Options{Name: fmt.Sprintf("ek%04x", os.Getpid()&0xffff), ProxyMode: mode, Logf: logf})
+// clusterKind names a cluster in the tables and the progress lines: its kube-proxy mode, and IPv6 when it is.
+func clusterKind(family, mode string) string {
+	if family == cluster.IPv6 {
+		return "IPv6, kube-proxy " + mode
+	}
+	return "kube-proxy " + mode
+}
+
+// runMode brings up a cluster of the IP family in one kube-proxy mode, runs each selection on it and removes
+// it. The suite finds the family itself (from the `kubernetes` Service's address).
+func runMode(ctx context.Context, suite conformance.Suite, mode, family string, sels []selection, procs int, out string, timeout time.Duration) (_ [][]conformance.Result, err error) {
+	start, kind := time.Now(), clusterKind(family, mode)
+	c, err := cluster.Up(ctx, cluster.Options{Name: fmt.Sprintf("ek%04x", os.Getpid()&0xffff), ProxyMode: mode, IPFamily: family, Logf: logf})
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
-		logf("removing the %s cluster", mode)
+		logf("removing the %s cluster", kind)
 		err = errors.Join(err, c.Close())
 	}()
 	logf("installing eniwire: kubectl apply -k (deploy/manifests with the test overlay)")
@@ -164,22 +178,26 @@ func runMode(ctx context.Context, suite conformance.Suite, mode string, sels []s
 	if err := c.WaitNodesReady(ctx, 5*time.Minute); err != nil {
 		return nil, err
 	}
-	logf("kube-proxy %s: %d nodes Ready, %s after the start", mode, len(c.Nodes), time.Since(start).Round(time.Second))
+	logf("%s: %d nodes Ready, %s after the start", kind, len(c.Nodes), time.Since(start).Round(time.Second))
+	logDir := mode
+	if family == cluster.IPv6 {
+		logDir = "ipv6-" + mode
+	}
 	var all [][]conformance.Result
 	for i, sel := range sels {
 		runStart := time.Now()
-		logf("kube-proxy %s: running %s (focus %s, skip %s, %d processes)", mode, sel.name, sel.focus, sel.skip, procs)
+		logf("%s: running %s (focus %s, skip %s, %d processes)", kind, sel.name, sel.focus, sel.skip, procs)
 		results, err := suite.Run(ctx, conformance.RunOptions{
 			Kubeconfig: c.Kubeconfig, Focus: sel.focus, Skip: sel.skip, Procs: procs, NumNodes: len(c.Nodes), Timeout: timeout,
-			Dir: filepath.Join(out, fmt.Sprintf("%s-%d", mode, i+1)),
+			Dir: filepath.Join(out, fmt.Sprintf("%s-%d", logDir, i+1)),
 			Progress: func(format string, args ...any) {
-				logf("kube-proxy %s: %s", mode, fmt.Sprintf(format, args...))
+				logf("%s: %s", kind, fmt.Sprintf(format, args...))
 			},
 		})
 		if err != nil {
 			return all, err
 		}
-		logf("kube-proxy %s: %s: %s in %s", mode, sel.name, conformance.Count(results), time.Since(runStart).Round(time.Second))
+		logf("%s: %s: %s in %s", kind, sel.name, conformance.Count(results), time.Since(runStart).Round(time.Second))
 		all = append(all, results)
 	}
 	return all, nil

@@ -22,6 +22,7 @@ func main() {
 	clean := flag.Bool("clean", false, "remove what a killed run left (processes, network namespaces, cgroups, scratch dirs) and exit")
 	nodes := flag.String("nodes", "m5.xlarge,m5.large", "instance types of the nodes; the first runs the control plane")
 	proxyMode := flag.String("proxy-mode", "iptables", "kube-proxy's mode: iptables or nftables")
+	ipFamily := flag.String("ip-family", cluster.IPv4, "the cluster's IP family: ipv4, or ipv6 (single-stack: IPv6 node IPs, Services and pods, the agent's ENABLE_IPv6)")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "k8snode: needs root (network and mount namespaces, BPF, cgroups); run: sudo make k8s")
@@ -43,18 +44,18 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, strings.Split(*nodes, ","), *proxyMode); err != nil {
+	if err := run(ctx, strings.Split(*nodes, ","), *proxyMode, *ipFamily); err != nil {
 		fmt.Fprintln(os.Stderr, "k8snode:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, nodeTypes []string, proxyMode string) error {
+func run(ctx context.Context, nodeTypes []string, proxyMode, ipFamily string) error {
 	logf := func(format string, args ...any) {
 		fmt.Printf("k8snode: %s %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
 	}
 	start := time.Now()
-	c, err := cluster.Up(ctx, cluster.Options{Name: fmt.Sprintf("%s%04x", prefix, os.Getpid()&0xffff), NodeTypes: nodeTypes, ProxyMode: proxyMode, Logf: logf})
+	c, err := cluster.Up(ctx, cluster.Options{Name: fmt.Sprintf("%s%04x", prefix, os.Getpid()&0xffff), NodeTypes: nodeTypes, ProxyMode: proxyMode, IPFamily: ipFamily, Logf: logf})
 	if err != nil {
 		return err
 	}
