@@ -13,10 +13,13 @@ import (
 	"github.com/eniwire/eniwire/internal/netlinkdump"
 )
 
-// nodeAddrs keeps the node's own addresses in the routes map equal to its local IPv4 addresses, so that a
-// pod's packet to any of them goes to the host in both SNAT modes: the primary IP, each secondary ENI's
-// primary IP (added by ENIUp), and any address an operator or an add-on puts on an interface later (a
-// dummy interface's). It follows the kernel's address notifications from Open to Close. Who may touch it:
+// nodeAddrs keeps the node's own addresses in the routes map equal to its local addresses, IPv4 and global
+// IPv6, so that a pod's packet to any of them goes to the host in both SNAT modes: the primary IP, each
+// secondary ENI's primary IP (added by ENIUp), the node's IPv6 address in IPv6 mode (a pod's packet to an
+// IPv6 address outside the routes map leaves by its ENI, so kubelet's and NodePorts' node address would
+// not be reached from the node's own pods), and any address an operator or an add-on puts on an interface
+// later (a dummy interface's). Link-local and loopback IPv6 addresses are not the node's to other hosts and
+// are left out. It follows the kernel's address notifications from Open to Close. Who may touch it:
 // Open builds it, its goroutine and ENIUp refresh under mu, Close closes.
 type nodeAddrs struct {
 	h       *netlink.Handle // in the node's network namespace, whichever thread asks
@@ -80,7 +83,7 @@ func (a *nodeAddrs) run(updates <-chan netlink.AddrUpdate) {
 				a.log.Error("the kernel's address notifications stopped: an address the node gains from now on goes to the host only once an ENI comes up or the agent restarts")
 				return
 			}
-			if u.LinkAddress.IP.To4() == nil {
+			if ip, ok := netip.AddrFromSlice(u.LinkAddress.IP); !ok || !nodeAddr(ip.Unmap()) {
 				continue
 			}
 			if err := a.refresh(); err != nil {
@@ -90,23 +93,29 @@ func (a *nodeAddrs) run(updates <-chan netlink.AddrUpdate) {
 	}
 }
 
-// read returns the node's IPv4 addresses, sorted.
+// nodeAddr says whether ip, an address on one of the node's interfaces, is one a pod may send to as the
+// node's: every IPv4 one, and the global IPv6 ones.
+func nodeAddr(ip netip.Addr) bool {
+	return ip.Is4() || ip.IsGlobalUnicast()
+}
+
+// read returns the node's addresses (nodeAddr), sorted.
 func (a *nodeAddrs) read() ([]netip.Addr, error) {
-	list, err := netlinkdump.Addrs(a.h, nil, netlink.FAMILY_V4)
+	list, err := netlinkdump.Addrs(a.h, nil, netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, fmt.Errorf("listing the node's addresses: %w", err)
 	}
 	ips := []netip.Addr{a.primary}
 	for _, l := range list {
-		if ip, ok := netip.AddrFromSlice(l.IP.To4()); ok && !slices.Contains(ips, ip) {
-			ips = append(ips, ip)
+		if ip, ok := netip.AddrFromSlice(l.IP); ok && nodeAddr(ip.Unmap()) && !slices.Contains(ips, ip.Unmap()) {
+			ips = append(ips, ip.Unmap())
 		}
 	}
 	slices.SortFunc(ips, netip.Addr.Compare)
 	return ips, nil
 }
 
-// refresh reads the node's IPv4 addresses and writes them when they changed.
+// refresh reads the node's addresses and writes them when they changed.
 func (a *nodeAddrs) refresh() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()

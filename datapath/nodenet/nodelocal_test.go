@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/eniwire/eniwire/datapath"
 	"github.com/eniwire/eniwire/datapath/snat"
@@ -55,6 +56,33 @@ func TestNodeAddressesGoToTheHostWithExternalSNAT(t *testing.T) {
 		n.waitRoute(t, local.Addr())
 		n.reachesTheNodeDirectly(t, local)
 	})
+	t.Run("a global IPv6 address of the node goes to the host, its link-local one gets no entry of its own", func(t *testing.T) {
+		global := netip.MustParseAddr("2600:1f14:e0:1::10")
+		var linkLocal netip.Addr
+		n.in(t, n.node, "adding an IPv6 address", func() error {
+			l := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "nodeip6"}, PeerName: "nodeip6p"}
+			if err := netlink.LinkAdd(l); err != nil {
+				return fmt.Errorf("adding an interface: %w", err)
+			}
+			if err := netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: global.AsSlice(), Mask: net.CIDRMask(128, 128)},
+				Flags: unix.IFA_F_NODAD}); err != nil {
+				return err
+			}
+			linkLocal = netip.MustParseAddr("fe80::10")
+			return netlink.AddrAdd(l, &netlink.Addr{IPNet: &net.IPNet{IP: linkLocal.AsSlice(), Mask: net.CIDRMask(64, 128)},
+				Flags: unix.IFA_F_NODAD})
+		})
+		n.waitRoute(t, global)
+		routes, err := n.b.dp.Routes()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range routes {
+			if r.Prefix == netip.PrefixFrom(linkLocal, 128) {
+				t.Errorf("the routes map holds %v, the node's link-local address (fe80::/10 goes to the host as a whole)", r)
+			}
+		}
+	})
 	t.Run("the secondary ENI's own address reaches the node, not out through the VPC and back", func(t *testing.T) {
 		n.reachesTheNodeDirectly(t, netip.AddrPortFrom(n.eniIP, 7003))
 	})
@@ -88,7 +116,7 @@ func (n *testNode) reachesTheNodeDirectly(t *testing.T, dst netip.AddrPort) {
 // waitRoute waits until the routes map sends ip to the host.
 func (n *testNode) waitRoute(t *testing.T, ip netip.Addr) {
 	t.Helper()
-	want := datapath.Route{Prefix: netip.PrefixFrom(ip, 32), Kind: datapath.RouteHost}
+	want := datapath.Route{Prefix: netip.PrefixFrom(ip, ip.BitLen()), Kind: datapath.RouteHost}
 	deadline := time.Now().Add(3 * time.Second)
 	for {
 		routes, err := n.b.dp.Routes()
