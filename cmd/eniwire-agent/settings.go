@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -78,7 +79,7 @@ var table = []setting{
 	{"bpf-pin-root", "ENIWIRE_BPF_PIN_ROOT", "/sys/fs/bpf/eniwire/v1", "bpffs directory of the pinned maps and links (bpf datapath)"},
 	{"sysctl-root", "ENIWIRE_SYSCTL_ROOT", "/host/proc/sys", "where the agent writes the node's sysctls (ip_forward, rp_filter of ENIs): the host's /proc/sys/net mounted under it, since a container's own /proc/sys is read-only; /proc/sys outside a container (bpf datapath)"},
 	{"eni-mtu", "AWS_VPC_ENI_MTU", strconv.Itoa(api.DefaultMTU), "MTU of the pods' veths (the primary ENI's when smaller) and, with the bpf datapath, of secondary ENIs (576 to 9001)"},
-	{"service-cidrs", "ENIWIRE_SERVICE_CIDRS", "", "comma-separated CIDRs handed to the host stack for kube-proxy (needed when they lie in the VPC; required with external SNAT and the bpf datapath, which refuses to start without them)"},
+	{"service-cidrs", "ENIWIRE_SERVICE_CIDRS", "", "comma-separated CIDRs handed to the host stack for kube-proxy (needed when they lie in the VPC; required with external SNAT and the bpf datapath, which refuses to start without them, and in IPv6 mode, which refuses to start without an IPv6 one)"},
 	{"external-snat", "AWS_VPC_K8S_CNI_EXTERNALSNAT", "false", "true: something outside the node translates; the agent installs no masquerade rule"},
 	{"exclude-snat-cidrs", "AWS_VPC_K8S_CNI_EXCLUDE_SNAT_CIDRS", "", "comma-separated CIDRs, besides the VPC's, that pod traffic reaches untranslated"},
 	{"randomize-snat", "AWS_VPC_K8S_CNI_RANDOMIZESNAT", "prng", "SNAT port choice: prng, hashrandom or none"},
@@ -210,7 +211,19 @@ func printUsage(w io.Writer) {
 //
 // With SNAT on, destinations outside the VPC go to the host anyway; the hostroute datapath routes every pod
 // packet through the host.
+//
+// In IPv6 mode the same holds for any SNAT setting: IPv6 pod packets are never translated, so from_pod sends
+// every IPv6 destination outside the routes map out of the ENI, and the cluster's IPv6 Service range must be
+// named.
 func (s *settings) checkServiceCIDRs() error {
+	if s.ipv6 && s.datapath == "bpf" {
+		cidrs, _ := parsePrefixes("--service-cidrs", s.serviceCIDRs) // a bad value is refused where it is read
+		if !slices.ContainsFunc(cidrs, func(p netip.Prefix) bool { return p.Addr().Is6() }) {
+			return errors.New("--service-cidrs (ENIWIRE_SERVICE_CIDRS) names no IPv6 range while ENABLE_IPv6 is true: " +
+				"pods' packets to Service IPs would leave by the ENI instead of reaching kube-proxy; set it to the cluster's " +
+				"IPv6 Service CIDR (kube-apiserver --service-cluster-ip-range)")
+		}
+	}
 	external, _ := strconv.ParseBool(strings.TrimSpace(s.externalSNAT)) // a bad value is refused by snat.FromEnv
 	if !external || s.datapath != "bpf" || strings.TrimSpace(s.serviceCIDRs) != "" {
 		return nil

@@ -68,7 +68,8 @@ func TestExternalSNATNeedsTheServiceCIDRs(t *testing.T) {
 }
 
 func TestIPv6ModeSettings(t *testing.T) {
-	for _, env := range []string{"ENABLE_IPv6", "ENABLE_PREFIX_DELEGATION", "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG", "MY_NODE_NAME"} {
+	for _, env := range []string{"ENABLE_IPv6", "ENABLE_PREFIX_DELEGATION", "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG", "MY_NODE_NAME",
+		"ENIWIRE_SERVICE_CIDRS", "ENIWIRE_DATAPATH"} {
 		t.Setenv(env, "") // restored after the test
 		os.Unsetenv(env)
 	}
@@ -79,10 +80,13 @@ func TestIPv6ModeSettings(t *testing.T) {
 		refusal string // "" when the settings are taken
 	}{
 		{"are off by default", nil, ""},
-		{"are taken with prefix delegation", []string{"-enable-ipv6=true", "-enable-prefix-delegation=true"}, ""},
-		{"refuse prefix delegation off, naming it", []string{"-enable-ipv6=true"}, "ENABLE_PREFIX_DELEGATION"},
-		{"refuse custom networking, naming it", []string{"-enable-ipv6=true", "-enable-prefix-delegation=true", "-custom-network=true"},
-			"AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG"},
+		{"are taken with prefix delegation and the IPv6 Service range", []string{"-enable-ipv6=true", "-enable-prefix-delegation=true",
+			"-service-cidrs=fd00:10:96::/112"}, ""},
+		{"refuse prefix delegation off, naming it", []string{"-enable-ipv6=true", "-service-cidrs=fd00:10:96::/112"}, "ENABLE_PREFIX_DELEGATION"},
+		{"refuse custom networking, naming it", []string{"-enable-ipv6=true", "-enable-prefix-delegation=true", "-custom-network=true",
+			"-service-cidrs=fd00:10:96::/112"}, "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG"},
+		{"refuse no IPv6 Service range, naming the setting", []string{"-enable-ipv6=true", "-enable-prefix-delegation=true",
+			"-service-cidrs=10.96.0.0/16"}, "ENIWIRE_SERVICE_CIDRS"},
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			s, err := parseSettings(c.args)

@@ -49,13 +49,18 @@ type Options struct {
 	Binaries Binaries
 	// AgentEnv adds or overrides the agent's settings ("NAME=value").
 	AgentEnv []string
-	// IPv6 runs the agent in IPv6 mode (ENABLE_IPv6, with the prefix delegation it needs) in a VPC and
-	// subnet that hold IPv6 blocks (ec2sim.DualStackVPCIPv6 and DualStackSubnetAIPv6).
+	// IPv6 runs the agent in IPv6 mode (ENABLE_IPv6, with the prefix delegation and the IPv6 Service range,
+	// IPv6ServiceCIDR, it needs) in a VPC and subnet that hold IPv6 blocks (ec2sim.DualStackVPCIPv6 and
+	// DualStackSubnetAIPv6).
 	IPv6 bool
 	// TmpDir is where the scratch dir goes (default os.TempDir()).
 	TmpDir string
 	Logger *slog.Logger
 }
+
+// IPv6ServiceCIDR is the Service range an IPv6 node's agent is told (ENIWIRE_SERVICE_CIDRS), as an IPv6
+// cluster's kube-apiserver --service-cluster-ip-range would give it.
+const IPv6ServiceCIDR = "fd00:10:96::/112"
 
 const (
 	vpcID    = "vpc-0517e0de00000001"
@@ -145,7 +150,8 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 			return nil, fmt.Errorf("adding the VPC's IPv6 block: %w", err)
 		}
 		subnet.IPv6CIDR = ec2sim.DualStackSubnetAIPv6
-		opts.AgentEnv = append([]string{"ENABLE_IPv6=true", "ENABLE_PREFIX_DELEGATION=true"}, opts.AgentEnv...)
+		opts.AgentEnv = append([]string{"ENABLE_IPv6=true", "ENABLE_PREFIX_DELEGATION=true", "ENIWIRE_SERVICE_CIDRS=" + IPv6ServiceCIDR},
+			opts.AgentEnv...)
 	}
 	if err := n.Sim.AddSubnet(subnet); err != nil {
 		return nil, fmt.Errorf("adding the subnet: %w", err)
