@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -38,6 +39,13 @@ func (d *describeLog) DescribeNetworkInterfaces(ctx context.Context, in *ec2.Des
 	d.calls = append(d.calls, what)
 	d.mu.Unlock()
 	return d.EC2API.DescribeNetworkInterfaces(ctx, in, o...)
+}
+
+// list is the calls so far, a copy.
+func (d *describeLog) list() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.calls)
 }
 
 func (d *describeLog) count(what string) int {
@@ -82,24 +90,24 @@ func TestAFreshNodeListsItsOwnAvailableENIsAtItsSecondReconcile(t *testing.T) {
 	waitReady(t, r.node)
 	if n := log.count("own available"); n != 0 {
 		t.Fatalf("the fresh node's first reconcile listed its own available ENIs (%d calls; %v): a second describe "+
-			"while a rollout's nodes all start", n, log.calls)
+			"while a rollout's nodes all start", n, log.list())
 	}
 	if n := log.count("attached"); n != 1 {
-		t.Fatalf("%d lists of the attached ENIs before the node was ready; want 1 (%v)", n, log.calls)
+		t.Fatalf("%d lists of the attached ENIs before the node was ready; want 1 (%v)", n, log.list())
 	}
 	eventually(t, 30*time.Second, "the leftover ENI collected at the second reconcile", func() error {
 		if _, ok := w.sim.ENI(leftover); ok {
-			return fmt.Errorf("%s still exists (describes: %v)", leftover, log.calls)
+			return fmt.Errorf("%s still exists (describes: %v)", leftover, log.list())
 		}
 		return nil
 	})
 	if n := log.count("own available"); n != 1 {
-		t.Errorf("%d lists of the own available ENIs by the second reconcile; want 1 (%v)", n, log.calls)
+		t.Errorf("%d lists of the own available ENIs by the second reconcile; want 1 (%v)", n, log.list())
 	}
 	w.passVirtual(3*time.Minute, nil)
 	if n, all := log.count("own available"), log.count("attached"); n != 1 || all < 3 {
 		t.Errorf("in 3 more minutes, %d reconciles listed the own available ENIs again (%d reconciles); want none, "+
-			"the list is owed once (%v)", n-1, all, log.calls)
+			"the list is owed once (%v)", n-1, all, log.list())
 	}
 
 	r.stop()
@@ -107,6 +115,6 @@ func TestAFreshNodeListsItsOwnAvailableENIsAtItsSecondReconcile(t *testing.T) {
 	r = w.start(cfg, again, nil)
 	waitReady(t, r.node)
 	if n := again.count("own available"); n != 1 {
-		t.Errorf("a node restarted with its books listed its own available ENIs %d times before it was ready; want 1 (%v)", n, again.calls)
+		t.Errorf("a node restarted with its books listed its own available ENIs %d times before it was ready; want 1 (%v)", n, again.list())
 	}
 }

@@ -51,6 +51,16 @@ func TestPrefixesComeBackAfterTheFallbackFilledEverySlot(t *testing.T) {
 		releasePod(t, r.node, cid)
 		delete(answered, cid)
 	}
+	// Once their cooldown is over, the node gives their single IPs back and takes /28s in the slots, on its own:
+	// the new pods below come after that, or a pod could take a cooled single IP first and the slot with it
+	// (the pool hands free IPs to the pods that wait before the repack's round, by design).
+	eventually(t, 30*time.Second, "a /28 in a slot a single IP gave back", func() error {
+		if prefixes, singles := slotsOf(r.node.Snapshot()); len(prefixes) == 0 {
+			s := r.node.Status()
+			return fmt.Errorf("no prefix yet, %d single IPs (pool status %q; prefix fallback %q)", len(singles), s.PoolStatus, s.PrefixFallback)
+		}
+		return nil
+	})
 	// New pods: the node holds more than the 27 slots' single IPs once prefixes take the freed slots.
 	for i := slots; i < slots+25; i++ {
 		cid := fmt.Sprintf("pod-%d", i)
