@@ -81,17 +81,12 @@ func (r *Routes) routes(pod dptypes.Pod) ([]*netlink.Route, error) {
 // RemovesHostVeth reports whether PodDown removes the pod's host veth (Veths is set).
 func (r *Routes) RemovesHostVeth() bool { return r.Veths != nil }
 
-// PodUp adds (or replaces) podIP/32 (or /128) dev <hostVeth>, and an IPv6 pod's egressIP/32 beside it, and
-// claims the veth when Veths is set. It fails wrapping ErrVethRemoving when the veth is already being removed.
+// PodUp claims the pod's host veth (Claim), then adds (or replaces) podIP/32 (or /128) dev <hostVeth>, and an
+// IPv6 pod's egressIP/32 beside it. It fails wrapping ErrVethRemoving when the veth is already being removed.
 func (r *Routes) PodUp(_ context.Context, pod dptypes.Pod) error {
-	rts, err := r.routes(pod)
+	rts, err := r.claim(pod)
 	if err != nil {
 		return err
-	}
-	if r.Veths != nil {
-		if err := r.Veths.Keep(Veth{Name: pod.HostVeth, Index: rts[0].LinkIndex}); err != nil {
-			return fmt.Errorf("routing pod %s: %w", pod.IP, err)
-		}
 	}
 	for _, rt := range rts {
 		if err := r.h().RouteReplace(rt); err != nil {
@@ -99,6 +94,28 @@ func (r *Routes) PodUp(_ context.Context, pod dptypes.Pod) error {
 		}
 	}
 	return nil
+}
+
+// Claim makes the pod's host veth the agent's when Veths is set, without routing to it: the sweep of
+// unclaimed veths leaves it from then on, even when the rest of the pod's setup fails and waits for the
+// controller's next try. It fails wrapping ErrVethRemoving when the veth is already being removed.
+func (r *Routes) Claim(pod dptypes.Pod) error {
+	_, err := r.claim(pod)
+	return err
+}
+
+// claim claims the pod's veth and returns its routes.
+func (r *Routes) claim(pod dptypes.Pod) ([]*netlink.Route, error) {
+	rts, err := r.routes(pod)
+	if err != nil {
+		return nil, err
+	}
+	if r.Veths != nil {
+		if err := r.Veths.Keep(Veth{Name: pod.HostVeth, Index: rts[0].LinkIndex}); err != nil {
+			return nil, fmt.Errorf("routing pod %s: %w", pod.IP, err)
+		}
+	}
+	return rts, nil
 }
 
 // PodDown removes the pod's host routes and, when Veths is set, queues the veth the assignment recorded for

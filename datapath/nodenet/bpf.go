@@ -173,24 +173,32 @@ func (b *BPF) ENIDown(_ context.Context, e dptypes.ENI) error {
 	return nil
 }
 
-// PodUp routes the pod's addresses to its veth, writes their map entries (its ENI by ifindex; an IPv6 pod's
-// IPv4 egress address with none) and attaches from_pod.
-// The route goes first: it claims the veth (hostroute.Routes.PodUp), so that a setup that fails later, say
-// while the pod's ENI has no interface, leaves the live pod's veth to the controller's next try, not to the
-// sweep of unclaimed veths.
+// PodUp claims the pod's veth, writes its addresses' map entries (its ENI by ifindex; an IPv6 pod's IPv4
+// egress address with none), routes the addresses to the veth and attaches from_pod. The order is the
+// pod's isolation:
+//   - the claim goes first (hostroute.Routes.Claim), so that a setup that fails later, say while the pod's
+//     ENI has no interface, leaves the live pod's veth to the controller's next try, not to the sweep of
+//     unclaimed veths;
+//   - the entries go in before the route: from the route on, the host delivers the address's packets to the
+//     veth, and eniw_forward judges them by the flags in the pod's entry; a packet the host routed there
+//     before the entry (a flow conntrack kept from while the address was free) was judged as to no pod and
+//     reached a pod its policy isolates. A setup that fails before the route leaves none;
+//   - the entries go in before the program: from_pod drops sources it does not know.
 func (b *BPF) PodUp(ctx context.Context, pod dptypes.Pod) error {
-	if err := b.routes.PodUp(ctx, pod); err != nil {
+	if err := b.routes.Claim(pod); err != nil {
 		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
 	}
 	entries, err := podEntries(pod)
 	if err != nil {
 		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
 	}
-	// The entries go in before the program: from_pod drops sources it does not know.
 	for _, entry := range entries {
 		if err := b.dp.PutPod(entry.IP, entry.HostIfindex, entry.ENIIfindex); err != nil {
 			return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
 		}
+	}
+	if err := b.routes.PodUp(ctx, pod); err != nil {
+		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
 	}
 	if err := b.dp.AttachPodVeth(entries[0].HostIfindex); err != nil {
 		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
@@ -217,21 +225,22 @@ func (b *BPF) podVethGone(ifindex int) {
 func (b *BPF) RemovesHostVeth() bool { return b.routes.RemovesHostVeth() }
 
 // PodDown reverses PodUp; a veth, entry or route already gone is not an error, a pod without an address is
-// (nothing is torn down). The entry and route go now (the IP may serve another pod as soon as its cooldown
-// ends) and from_pod stays on the veth until the veth itself goes, which detaches it: with no entry for the
-// veth, from_pod drops whatever the pod still sends, where a veth without it would pass everything on to the
-// host unchecked. When the agent owns the host veth, the Reaper removes it in the background and unpins its
-// link; otherwise whoever deletes the veth (the plugin's DEL) takes the program with it, and the link's pin
-// goes at the next start or when the index comes back (datapath's attach).
+// (nothing is torn down). The route and entry go now (the IP may serve another pod as soon as its cooldown
+// ends), the route first: while the host still routes the address to the veth, the entry keeps what it
+// delivers judged by the pod's policy. from_pod stays on the veth until the veth itself goes, which detaches
+// it: with no entry for the veth, from_pod drops whatever the pod still sends, where a veth without it would
+// pass everything on to the host unchecked. When the agent owns the host veth, the Reaper removes it in the
+// background and unpins its link; otherwise whoever deletes the veth (the plugin's DEL) takes the program
+// with it, and the link's pin goes at the next start or when the index comes back (datapath's attach).
 func (b *BPF) PodDown(ctx context.Context, pod dptypes.Pod) error {
 	if !pod.IP.IsValid() {
 		return fmt.Errorf("tearing down pod %s: %w", pod.ContainerID, errNoPodIP)
 	}
-	errs := []error{b.dp.DeletePod(pod.IP)}
+	errs := []error{b.routes.PodDown(ctx, pod), b.dp.DeletePod(pod.IP)}
 	if pod.EgressIP.IsValid() {
 		errs = append(errs, b.dp.DeletePod(pod.EgressIP))
 	}
-	if err := errors.Join(append(errs, b.routes.PodDown(ctx, pod))...); err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("tearing down pod %s: %w", pod.IP, err)
 	}
 	return nil

@@ -285,15 +285,20 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 		}
 	})
 
-	t.Run("a pod whose setup fails keeps its veth from the sweep", func(t *testing.T) {
+	t.Run("a pod whose setup fails keeps its veth from the sweep and gets no route", func(t *testing.T) {
 		// The pod's ENI has no interface (detached, or not back yet): PodUp fails, and the controller tries
-		// again later. Meanwhile the sweep of unclaimed veths must not delete the live pod's veth.
+		// again later. Meanwhile the sweep of unclaimed veths must not delete the live pod's veth, and the
+		// host must not route the pod's address to it: with no entry in the pods map, eniw_forward would
+		// judge what the host delivers there as to no pod, past the pod's policy.
 		missing := dptypes.ENI{ID: "eni-9", MAC: net.HardwareAddr{2, 0, 0, 0, 0x10, 9}, DeviceIndex: 2, Subnet: netip.MustParsePrefix("10.0.2.0/24"),
 			Gateway: netip.MustParseAddr("10.0.2.1")}
 		waiting := dptypes.Pod{ContainerID: "c2", IfName: "eth0", IP: netip.MustParseAddr("10.0.2.20"), HostVeth: "eniwpod2", ENI: missing}
 		b.routes.Veths = hostroute.NewReaper(hostroute.ReaperConfig{Grace: time.Nanosecond})
 		t.Cleanup(func() { b.routes.Veths = nil })
-		var upErr, lookErr error
+		var (
+			upErr, lookErr error
+			routed         []netlink.Route
+		)
 		in(t, func() error {
 			// The pod's end is named off the sweep's prefix, as if it were in the pod's namespace.
 			if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: waiting.HostVeth, MTU: 1500}, PeerName: "pod2"}); err != nil {
@@ -313,13 +318,17 @@ func TestBPFDriverWiresENIsAndPods(t *testing.T) {
 				}
 			}
 			_, lookErr = netlink.LinkByName(waiting.HostVeth)
-			return nil
+			routed, err = netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Dst: &net.IPNet{IP: waiting.IP.AsSlice(), Mask: net.CIDRMask(32, 32)}}, netlink.RT_FILTER_DST)
+			return err
 		})
 		if upErr == nil {
 			t.Fatal("PodUp succeeded although the pod's ENI has no interface")
 		}
 		if lookErr != nil {
 			t.Fatalf("the sweep removed the veth of a pod whose PodUp failed (%v): %v", upErr, lookErr)
+		}
+		if len(routed) != 0 {
+			t.Errorf("after a PodUp that failed before the pod's map entry (%v), the host routes its address: %+v", upErr, routed)
 		}
 	})
 }
