@@ -19,10 +19,18 @@ import (
 // node knows as a pods entry of pod1's veth without an ENI, routes to that veth, and translates with the
 // SNAT table's egress rule. A datagram from it to the VPC host goes to the host (from_pod), leaves the ENI
 // from the node's address, and the answer comes back into the pod; one from pod2's egress address is dropped
-// as spoofed.
+// as spoofed; under an egress policy of the address's, the FORWARD hook judges it.
 func TestIPv4EgressOfAnIPv6PodLeavesFromTheNodesAddress(t *testing.T) {
 	f := newFabric(t)
-	d := f.start(t, AttachAuto)
+	root := testPinRoot(t)
+	cfg := f.config(root, AttachAuto)
+	cfg.NetworkPolicy = true
+	d := f.open(t, cfg)
+	t.Cleanup(func() {
+		_ = d.Close()
+		_ = f.node.Do(func(ns.NetNS) error { return Uninstall(root) })
+	})
+	f.wire(t, d)
 	egress1, egress2 := addr("169.254.172.1"), addr("169.254.172.2")
 	nodeIP := addr("10.77.1.10")
 	f.nodeDo(t, "giving pod1 and pod2 egress addresses", func() error {
@@ -91,5 +99,27 @@ func TestIPv4EgressOfAnIPv6PodLeavesFromTheNodesAddress(t *testing.T) {
 			t.Fatal("the VPC host answered pod1 sending from pod2's egress address")
 		}
 		waitCounter(t, d.Reader, VerdictFromPodSpoof, spoofed+1)
+	})
+	t.Run("under an egress policy that allows another peer only: dropped where the host forwards it", func(t *testing.T) {
+		// The agent gives the egress address the pod's flags (nodenet's egressPolicies); the FORWARD hook
+		// judges the flow on its untranslated source, before the SNAT rule.
+		anyPort := []dptypes.PortRange{{Protocol: dptypes.AnyProtocol}}
+		other := dptypes.PodPolicy{EgressIsolated: true, Egress: []dptypes.PeerPorts{{Peer: netip.MustParsePrefix("192.0.2.0/24"), Ports: anyPort}}}
+		if err := d.SetPodPolicy(context.Background(), egress1, other); err != nil {
+			t.Fatal(err)
+		}
+		denied := counterNow(t, d.Reader, VerdictForwardEgressDenied)
+		if err := udpExchange(f.pod1, egress1, at, time.Second); err == nil {
+			t.Fatal("the VPC host answered the egress address of a pod whose policy allows it no such peer")
+		}
+		waitCounter(t, d.Reader, VerdictForwardEgressDenied, denied+1)
+		allowed := other
+		allowed.Egress = append(allowed.Egress, dptypes.PeerPorts{Peer: netip.PrefixFrom(vpcHost, 32), Ports: anyPort})
+		if err := d.SetPodPolicy(context.Background(), egress1, allowed); err != nil {
+			t.Fatal(err)
+		}
+		if err := udpExchange(f.pod1, egress1, at, 5*time.Second); err != nil {
+			t.Fatalf("allowed to the VPC host, the egress address still gets no answer: %v", err)
+		}
 	})
 }

@@ -40,6 +40,8 @@ type BPF struct {
 
 	mu   sync.Mutex
 	enis map[string]int // ENI id -> ifindex, for ENIDown after the interface vanished
+
+	egressPolicies egressPolicies
 }
 
 var (
@@ -48,7 +50,8 @@ var (
 )
 
 func newBPF(dp *datapath.Datapath, addrs *nodeAddrs, nat *snat.Manager, md IMDS, mtu int, sysctlRoot string, log *slog.Logger) *BPF {
-	return &BPF{dp: dp, addrs: addrs, nat: nat, routes: &hostroute.Routes{}, imds: md, mtu: mtu, sysctlRoot: sysctlRoot, log: log, enis: map[string]int{}}
+	return &BPF{dp: dp, addrs: addrs, nat: nat, routes: &hostroute.Routes{}, imds: md, mtu: mtu, sysctlRoot: sysctlRoot, log: log, enis: map[string]int{},
+		egressPolicies: egressPolicies{egress: map[netip.Addr]netip.Addr{}, policy: map[netip.Addr]dptypes.PodPolicy{}}}
 }
 
 // SetVPCCIDRs makes the VPC's blocks, a block associated later included, leave by the pod's ENI (the
@@ -62,17 +65,6 @@ func (b *BPF) SetVPCCIDRs(ctx context.Context, cidrs []netip.Prefix) error {
 	}
 	b.log.Info("VPC CIDR blocks set", "cidrs", cidrs)
 	return nil
-}
-
-// SetPodPolicy makes the pod's NetworkPolicy p in the programs' maps (datapath.Datapath.SetPodPolicy): it
-// returns a *datapath.PolicyTooLargeError, the pod left allowing nothing, when p does not fit.
-func (b *BPF) SetPodPolicy(ctx context.Context, pod netip.Addr, p dptypes.PodPolicy) error {
-	return b.dp.SetPodPolicy(ctx, pod, p)
-}
-
-// ClearPodPolicy makes the pod not isolated.
-func (b *BPF) ClearPodPolicy(ctx context.Context, pod netip.Addr) error {
-	return b.dp.ClearPodPolicy(ctx, pod)
 }
 
 // ReadPolicyDenials calls fn with each new flow a pod's policy denied, as the programs report them
@@ -192,6 +184,9 @@ func (b *BPF) PodUp(ctx context.Context, pod dptypes.Pod) error {
 	if err != nil {
 		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
 	}
+	if err := b.followPod(ctx, pod); err != nil {
+		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
+	}
 	for _, entry := range entries {
 		if err := b.dp.PutPod(entry.IP, entry.HostIfindex, entry.ENIIfindex); err != nil {
 			return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
@@ -236,6 +231,7 @@ func (b *BPF) PodDown(ctx context.Context, pod dptypes.Pod) error {
 	if !pod.IP.IsValid() {
 		return fmt.Errorf("tearing down pod %s: %w", pod.ContainerID, errNoPodIP)
 	}
+	b.forgetPod(pod)
 	errs := []error{b.routes.PodDown(ctx, pod), b.dp.DeletePod(pod.IP)}
 	if pod.EgressIP.IsValid() {
 		errs = append(errs, b.dp.DeletePod(pod.EgressIP))

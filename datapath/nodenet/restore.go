@@ -16,7 +16,7 @@ import (
 // upgrade replaced the pods or enis map (its layout changed), the new programs so find every live pod: none of
 // its packets is dropped as spoofed in between. Only entries are written; the controller's start brings the
 // ENIs and pods fully up as usual. An ENI or pod whose interface is gone is left to the controller.
-func (b *BPF) Attach(_ context.Context, enis []dptypes.ENI, pods []dptypes.Pod) error {
+func (b *BPF) Attach(ctx context.Context, enis []dptypes.ENI, pods []dptypes.Pod) error {
 	var (
 		eniEntries []datapath.ENI
 		restored   []datapath.Pod
@@ -38,6 +38,9 @@ func (b *BPF) Attach(_ context.Context, enis []dptypes.ENI, pods []dptypes.Pod) 
 		if err != nil {
 			skipped = append(skipped, fmt.Errorf("pod %s: %w", p.IP, err))
 			continue
+		}
+		if err := b.followPod(ctx, p); err != nil {
+			return fmt.Errorf("restoring pod %s: %w", p.IP, err)
 		}
 		restored = append(restored, entries...)
 	}
