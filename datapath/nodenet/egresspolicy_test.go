@@ -52,7 +52,9 @@ func TestTheIPv4EgressAddressOfAnIPv6PodCarriesThePodsPolicy(t *testing.T) {
 		}
 		return b.Attach(ctx, nil, nil)
 	})
-	t.Cleanup(func() { in("removing the datapath", func() error { _ = b.Close(); return Uninstall(ctx, pinRoot, log) }) })
+	t.Cleanup(func() {
+		in("removing the datapath", func() error { _ = b.Close(); return Uninstall(ctx, pinRoot, log) })
+	})
 
 	egressOnly := func(peer string) dptypes.PodPolicy {
 		return dptypes.PodPolicy{EgressIsolated: true, Egress: []dptypes.PeerPorts{{Peer: netip.MustParsePrefix(peer)}}}
