@@ -33,11 +33,13 @@ lint: ## gofmt and go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: deps lint check-generate ## Install what is missing, vet, check the BPF objects, run every test with -race, fuzz briefly, then the real-Kubernetes-node run and the network conformance specs in one kube-proxy mode.
+test: deps lint check-generate ## Install what is missing, vet, check the BPF objects, run every test with -race, fuzz briefly, then the real-Kubernetes-node run and the network conformance specs in one kube-proxy mode, in an IPv4 cluster and in an IPv6 one.
 	$(GO) test -race -count=1 -timeout 30m ./...
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeRequest$$' -fuzztime $(FUZZTIME) ./test/ec2sim
-	$(MAKE) e2e-k8s
-	$(MAKE) conformance-subset
+	$(MAKE) e2e-k8s IP_FAMILY=ipv4
+	$(MAKE) conformance-subset IP_FAMILY=ipv4
+	$(MAKE) e2e-k8s IP_FAMILY=ipv6
+	$(MAKE) conformance-subset IP_FAMILY=ipv6
 
 K8S := test/k8s
 # IP_FAMILY=ipv6 makes `make k8s`, `make e2e-k8s` and `make conformance` run an IPv6 single-stack cluster.
@@ -62,9 +64,9 @@ conformance: deps ## Kubernetes' network conformance tests (e2e.test, v1.34.2) a
 	cd $(K8S) && $(GO) run ./cmd/conformance -ip-family $(IP_FAMILY) $(CONFORMANCE_FLAGS)
 
 .PHONY: conformance-subset
-conformance-subset: deps ## The part of `make conformance` that `make test` runs: every [sig-network] [Conformance] spec and 7 NetworkPolicy specs, kube-proxy iptables mode only (root).
+conformance-subset: deps ## The part of `make conformance` that `make test` runs: every [sig-network] [Conformance] spec and 7 NetworkPolicy specs, kube-proxy iptables mode only, in the IP_FAMILY cluster (root).
 	@if [ "$$(id -u)" != 0 ]; then echo "conformance-subset: needs root; run: sudo make conformance-subset" >&2; exit 1; fi
-	cd $(K8S) && $(GO) run ./cmd/conformance -proxy-modes iptables -netpol subset
+	cd $(K8S) && $(GO) run ./cmd/conformance -ip-family $(IP_FAMILY) -proxy-modes iptables -netpol subset
 
 .PHONY: k8s
 k8s: deps ## Bring up the Kubernetes cluster with eniwire on the simulated VPC and leave it running until Ctrl-C (root).
