@@ -57,7 +57,8 @@ const Method = `Method (test/dpbench): one topology per scheme, identical links,
   port answers and tcp/5203 does not, and ends with the policy lifted and the pod's conntrack entries gone.
   TCP stream: iperf3 as above. TCP CRR: netperf's TCP_CRR shape, one transaction at a time, each a new
   connection (connect, 64-byte request, 64-byte answer, close) to tcp/5202 for the RR duration.
-  Ratios: medians of per-repeat ratios against none in the same repeat; the order rotated per repeat.`
+  Each enforcer runs k times (-policy-repeats, default 7), the order rotated per repeat; ratios are medians
+  of per-repeat ratios against none in the same repeat.`
 
 // Sample is one measurement of one scheme at one size.
 type Sample struct {
@@ -335,11 +336,11 @@ func (r *Report) WriteJSONLines(w io.Writer) error {
 		return err
 	}
 	if r.Options.PolicyOnly {
-		return enc.Encode(map[string]any{"kind": "run", "wall_s": r.Wall.Seconds(), "repeats": r.Options.Repeats, "policy_only": true,
+		return enc.Encode(map[string]any{"kind": "run", "wall_s": r.Wall.Seconds(), "policy_repeats": r.Options.PolicyRepeats, "policy_only": true,
 			"loadavg_start": r.LoadStart, "loadavg_end": r.LoadEnd})
 	}
 	return enc.Encode(map[string]any{
-		"kind": "run", "wall_s": r.Wall.Seconds(), "repeats": r.Options.Repeats, "sizes": r.Options.Sizes,
+		"kind": "run", "wall_s": r.Wall.Seconds(), "repeats": r.Options.Repeats, "policy_repeats": r.Options.PolicyRepeats, "sizes": r.Options.Sizes,
 		"eniwire_worst_vs_plain":         r.worstAll(Direct.Name),
 		"eniwire_service_worst_vs_plain": r.worstAll(Service.Name),
 		"eniwire_ipv6_worst_vs_plain":    r.worstAll(Direct6.Name),
