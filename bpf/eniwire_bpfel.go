@@ -186,7 +186,6 @@ const (
 	EniwireProgEniwFromPod       = "eniw_from_pod"
 	EniwireProgEniwToPod         = "eniw_to_pod"
 	EniwireProgEniwToVpc         = "eniw_to_vpc"
-	EniwireVarJiffiesPerSecond   = "jiffies_per_second"
 	EniwireVarSnatEnabled        = "snat_enabled"
 	EniwireVarUnusedPolicyDenial = "unused_policy_denial"
 )
@@ -259,7 +258,6 @@ type EniwireMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type EniwireVariableSpecs struct {
-	JiffiesPerSecond   *ebpf.VariableSpec `ebpf:"jiffies_per_second"`
 	SnatEnabled        *ebpf.VariableSpec `ebpf:"snat_enabled"`
 	UnusedPolicyDenial *ebpf.VariableSpec `ebpf:"unused_policy_denial"`
 }
@@ -315,7 +313,6 @@ func (m *EniwireMaps) Close() error {
 //
 // It can be passed to LoadEniwireObjects or ebpf.CollectionSpec.LoadAndAssign.
 type EniwireVariables struct {
-	JiffiesPerSecond   *ebpf.Variable `ebpf:"jiffies_per_second"`
 	SnatEnabled        *ebpf.Variable `ebpf:"snat_enabled"`
 	UnusedPolicyDenial *ebpf.Variable `ebpf:"unused_policy_denial"`
 }

@@ -141,46 +141,17 @@ static __always_inline __u32 ct_timeout(struct packet *p, __u32 closing)
 	return closing ? CT_TIMEOUT_TCP_CLOSING_MS : CT_TIMEOUT_TCP_MS;
 }
 
-/* Set by the loader before load (datapath's loadSpec): the kernel's jiffies per second (CONFIG_HZ), the
- * unit of an entry's timeout in conntrack. 0 makes every packet renew its entry. */
-volatile const __u32 jiffies_per_second = 0;
-
-/* How much of its timeout an entry of eniwire's loses before a packet of its flow renews it: a busy flow
- * writes its entry about once a margin, not on every packet from the CPUs of both its ends, and an idle
- * flow's entry lives between its timeout less the margin and its timeout after the flow's last packet. */
-#define CT_RENEW_MARGIN_MS 1000u
-
-/* The kernel's struct nf_conn's timeout: the jiffy (32 bits of it) at which the entry expires, once the
- * entry is in the table. Read only, located by CO-RE as the mark is (flow.h). */
-struct nf_conn___timeout {
-	__u32 timeout;
-} __attribute__((preserve_access_index));
-
-/* ct_ran_down says whether an entry in the table has less than timeout_ms less the margin left to live. */
-static __always_inline int ct_ran_down(struct nf_conn *ct, __u32 timeout_ms)
-{
-	if (!jiffies_per_second)
-		return 1;
-	__s32 left = (__s32)(((struct nf_conn___timeout *)ct)->timeout - (__u32)bpf_jiffies64());
-	__s64 renew_below = (__u64)(timeout_ms - CT_RENEW_MARGIN_MS) * jiffies_per_second / 1000;
-	return left < renew_below;
-}
-
 /* ct_renew renews an entry of eniwire's on a packet of its flow allowed under generation: the mark says
- * the flow was judged under it, and whether it is closing. A changed mark (another generation, the flow
- * closing or opened anew) takes its timeout at once; otherwise the timeout is renewed once it ran down by
- * the margin. */
+ * the flow was judged under it, and whether it is closing. */
 static __always_inline void ct_renew(struct __sk_buff *skb, struct packet *p, struct nf_conn *ct, __u32 generation)
 {
 	struct nf_conn___mark *m = (struct nf_conn___mark *)ct;
 	__u32 before = m->mark;
 	__u32 closing = ct_closing_after(skb, p, before == ENIWIRE_CT_MARK_V0 ? 0 : before & ENIWIRE_CT_CLOSING);
 	__u32 mark = ct_mark_of(generation, closing);
-	__u32 timeout = ct_timeout(p, closing);
 	if (mark != before)
 		m->mark = mark;
-	if (mark != before || ct_ran_down(ct, timeout))
-		bpf_ct_change_timeout(ct, timeout);
+	bpf_ct_change_timeout(ct, ct_timeout(p, closing));
 }
 
 /* IPS_SEEN_REPLY | IPS_ASSURED: an entry conntrack's early drop spares when its table is full. */

@@ -120,16 +120,10 @@
 // opening (the entry says which way the packet goes), so a reply passes whatever the replying pod's own rules
 // say, and a removed allow cuts an established flow with its next packet. Entries an earlier agent marked
 // 0x0e1e0001 stay eniwire's, judged again on their next packet. An allowed packet renews the entry's timeout
-// (6 hours for TCP, 120 seconds for UDP) once the entry has lost a second of it (CT_RENEW_MARGIN_MS): the
-// programs read the entry's expiry, in jiffies, against the kernel's jiffies, whose rate the loader takes from
-// the coarse clock's resolution (jiffiesPerSecond), so a busy flow writes its entry about once a second, not
-// on every packet from both ends' CPUs, and an idle flow's entry expires between its timeout less a second and
-// its timeout after the flow's last packet. A packet that changes the mark (a policy generation, the flow
-// closing or opened again) sets the timeout at once: once a FIN or RST of a TCP flow has passed, the mark's
-// ENIWIRE_CT_CLOSING bit is set and the entry takes 10 seconds, which every later packet (the close's last ACK
-// too) renews as it runs down, until a SYN opens the tuple again, so a pod's short connections leave no entry
-// for 6 hours each; the kernel expires it, no garbage collector of ours races live flows, and it survives an
-// agent restart.
+// (6 hours for TCP, 120 seconds for UDP); once a FIN or RST of a TCP flow has passed, the mark's
+// ENIWIRE_CT_CLOSING bit is set and every later packet (the close's last ACK too) renews it for 10 seconds
+// only, until a SYN opens the tuple again, so a pod's short connections leave no entry for 6 hours each; the
+// kernel expires it, no garbage collector of ours races live flows, and it survives an agent restart.
 // An entry of the host's (no mark) still means the host carries the flow. Flows of pods no policy
 // isolates keep no state, as before; so a flow a pod had before a policy isolated it has no entry, and
 // its next packet is judged as a new flow opened the way that packet goes (a TCP flow whose first packet

@@ -26,13 +26,6 @@ func loadSpec(cfg Config) (*ebpf.CollectionSpec, error) {
 	if err := spec.Variables[bpf.EniwireVarSnatEnabled].Set(snat); err != nil {
 		return nil, fmt.Errorf("setting snat_enabled: %w", err)
 	}
-	hz, err := jiffiesPerSecond()
-	if err != nil {
-		return nil, err
-	}
-	if err := spec.Variables[bpf.EniwireVarJiffiesPerSecond].Set(hz); err != nil {
-		return nil, fmt.Errorf("setting jiffies_per_second: %w", err)
-	}
 	// Per-pod counters: one entry per pod the node can run, allocated as pods appear.
 	spec.Maps[bpf.EniwireMapPodStats].MaxEntries = uint32(cfg.MaxPods)
 	return spec, nil
