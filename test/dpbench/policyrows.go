@@ -105,7 +105,7 @@ func (pb *policyBench) Close() error {
 	return errors.Join(errs...)
 }
 
-// runPolicyRows measures every enforcer of a new policyBench Repeats times, rotating their order in each
+// runPolicyRows measures every enforcer of a new policyBench PolicyRepeats times, rotating their order in each
 // repeat. The kube-network-policies rows need opts.KNP.
 func runPolicyRows(ctx context.Context, prefix, pinBase string, opts Options) (samples []PolicySample, err error) {
 	pb, err := newPolicyBench(ctx, prefix, pinBase, opts.KNP)
@@ -117,7 +117,7 @@ func runPolicyRows(ctx context.Context, prefix, pinBase string, opts Options) (s
 			err = fmt.Errorf("tearing down the policy rows: %w", cerr)
 		}
 	}()
-	for r := range opts.Repeats {
+	for r := range opts.PolicyRepeats {
 		for j := range pb.enforcers {
 			s, err := measurePolicy(ctx, pb.topo, pb.enforcers[(r+j)%len(pb.enforcers)], r, opts)
 			if err != nil {
@@ -199,7 +199,7 @@ func (r *Report) policyRow(enforcer string) PolicyRow {
 // writePolicyTable prints the policy rows, the verdict on eniwire's targets and the two enforcers' ratios
 // side by side.
 func (r *Report) writePolicyTable(b *strings.Builder) error {
-	fmt.Fprintf(b, "\nNetworkPolicy (policy rows): the pod's flows to vpchost under a policy allowing them, against no policy, same run:\n\n")
+	fmt.Fprintf(b, "\nNetworkPolicy (policy rows, k=%d): the pod's flows to vpchost under a policy allowing them, against no policy, same run:\n\n", r.Options.PolicyRepeats)
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "enforcer\tTCP Gbit/s\tvs none\tTCP CRR/s\tvs none\tCRR p50 µs\tvs none\tCRR p99 µs\t")
 	for _, row := range r.PolicyRows {

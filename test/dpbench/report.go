@@ -57,7 +57,8 @@ const Method = `Method (test/dpbench): one topology per scheme, identical links,
   port answers and tcp/5203 does not, and ends with the policy lifted and the pod's conntrack entries gone.
   TCP stream: iperf3 as above. TCP CRR: netperf's TCP_CRR shape, one transaction at a time, each a new
   connection (connect, 64-byte request, 64-byte answer, close) to tcp/5202 for the RR duration.
-  Ratios: medians of per-repeat ratios against none in the same repeat; the order rotated per repeat.`
+  Each enforcer runs k times (-policy-repeats, default 7), the order rotated per repeat; ratios are medians
+  of per-repeat ratios against none in the same repeat.`
 
 // Sample is one measurement of one scheme at one size.
 type Sample struct {
@@ -248,6 +249,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(&b, "%s\n\n", Method)
 	fmt.Fprintf(&b, "k=%d repeats, iperf3 -t %s, UDP RR %s, %d packets per BPF_PROG_TEST_RUN; wall time %s\n\n",
 		r.Options.Repeats, r.Options.TCPDuration, r.Options.RRDuration, r.Options.ProgRepeat, r.Wall.Round(time.Second))
+	if r.Options.PolicyOnly {
+		fmt.Fprintf(&b, "Policy rows only (-policy-only). Load average (1 min) at start %.2f, at end %.2f on %d CPUs.\n",
+			r.LoadStart, r.LoadEnd, runtime.NumCPU())
+		if err := r.writePolicyTable(&b); err != nil {
+			return err
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "pods\tscheme\tto\tip rules\tsetup ms\tTCP Gbit/s\tvs plain\tUDP RR/s\tvs plain\tp50 µs\tvs plain\tp99 µs\tlost\tfrom_pod ns/pkt\t")
 	for _, row := range r.Rows {
@@ -315,6 +325,9 @@ func (r *Report) WriteJSONLines(w io.Writer) error {
 		}
 	}
 	for _, pods := range r.Options.Sizes {
+		if _, ok := r.ProgNs[pods]; !ok {
+			continue // a policy-only run measured none
+		}
 		if err := enc.Encode(map[string]any{"kind": "from_pod", "pods": pods, "ns_per_packet": r.ProgNs[pods]}); err != nil {
 			return err
 		}
@@ -322,8 +335,12 @@ func (r *Report) WriteJSONLines(w io.Writer) error {
 	if err := r.writePolicyJSONLines(w); err != nil {
 		return err
 	}
+	if r.Options.PolicyOnly {
+		return enc.Encode(map[string]any{"kind": "run", "wall_s": r.Wall.Seconds(), "policy_repeats": r.Options.PolicyRepeats, "policy_only": true,
+			"loadavg_start": r.LoadStart, "loadavg_end": r.LoadEnd})
+	}
 	return enc.Encode(map[string]any{
-		"kind": "run", "wall_s": r.Wall.Seconds(), "repeats": r.Options.Repeats, "sizes": r.Options.Sizes,
+		"kind": "run", "wall_s": r.Wall.Seconds(), "repeats": r.Options.Repeats, "policy_repeats": r.Options.PolicyRepeats, "sizes": r.Options.Sizes,
 		"eniwire_worst_vs_plain":         r.worstAll(Direct.Name),
 		"eniwire_service_worst_vs_plain": r.worstAll(Service.Name),
 		"eniwire_ipv6_worst_vs_plain":    r.worstAll(Direct6.Name),

@@ -12,13 +12,18 @@ import (
 
 // Options choose the size of a run. The zero value is the full benchmark.
 type Options struct {
-	Sizes       []int         // pods in the policy; default 1, 100, 1000, 10000
-	Repeats     int           // runs per (scheme, size), interleaved; default 3
-	TCPDuration time.Duration // iperf3 -t; default 3s
-	RRDuration  time.Duration // UDP ping-pong per run; default 2s
-	ProgRepeat  int           // packets per BPF_PROG_TEST_RUN; default 1,000,000
-	KNP         string        // the built knp command (BuildKNP); empty: no kube-network-policies rows
-	Progress    io.Writer     // one line per step; nothing when nil
+	Sizes   []int // pods in the policy; default 1, 100, 1000, 10000
+	Repeats int   // runs per (scheme, size), interleaved; default 3
+	// PolicyRepeats is how many times the policy rows measure each enforcer, interleaved; default 7. A
+	// single TCP stream on these veths swings by up to 2 × between runs, so their ratios need more
+	// repeats than the pod-count rows' (docs/benchmarks.md, the policy rows).
+	PolicyRepeats int
+	TCPDuration   time.Duration // iperf3 -t; default 3s
+	RRDuration    time.Duration // UDP ping-pong per run; default 2s
+	ProgRepeat    int           // packets per BPF_PROG_TEST_RUN; default 1,000,000
+	KNP           string        // the built knp command (BuildKNP); empty: no kube-network-policies rows
+	PolicyOnly    bool          // the policy rows alone: no pod-count, Service or IPv6 rows
+	Progress      io.Writer     // one line per step; nothing when nil
 }
 
 func (o Options) withDefaults() Options {
@@ -27,6 +32,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Repeats <= 0 {
 		o.Repeats = 3
+	}
+	if o.PolicyRepeats <= 0 {
+		o.PolicyRepeats = 7
 	}
 	if o.TCPDuration <= 0 {
 		o.TCPDuration = 3 * time.Second
@@ -60,6 +68,10 @@ func Run(ctx context.Context, opts Options) (rep *Report, err error) {
 	start, load := time.Now(), loadAvg()
 	prefix := UniquePrefix("bench")
 	pinBase := filepath.Join("/sys/fs/bpf", prefix)
+	if opts.PolicyOnly {
+		defer os.RemoveAll(pinBase)
+		return runPolicyOnly(ctx, prefix, pinBase, opts, start, load)
+	}
 	ew := &Eniwire{PinRoot: filepath.Join(pinBase, "v1")}
 	var benches, serviced, ipv6 []*bench
 	defer func() {
@@ -211,4 +223,16 @@ func measureService(ctx context.Context, b *bench, pods, repeat int, opts Option
 		return Sample{}, fmt.Errorf("%s with %d pods: %w", b.scheme.Name(), pods, err)
 	}
 	return measure(ctx, b, Service, pods, repeat, opts)
+}
+
+// runPolicyOnly is Run with the policy rows alone.
+func runPolicyOnly(ctx context.Context, prefix, pinBase string, opts Options, start time.Time, load float64) (*Report, error) {
+	rep := &Report{Options: opts, LoadStart: load}
+	var err error
+	if rep.PolicySamples, err = runPolicyRows(ctx, prefix+"-p", filepath.Join(pinBase, "policy"), opts); err != nil {
+		return nil, err
+	}
+	rep.Wall, rep.LoadEnd = time.Since(start), loadAvg()
+	rep.summarizePolicy()
+	return rep, nil
 }

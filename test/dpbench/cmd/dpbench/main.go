@@ -28,6 +28,8 @@ func main() {
 	flag.DurationVar(&opts.RRDuration, "rr", 0, "UDP request/response duration per run (default 2s)")
 	flag.IntVar(&opts.ProgRepeat, "prog-repeat", 0, "packets per BPF_PROG_TEST_RUN of from_pod (default 1000000)")
 	flag.StringVar(&opts.KNP, "knp", "", "the built test/dpbench/knp command: adds the kube-network-policies policy rows")
+	flag.IntVar(&opts.PolicyRepeats, "policy-repeats", 7, "runs per enforcer in the policy rows; ratios are medians")
+	flag.BoolVar(&opts.PolicyOnly, "policy-only", false, "run the NetworkPolicy rows alone (10-20 s a repeat)")
 	flag.Parse()
 	for _, f := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
