@@ -72,8 +72,8 @@ func requireMachine(t *testing.T) {
 	}
 }
 
-// upCluster brings up the test cluster for t, of the IP family IP_FAMILY names (ipv4, the default, or
-// ipv6), and removes it when t ends (kept with E2E_KEEP=1 on failure).
+// upCluster brings up the test cluster for t, of the IP family IP_FAMILY names (ipv4, the default, ipv6 or
+// dual), and removes it when t ends (kept with E2E_KEEP=1 on failure).
 func upCluster(t *testing.T, ctx context.Context) *cluster.Cluster {
 	t.Helper()
 	start := time.Now()
@@ -123,7 +123,8 @@ func dumpLogs(t *testing.T, c *cluster.Cluster) {
 	}
 }
 
-// TestKubernetesNode is the whole run: one cluster, the cases in order (an IPv6 cluster's are runIPv6's).
+// TestKubernetesNode is the whole run: one cluster, the cases in order (an IPv6 cluster's are runIPv6's, a
+// dual-stack cluster's runDual's).
 func TestKubernetesNode(t *testing.T) {
 	requireMachine(t)
 	ctx := context.Background()
@@ -135,6 +136,11 @@ func TestKubernetesNode(t *testing.T) {
 	}
 	if c.Family.IsIPv6() {
 		s.runIPv6(t)
+		writeReport(t)
+		return
+	}
+	if c.Family.IsDual() {
+		s.runDual(t)
 		writeReport(t)
 		return
 	}
