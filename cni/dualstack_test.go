@@ -35,14 +35,7 @@ func TestADualStackPodGetsAnIPv4AndAnIPv6AddressForEveryClaimedVersion(t *testin
 				t.Fatalf("ADD: %v\nlog: %s", err, h.log.String())
 			}
 			if ok, _ := version.GreaterThanOrEqualTo(ver, "0.3.0"); ok {
-				res, err := version.NewResult(ver, out)
-				if err != nil {
-					t.Fatalf("parsing %s result %s: %v", ver, out, err)
-				}
-				cur, err := current.NewResultFromResult(res)
-				if err != nil {
-					t.Fatal(err)
-				}
+				cur := addResultOf(t, ver, out)
 				if got := resultAddrs(cur); got != fmt.Sprintf("eth0 %s/32 via 169.254.1.1, eth0 %s/128 via fe80::1", ipv4, ipv6) {
 					t.Fatalf("result addresses: %s\n%s", got, out)
 				}
@@ -52,20 +45,8 @@ func TestADualStackPodGetsAnIPv4AndAnIPv6AddressForEveryClaimedVersion(t *testin
 			} else if !bytes.Contains(out, []byte(ipv4+"/32")) || !bytes.Contains(out, []byte(ipv6+"/128")) {
 				t.Fatalf("%s result lacks %s/32 or %s/128:\n%s", ver, ipv4, ipv6, out)
 			}
-			hostVeth := cnitest.Links(t, h.node, plumbing.HostVethPrefix)
-			if len(hostVeth) != 1 {
-				t.Fatalf("host veths %v, want one", hostVeth)
-			}
-			hostMAC := assertRoutedToVeth(t, h.node, hostVeth[0], ipv4+"/32", ipv6+"/128")
-			podNS, err := plumbing.OpenPod(pod.Path())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer podNS.Close()
-			want := plumbing.PodConfig{IfName: "eth0", IP: net.ParseIP(ipv4), IPv6: net.ParseIP(ipv6), HostMAC: hostMAC, MTU: cnitest.DefaultMTU}
-			if err := podNS.Verify(want); err != nil {
-				t.Fatalf("pod side: %v", err)
-			}
+			verifyWired(t, h, pod, plumbing.PodConfig{IfName: "eth0", IP: net.ParseIP(ipv4), IPv6: net.ParseIP(ipv6), MTU: cnitest.DefaultMTU},
+				ipv4+"/32", ipv6+"/128")
 			if err := pod.Do(func(ns.NetNS) error { return noDAD(ipv6) }); err != nil {
 				t.Fatal(err)
 			}
@@ -74,11 +55,7 @@ func TestADualStackPodGetsAnIPv4AndAnIPv6AddressForEveryClaimedVersion(t *testin
 				if _, err := h.run(check, podArgs(id, pod, h.conf(ver, out))); err != nil {
 					t.Fatalf("CHECK of a wired dual-stack pod: %v", err)
 				}
-				for _, c := range []struct {
-					what   string
-					break_ func() error
-					want   string
-				}{
+				checkNamesEachBreak(t, h, pod, id, ver, out, []checkBreak{
 					{"without the IPv4 address", func() error {
 						l, _ := netlink.LinkByName("eth0")
 						a, _ := netlink.ParseAddr(ipv4 + "/32")
@@ -97,23 +74,9 @@ func TestADualStackPodGetsAnIPv4AndAnIPv6AddressForEveryClaimedVersion(t *testin
 						l, _ := netlink.LinkByName("eth0")
 						return netlink.NeighDel(&netlink.Neigh{LinkIndex: l.Attrs().Index, IP: plumbing.GatewayIPv6, Family: netlink.FAMILY_V6})
 					}, "neighbour"},
-				} {
-					if err := pod.Do(func(ns.NetNS) error { return c.break_() }); err != nil {
-						t.Fatalf("breaking the pod (%s): %v", c.what, err)
-					}
-					if _, err := h.run(check, podArgs(id, pod, h.conf(ver, out))); err == nil || !strings.Contains(err.Error(), c.want) {
-						t.Fatalf("CHECK %s = %v, want an error naming %s", c.what, err, c.want)
-					}
-					// A repeated ADD puts everything back.
-					if _, err := h.run(add, args); err != nil {
-						t.Fatalf("repeated ADD: %v", err)
-					}
-					if err := pod.Do(func(ns.NetNS) error { return noDAD(ipv6) }); err != nil {
-						t.Fatalf("after the repeated ADD: %v", err)
-					}
-				}
-				if _, err := h.run(check, podArgs(id, pod, h.conf(ver, out))); err != nil {
-					t.Fatalf("CHECK after the repeated ADDs: %v", err)
+				})
+				if err := pod.Do(func(ns.NetNS) error { return noDAD(ipv6) }); err != nil {
+					t.Fatalf("after the repeated ADDs: %v", err)
 				}
 			}
 			if _, err := h.run(del, podArgs(id, pod, h.conf(ver, out))); err != nil {

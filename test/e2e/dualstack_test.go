@@ -80,21 +80,10 @@ func TestADualStackNodeServesPodsOverBothFamiliesEndToEnd(t *testing.T) {
 	})
 
 	t.Run("after a kill -9 restart of the agent the pods keep both addresses", func(t *testing.T) {
-		if err := w.stopAgent(syscall.SIGKILL); err != nil {
-			t.Errorf("killing the agent: %v", err)
-		}
-		w.startAgent()
-		as, err := w.client.Assignments(ctx)
-		must(t, err)
+		books := w.killAndRestartAgent(t, ctx)
 		for _, p := range []*pod{a, b} {
-			found := false
-			for _, asg := range as {
-				if asg.IP == p.ip.String() {
-					found = asg.IPv6 == p.IPv6.String()
-				}
-			}
-			if !found {
-				t.Errorf("after the restart the agent's books lack %s with %s: %+v", p.ip, p.IPv6, as)
+			if asg, ok := books[p.ip]; !ok || asg.IPv6 != p.IPv6.String() {
+				t.Errorf("after the restart the agent's books lack %s with %s: %+v", p.ip, p.IPv6, books)
 			}
 		}
 		late := w.addPod("dslate")
