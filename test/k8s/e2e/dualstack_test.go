@@ -17,18 +17,12 @@ import (
 // IPv6 of their node's /80, and a RequireDualStack Service reached over each of its ClusterIPs from a pod on
 // its backends' node and from one on the other, in both kube-proxy modes.
 func (s *suite) runDual(t *testing.T) {
-	ctx := context.Background()
 	if !results.run(t, dualPodsCase, s.dualPods) {
 		t.FailNow()
 	}
-	for _, mode := range []string{"iptables", "nftables"} {
-		if mode != s.c.ProxyMode {
-			if err := s.switchProxy(ctx, mode); err != nil {
-				t.Fatalf("switching kube-proxy to %s: %v", mode, err)
-			}
-		}
+	s.inEachProxyMode(t, func(mode string) {
 		results.run(t, fmt.Sprintf("ds-3. [%s] a RequireDualStack Service over its IPv4 and its IPv6 ClusterIP, from node 1 and node 2", mode), s.dualStackService)
-	}
+	})
 }
 
 const (
@@ -40,24 +34,7 @@ const (
 // has two, an IPv4 of the VPC first and an IPv6 of the one /80 EC2 lists on its node's primary ENI, none
 // used twice.
 func (s *suite) dualPods(t *testing.T) string {
-	ctx := context.Background()
-	apps, core := s.c.Client.AppsV1().Deployments(ns), s.c.Client.CoreV1().Pods(ns)
-	start := time.Now()
-	mustCreate(t, "web", apps.Create, deployment("web", s.node1.Name, dualWebReplicas))
-	mustCreate(t, "client1", core.Create, pod("client1", s.node1.Name, 0))
-	mustCreate(t, "client2", core.Create, pod("client2", s.node2.Name, 0))
-	var pods []corev1.Pod
-	for _, w := range []struct {
-		sel string
-		n   int
-	}{{"app=web", dualWebReplicas}, {"app=client1", 1}, {"app=client2", 1}} {
-		ps, err := waitPodsReady(ctx, s.c, ns, w.sel, w.n, 4*time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pods = append(pods, ps...)
-	}
-	took := time.Since(start)
+	pods, took := s.startWebAndClients(t, dualWebReplicas, 0)
 	prefixes := map[string]netip.Prefix{}
 	for _, n := range s.c.Nodes {
 		p, err := s.primarySlash80(n.Instance.PrimaryENI)

@@ -149,16 +149,11 @@ func TestKubernetesNode(t *testing.T) {
 	results.run(t, "2. Deployment of 30 pods: VPC addresses, books = EC2 = BPF map", s.deployment)
 	results.run(t, fillNodeCase, s.fillNode)
 	results.run(t, fullCauseCase, s.fullNodeCause)
-	for _, mode := range []string{"iptables", "nftables"} {
-		if mode != c.ProxyMode {
-			if err := s.switchProxy(ctx, mode); err != nil {
-				t.Fatalf("switching kube-proxy to %s: %v", mode, err)
-			}
-		}
+	s.inEachProxyMode(t, func(mode string) {
 		for _, sc := range s.serviceCases() {
 			results.run(t, fmt.Sprintf("3. [%s] %s", mode, sc.name), sc.run)
 		}
-	}
+	})
 	results.run(t, "4. probes pass; probed pods reachable from the VPC and node 2", s.probes)
 	results.run(t, "4b. pod to the internet (SNAT), the VPC and its node; node to pod", s.podToOutside)
 	results.run(t, "4c. path MTU: fragmentation-needed reaches a pod, directly and through a Service", s.pathMTU)
