@@ -145,3 +145,29 @@ func TestADualStackClustersAddressPlanHasBothFamilies(t *testing.T) {
 		t.Errorf("the agent is handed %q, want the IPv6 Service range %s", f.AgentEnv["ENIWIRE_SERVICE_CIDRS"], v6.ServiceCIDR)
 	}
 }
+
+// A dual-stack node's kubelet names both addresses, IPv4 first, and kube-proxy's cluster CIDR both VPC
+// blocks; an IPv6 node's names its IPv6 alone, an IPv4 node's its IPv4.
+func TestANodesAddressesFollowTheFamily(t *testing.T) {
+	inst := ec2sim.Instance{PrimaryIP: "10.0.0.4", VPCCIDR: VPCCIDR}
+	v6 := netip.MustParseAddr("2600:1f14:e0:1::4")
+	for _, c := range []struct {
+		family, nodeIPs, podRange string
+	}{
+		{IPv4, "10.0.0.4", VPCCIDR},
+		{IPv6, "2600:1f14:e0:1::4", "2600:1f14:e0::/56"},
+		{Dual, "10.0.0.4,2600:1f14:e0:1::4", VPCCIDR + ",2600:1f14:e0::/56"},
+	} {
+		f, _ := FamilyOf(c.family)
+		n := &Node{Instance: inst, family: f}
+		if f.HasIPv6() {
+			n.IPv6 = v6
+		}
+		if got := n.nodeIPs(); got != c.nodeIPs {
+			t.Errorf("%s node: --node-ip %s, want %s", c.family, got, c.nodeIPs)
+		}
+		if got := n.podRange(); got != c.podRange {
+			t.Errorf("%s node: clusterCIDR %s, want %s", c.family, got, c.podRange)
+		}
+	}
+}
