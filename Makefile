@@ -42,7 +42,7 @@ test: deps lint check-generate ## Install what is missing, vet, check the BPF ob
 	$(MAKE) conformance-subset IP_FAMILY=ipv6
 
 K8S := test/k8s
-# IP_FAMILY=ipv6 makes `make k8s`, `make e2e-k8s` and `make conformance` run an IPv6 single-stack cluster.
+# IP_FAMILY=ipv6 makes `make k8s`, `make e2e-k8s` and `make conformance` run an IPv6 single-stack cluster (dual: dual-stack, k8s and e2e-k8s).
 IP_FAMILY ?= ipv4
 export IP_FAMILY
 

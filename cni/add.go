@@ -99,7 +99,7 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 		return types.NewError(types.ErrIOFailure, "eniwire: printing the result", err.Error())
 	}
 	watch.lap("address")
-	log.Info("pod wired", append([]any{"ip", asg.IP, "egressIP", asg.EgressIP, "eni", asg.ENI, "hostVeth", hostName, "hostIfindex", veth.HostIndex,
+	log.Info("pod wired", append([]any{"ip", asg.IP, "ipv6", asg.IPv6, "egressIP", asg.EgressIP, "eni", asg.ENI, "hostVeth", hostName, "hostIfindex", veth.HostIndex,
 		"mtu", asg.MTU, "reused", veth.Reused}, watch.attrs()...)...)
 	return nil
 }

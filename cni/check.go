@@ -42,9 +42,9 @@ func (p *Plugin) Check(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	if prevAddrs := podAddrsFromResult(prev); !addrs.ip.Equal(prevAddrs.ip) || !addrs.egress.Equal(prevAddrs.egress) {
-		return types.NewError(types.ErrInternal, fmt.Sprintf("eniwire: CHECK: prevResult has %v (IPv4 egress %v) but the agent assigned %s (IPv4 egress %v)",
-			prevAddrs.ip, prevAddrs.egress, addrs.ip, addrs.egress), "")
+	if prevAddrs := podAddrsFromResult(prev); !addrs.equal(prevAddrs) {
+		return types.NewError(types.ErrInternal, fmt.Sprintf("eniwire: CHECK: prevResult has %v but the agent assigned %v",
+			prevAddrs, addrs), "")
 	}
 	hostMAC, err := hostVethMAC(rec)
 	if err != nil {

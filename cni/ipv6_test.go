@@ -35,34 +35,15 @@ func TestAnIPv6PodGetsItsAddressAndAnIPv4EgressAddressForEveryClaimedVersion(t *
 			}
 			const ipv6, egress = "2600:1f14:e1a:e101:a::2", "169.254.172.1"
 			if ok, _ := version.GreaterThanOrEqualTo(ver, "0.3.0"); ok {
-				res, err := version.NewResult(ver, out)
-				if err != nil {
-					t.Fatalf("parsing %s result %s: %v", ver, out, err)
-				}
-				cur, err := current.NewResultFromResult(res)
-				if err != nil {
-					t.Fatal(err)
-				}
+				cur := addResultOf(t, ver, out)
 				if got := resultAddrs(cur); got != fmt.Sprintf("eth0 %s/128 via fe80::1, lo %s/32", ipv6, egress) {
 					t.Fatalf("result addresses: %s\n%s", got, out)
 				}
 			} else if !bytes.Contains(out, []byte(ipv6+"/128")) || !bytes.Contains(out, []byte(egress+"/32")) {
 				t.Fatalf("%s result lacks %s/128 or %s/32:\n%s", ver, ipv6, egress, out)
 			}
-			hostVeth := cnitest.Links(t, h.node, plumbing.HostVethPrefix)
-			if len(hostVeth) != 1 {
-				t.Fatalf("host veths %v, want one", hostVeth)
-			}
-			hostMAC := assertRoutedToVeth(t, h.node, hostVeth[0], ipv6+"/128", egress+"/32")
-			podNS, err := plumbing.OpenPod(pod.Path())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer podNS.Close()
-			want := plumbing.PodConfig{IfName: "eth0", IPv6: net.ParseIP(ipv6), EgressIP: net.ParseIP(egress), HostMAC: hostMAC, MTU: cnitest.DefaultMTU}
-			if err := podNS.Verify(want); err != nil {
-				t.Fatalf("pod side: %v", err)
-			}
+			verifyWired(t, h, pod, plumbing.PodConfig{IfName: "eth0", IPv6: net.ParseIP(ipv6), EgressIP: net.ParseIP(egress), MTU: cnitest.DefaultMTU},
+				ipv6+"/128", egress+"/32")
 			if err := pod.Do(func(ns.NetNS) error { return noDAD(ipv6) }); err != nil {
 				t.Fatal(err)
 			}
@@ -71,11 +52,7 @@ func TestAnIPv6PodGetsItsAddressAndAnIPv4EgressAddressForEveryClaimedVersion(t *
 				if _, err := h.run(check, podArgs(id, pod, h.conf(ver, out))); err != nil {
 					t.Fatalf("CHECK of a wired IPv6 pod: %v", err)
 				}
-				for _, c := range []struct {
-					what   string
-					break_ func() error
-					want   string
-				}{
+				checkNamesEachBreak(t, h, pod, id, ver, out, []checkBreak{
 					{"without the IPv6 gateway's neighbour entry", func() error {
 						l, _ := netlink.LinkByName("eth0")
 						return netlink.NeighDel(&netlink.Neigh{LinkIndex: l.Attrs().Index, IP: plumbing.GatewayIPv6, Family: netlink.FAMILY_V6})
@@ -85,18 +62,7 @@ func TestAnIPv6PodGetsItsAddressAndAnIPv4EgressAddressForEveryClaimedVersion(t *
 						a, _ := netlink.ParseAddr("169.254.172.99/32")
 						return netlink.AddrAdd(l, a)
 					}, "besides " + egress},
-				} {
-					if err := pod.Do(func(ns.NetNS) error { return c.break_() }); err != nil {
-						t.Fatalf("breaking the pod (%s): %v", c.what, err)
-					}
-					if _, err := h.run(check, podArgs(id, pod, h.conf(ver, out))); err == nil || !strings.Contains(err.Error(), c.want) {
-						t.Fatalf("CHECK %s = %v, want an error naming %s", c.what, err, c.want)
-					}
-					// A repeated ADD puts everything back.
-					if _, err := h.run(add, args); err != nil {
-						t.Fatalf("repeated ADD: %v", err)
-					}
-				}
+				})
 			}
 			if _, err := h.run(del, podArgs(id, pod, h.conf(ver, out))); err != nil {
 				t.Fatalf("DEL: %v", err)
@@ -106,6 +72,67 @@ func TestAnIPv6PodGetsItsAddressAndAnIPv4EgressAddressForEveryClaimedVersion(t *
 				t.Errorf("the agent holds %d free addresses after DEL, want both back", h.agent.Free())
 			}
 		})
+	}
+}
+
+// verifyWired checks that the node routes each of dsts to the pod's one host veth, and that the pod holds
+// want (with that veth's MAC as its gateways').
+func verifyWired(t *testing.T, h *harness, pod ns.NetNS, want plumbing.PodConfig, dsts ...string) {
+	t.Helper()
+	hostVeth := cnitest.Links(t, h.node, plumbing.HostVethPrefix)
+	if len(hostVeth) != 1 {
+		t.Fatalf("host veths %v, want one", hostVeth)
+	}
+	want.HostMAC = assertRoutedToVeth(t, h.node, hostVeth[0], dsts...)
+	podNS, err := plumbing.OpenPod(pod.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer podNS.Close()
+	if err := podNS.Verify(want); err != nil {
+		t.Fatalf("pod side: %v", err)
+	}
+}
+
+// addResultOf parses what ADD printed for version ver (0.3.0 or later) as the current result type.
+func addResultOf(t *testing.T, ver string, out []byte) *current.Result {
+	t.Helper()
+	res, err := version.NewResult(ver, out)
+	if err != nil {
+		t.Fatalf("parsing %s result %s: %v", ver, out, err)
+	}
+	cur, err := current.NewResultFromResult(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cur
+}
+
+// checkBreak is one way to break a wired pod, and what CHECK's error must then name.
+type checkBreak struct {
+	what   string
+	break_ func() error
+	want   string
+}
+
+// checkNamesEachBreak breaks the pod id (wired by an ADD of version ver that printed out) each way in turn:
+// CHECK must fail naming what broke, and a repeated ADD must put everything back, so that CHECK passes at
+// the end.
+func checkNamesEachBreak(t *testing.T, h *harness, pod ns.NetNS, id, ver string, out []byte, breaks []checkBreak) {
+	t.Helper()
+	for _, c := range breaks {
+		if err := pod.Do(func(ns.NetNS) error { return c.break_() }); err != nil {
+			t.Fatalf("breaking the pod (%s): %v", c.what, err)
+		}
+		if _, err := h.run(check, podArgs(id, pod, h.conf(ver, out))); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("CHECK %s = %v, want an error naming %s", c.what, err, c.want)
+		}
+		if _, err := h.run(add, podArgs(id, pod, h.conf(ver, nil))); err != nil {
+			t.Fatalf("repeated ADD: %v", err)
+		}
+	}
+	if _, err := h.run(check, podArgs(id, pod, h.conf(ver, out))); err != nil {
+		t.Fatalf("CHECK after the repeated ADDs: %v", err)
 	}
 }
 

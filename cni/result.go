@@ -13,8 +13,9 @@ import (
 )
 
 // buildResult describes the pair and the pod's addresses in the current result type; printResult converts it
-// to the version the runtime asked for. An IPv6 pod's result lists its IPv6 address on the veth and its IPv4
-// egress address on its own interface (plumbing.EgressIfName), which runtimes do not take as the pod's IP.
+// to the version the runtime asked for. The pod's IPv4 and IPv6 addresses are on the veth, IPv4 first (a
+// dual-stack pod has both), each with its default route; an IPv6 pod's IPv4 egress address is on its own
+// interface (plumbing.EgressIfName), which runtimes do not take as the pod's IP.
 func buildResult(netnsPath string, veth *plumbing.Veth, a podAddrs) *current.Result {
 	podIdx := 1
 	r := &current.Result{
@@ -24,22 +25,20 @@ func buildResult(netnsPath string, veth *plumbing.Veth, a podAddrs) *current.Res
 			{Name: veth.PodIfName, Mac: veth.PodMAC.String(), Sandbox: netnsPath},
 		},
 	}
-	ipv4Route := &types.Route{Dst: net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}, GW: plumbing.GatewayIP}
-	if !a.ipv6() {
-		r.IPs = []*current.IPConfig{{Interface: &podIdx, Address: net.IPNet{IP: a.ip, Mask: net.CIDRMask(32, 32)}, Gateway: plumbing.GatewayIP}}
-		r.Routes = []*types.Route{ipv4Route}
-		return r
+	if a.v4 != nil {
+		r.IPs = append(r.IPs, &current.IPConfig{Interface: &podIdx, Address: net.IPNet{IP: a.v4, Mask: net.CIDRMask(32, 32)}, Gateway: plumbing.GatewayIP})
 	}
-	egressIdx := 2
-	r.Interfaces = append(r.Interfaces, &current.Interface{Name: plumbing.EgressIfName, Sandbox: netnsPath})
-	r.IPs = []*current.IPConfig{
-		{Interface: &podIdx, Address: net.IPNet{IP: a.ip, Mask: net.CIDRMask(128, 128)}, Gateway: plumbing.GatewayIPv6},
-		{Interface: &egressIdx, Address: net.IPNet{IP: a.egress, Mask: net.CIDRMask(32, 32)}},
+	if a.v6 != nil {
+		r.IPs = append(r.IPs, &current.IPConfig{Interface: &podIdx, Address: net.IPNet{IP: a.v6, Mask: net.CIDRMask(128, 128)}, Gateway: plumbing.GatewayIPv6})
+		r.Routes = append(r.Routes, &types.Route{Dst: net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}, GW: plumbing.GatewayIPv6})
 	}
-	r.Routes = []*types.Route{
-		{Dst: net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}, GW: plumbing.GatewayIPv6},
-		ipv4Route,
+	if a.egress != nil {
+		egressIdx := len(r.Interfaces)
+		r.Interfaces = append(r.Interfaces, &current.Interface{Name: plumbing.EgressIfName, Sandbox: netnsPath})
+		r.IPs = append(r.IPs, &current.IPConfig{Interface: &egressIdx, Address: net.IPNet{IP: a.egress, Mask: net.CIDRMask(32, 32)}})
 	}
+	// Every pod has the IPv4 default route: from its IPv4 address, or an IPv6 pod's from its egress address.
+	r.Routes = append(r.Routes, &types.Route{Dst: net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}, GW: plumbing.GatewayIP})
 	return r
 }
 
@@ -69,28 +68,36 @@ func prevResult(conf *Conf) *current.Result {
 	return r
 }
 
-// podAddrsFromResult are the addresses r gives the pod: its first IPv4 address alone, or, when r lists an
-// IPv6 address, that one with r's IPv4 address as its egress address.
+// podAddrsFromResult are the addresses r gives the pod: its first IPv4 and first IPv6 address on the pod's
+// interface, and the first IPv4 address on the egress interface (plumbing.EgressIfName) as an IPv6 pod's
+// egress address.
 func podAddrsFromResult(r *current.Result) podAddrs {
 	var a podAddrs
 	if r == nil {
 		return a
 	}
-	var v4 net.IP
 	for _, ipc := range r.IPs {
-		if ip := ipc.Address.IP.To4(); ip != nil {
-			if v4 == nil {
-				v4 = ip
+		ip := ipc.Address.IP
+		switch {
+		case ip.To4() != nil && onEgressInterface(r, ipc):
+			if a.egress == nil {
+				a.egress = ip.To4()
 			}
-		} else if a.ip == nil {
-			a.ip = ipc.Address.IP
+		case ip.To4() != nil:
+			if a.v4 == nil {
+				a.v4 = ip.To4()
+			}
+		case a.v6 == nil:
+			a.v6 = ip
 		}
 	}
-	if a.ip == nil {
-		return podAddrs{ip: v4}
-	}
-	a.egress = v4
 	return a
+}
+
+// onEgressInterface reports whether ipc is on r's egress interface (plumbing.EgressIfName).
+func onEgressInterface(r *current.Result, ipc *current.IPConfig) bool {
+	return ipc.Interface != nil && *ipc.Interface >= 0 && *ipc.Interface < len(r.Interfaces) &&
+		r.Interfaces[*ipc.Interface].Name == plumbing.EgressIfName
 }
 
 // hostIfaceFromResult is the interface of r that lives outside the sandbox: the host veth.

@@ -91,6 +91,12 @@ type Config struct {
 	// no warm target, no VPC IPv4 pod address. It needs a Nitro type and the primary ENI's subnet to hold an
 	// IPv6 /64; New refuses it with CustomNetworking (ipv6mode.go).
 	EnableIPv6 bool
+	// DualStack (ENABLE_IPv6=true with ENABLE_IPv4=true) gives each pod an IPv4 of the warm pool, as without
+	// EnableIPv6 (secondary IPs or /28 prefixes, warm targets, secondary ENIs), and an IPv6 of one /80 the node
+	// takes on its primary ENI as in IPv6 mode, both in one journaled assignment (dualstack.go). Max pods is
+	// the IPv4 number. It needs what the /80 needs (a Nitro type, an IPv6 /64 on the primary ENI's subnet) and
+	// excludes EnableIPv6 and CustomNetworking.
+	DualStack bool
 	// VPCRefreshInterval: the VPC's CIDR blocks are read (DescribeVpcs) at start and then at most this often,
 	// with the reconcile (default 5 min).
 	VPCRefreshInterval time.Duration

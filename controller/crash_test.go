@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -73,6 +74,19 @@ func onePrefixOnThePrimary(w *world, _ *journal.State) error {
 	return err
 }
 
+// dualStackChurn: secondaryIPChurn in dual-stack mode: the node takes one /80 on its primary ENI besides, and
+// each pod an address of it with its IPv4, in the same record. Whatever step a crash hits, no pod loses
+// either address or shares one, and the primary ends with exactly one /80.
+var dualStackChurn = workload{itype: "m5.large", pods: churnPods, config: dualStackChurnConfig, dualStack: true,
+	points: []string{"journal", "create", "attach", "modify", "assign-ips", "unassign-ips", "detach", "delete", "assign-ipv6"},
+	check:  onePrefixOnThePrimary}
+
+func dualStackChurnConfig(dir string) controller.Config {
+	cfg := churnConfig(dir)
+	cfg.DualStack = true
+	return cfg
+}
+
 func prefixChurnConfig(dir string) controller.Config {
 	cfg := churnConfig(dir)
 	cfg.EnablePrefixDelegation = true
@@ -112,7 +126,7 @@ func runChurn(t *testing.T, wl workload, at int64) []string {
 			if cid == releasing {
 				continue // the release may have reached the journal before the crash: CNI DEL is retried
 			}
-			if a := st.Assignment(cid, "eth0"); a == nil || a.IP != ip {
+			if a := st.Assignment(cid, "eth0"); a == nil || dualAddrs(a.IP, a.IPv6) != ip {
 				t.Fatalf("crash at %d (%s): assignment of %s (%s) lost on restart", at, c.points[len(c.points)-1], cid, ip)
 			}
 		}
@@ -143,15 +157,18 @@ func runChurn(t *testing.T, wl workload, at int64) []string {
 			if err != nil {
 				return err
 			}
-			for other, ip := range answered {
-				if ip == a.IP && other != cid {
-					t.Fatalf("IP %s given to %s and %s", ip, other, cid)
+			got := dualAddrs(a.IP, a.IPv6)
+			for other, addrs := range answered {
+				for _, ip := range strings.Fields(got) {
+					if other != cid && slices.Contains(strings.Fields(addrs), ip) {
+						t.Fatalf("IP %s given to %s and %s", ip, other, cid)
+					}
 				}
 			}
-			if prev, ok := answered[cid]; ok && prev != a.IP {
-				t.Fatalf("repeated assign of %s answered %s, then %s", cid, prev, a.IP)
+			if prev, ok := answered[cid]; ok && prev != got {
+				t.Fatalf("repeated assign of %s answered %s, then %s", cid, prev, got)
 			}
-			answered[cid] = a.IP
+			answered[cid] = got
 			return nil
 		})
 	}
@@ -205,6 +222,10 @@ func TestCrashAtEveryStepOfTheSingleIPFallbackLosesNothing(t *testing.T) {
 
 func TestCrashAtEveryStepOfIPv6ModeLosesNothing(t *testing.T) {
 	crashEveryStep(t, ipv6Churn)
+}
+
+func TestCrashAtEveryStepOfDualStackModeLosesNothing(t *testing.T) {
+	crashEveryStep(t, dualStackChurn)
 }
 
 // crashEveryStep runs the workload once to list its crash points, then once per point with a crash there.

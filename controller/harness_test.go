@@ -249,14 +249,32 @@ func (w *world) checkBooks(st *journal.State, answered map[string]string) error 
 		if !slices.Contains(simIPs[a.ENI], a.IP) && !inIPv6Prefix(simIPv6[a.ENI], a.IP) {
 			return fmt.Errorf("assigned IP %s is not on ENI %s in EC2", a.IP, a.ENI)
 		}
+		if a.IPv6 == "" {
+			continue
+		}
+		if other, dup := ips[a.IPv6]; dup {
+			return fmt.Errorf("IP %s assigned twice: %s and %s", a.IPv6, other, a.ContainerID)
+		}
+		ips[a.IPv6] = a.ContainerID
+		if !inIPv6Prefix(simIPv6[w.inst.PrimaryENI], a.IPv6) {
+			return fmt.Errorf("assigned IPv6 %s is not in the primary ENI's /80 in EC2", a.IPv6)
+		}
 	}
 	for cid, ip := range answered {
 		a := st.Assignment(cid, "eth0")
-		if a == nil || a.IP != ip {
+		if a == nil || dualAddrs(a.IP, a.IPv6) != ip {
 			return fmt.Errorf("assignment of %s (%s) lost", cid, ip)
 		}
 	}
 	return nil
+}
+
+// dualAddrs is how the tests note a pod's addresses: its IP, and a dual-stack pod's IPv6 after a space.
+func dualAddrs(ip, ipv6 string) string {
+	if ipv6 == "" {
+		return ip
+	}
+	return ip + " " + ipv6
 }
 
 // sameSet reports whether a and b hold the same strings, in any order.

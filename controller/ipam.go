@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"slices"
 	"time"
@@ -70,6 +71,8 @@ type ipam struct {
 	turns attachmentTurns
 	// ipv6: pods take addresses of the primary ENI's /80 (Config.EnableIPv6; pick).
 	ipv6 bool
+	// dual: pods take an IPv4 of the warm pool and an address of the primary ENI's /80 (Config.DualStack).
+	dual bool
 }
 
 func validAttachment(a api.Attachment) error {
@@ -114,14 +117,14 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		}
 		return out, supersededErr(t, out.IP)
 	}
-	now, view, ip, e, err := p.waitForIP(ctx, t)
+	now, view, ip, ipv6, e, err := p.waitForIP(ctx, t)
 	if err != nil {
 		return nil, err
 	}
 	a := journal.Assignment{
 		ContainerID: req.ContainerID, IfName: req.IfName, Network: req.Network, Netns: req.Netns, PodNamespace: req.Pod.Namespace,
 		PodName: req.Pod.Name, PodUID: req.Pod.UID, HostVeth: req.HostVeth, HostIfindex: req.HostIfindex,
-		IP: ip, ENI: e.ID, AssignedAt: now,
+		IP: ip, IPv6: ipv6, ENI: e.ID, AssignedAt: now,
 	}
 	if p.ipv6 {
 		if a.EgressIP, err = pickEgressIP(p.books.st); err != nil {
@@ -135,7 +138,7 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 	// agent), fsync'd per the sync policy by the commit below, outside the lock, so concurrent ADDs share one.
 	seq, err := p.books.appendLocked(func(st *journal.State) error {
 		st.Assignments = append(st.Assignments, a)
-		st.Cooldowns = slices.DeleteFunc(st.Cooldowns, func(c journal.Cooldown) bool { return c.IP == ip })
+		st.Cooldowns = slices.DeleteFunc(st.Cooldowns, func(c journal.Cooldown) bool { return c.IP == ip || (ipv6 != "" && c.IP == ipv6) })
 		return nil
 	})
 	if err != nil {
@@ -147,6 +150,9 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 	// Wake the pool manager only when this assignment left the pool short; a wake per request would put
 	// housekeeping in the way of the next request.
 	view.Assigned(ip)
+	if ipv6 != "" {
+		view.Assigned(ipv6)
+	}
 	short := !p.ipv6 && p.targets.Short(p.limits, view.Counts()) > 0
 	p.books.mu.Unlock()
 	if short {
@@ -173,7 +179,7 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		return nil, fmt.Errorf("setting up datapath for %s: %w", ip, err)
 	}
 	p.metrics.assigns.WithLabelValues("ok").Inc()
-	p.log.Info("IP assigned", "container", req.ContainerID, "ifname", req.IfName, "ip", ip, "eni", eniID,
+	p.log.Info("IP assigned", "container", req.ContainerID, "ifname", req.IfName, "ip", ip, "ipv6", ipv6, "eni", eniID,
 		"pod", req.Pod.Namespace+"/"+req.Pod.Name)
 	return out, nil
 }
@@ -219,7 +225,11 @@ func (p *ipam) release(ctx context.Context, att api.Attachment, cooldown bool) (
 			return x.ContainerID == rel.ContainerID && x.IfName == rel.IfName
 		})
 		if cooldown {
-			st.Cooldowns = append(st.Cooldowns, journal.Cooldown{IP: rel.IP, ENI: rel.ENI, Until: p.clock.Now().Add(p.cooldown)})
+			until := p.clock.Now().Add(p.cooldown)
+			st.Cooldowns = append(st.Cooldowns, journal.Cooldown{IP: rel.IP, ENI: rel.ENI, Until: until})
+			if rel.IPv6 != "" {
+				st.Cooldowns = append(st.Cooldowns, journal.Cooldown{IP: rel.IPv6, ENI: out.IPv6ENI, Until: until})
+			}
 		}
 		return nil
 	})
@@ -242,7 +252,7 @@ func (p *ipam) release(ctx context.Context, att api.Attachment, cooldown bool) (
 	if !cooldown {
 		wait = 0
 	}
-	p.log.Info("IP released", "container", rel.ContainerID, "ifname", rel.IfName, "ip", rel.IP, "cooldown", wait)
+	p.log.Info("IP released", "container", rel.ContainerID, "ifname", rel.IfName, "ip", rel.IP, "ipv6", rel.IPv6, "cooldown", wait)
 	resp := &api.ReleaseResponse{Released: true, Assignment: out}
 	if p.removesVeth {
 		// The plugin's DEL skips its own (slow) deletion of the veth. A Release that found no record leaves the
@@ -307,8 +317,11 @@ func (p *ipam) toAPI(a journal.Assignment) *api.Assignment {
 	out := &api.Assignment{
 		Attachment: api.Attachment{ContainerID: a.ContainerID, IfName: a.IfName}, Network: a.Network, Netns: a.Netns,
 		Pod:      api.PodIdentity{Namespace: a.PodNamespace, Name: a.PodName, UID: a.PodUID},
-		HostVeth: a.HostVeth, HostIfindex: a.HostIfindex, IP: a.IP, EgressIP: a.EgressIP, ENI: a.ENI, AssignedAt: a.AssignedAt,
+		HostVeth: a.HostVeth, HostIfindex: a.HostIfindex, IP: a.IP, EgressIP: a.EgressIP, IPv6: a.IPv6, ENI: a.ENI, AssignedAt: a.AssignedAt,
 		MTU: p.podMTU,
+	}
+	if e := ipv6PrefixENI(p.books.st, a.IPv6); e != nil {
+		out.IPv6ENI, out.IPv6ENIMAC = e.ID, e.MAC
 	}
 	if e := p.books.st.ENIByID(a.ENI); e != nil {
 		out.ENIMAC, out.DeviceIndex, out.SubnetCIDR = e.MAC, e.DeviceIndex, e.SubnetCIDR
@@ -336,8 +349,20 @@ func podOf(a api.Assignment) (dptypes.Pod, error) {
 			return dptypes.Pod{}, err
 		}
 	}
-	return dptypes.Pod{ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, IP: ip, EgressIP: egress, HostVeth: a.HostVeth,
-		HostIfindex: a.HostIfindex, ENI: eni}, nil
+	pod := dptypes.Pod{ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, IP: ip, EgressIP: egress, HostVeth: a.HostVeth,
+		HostIfindex: a.HostIfindex, ENI: eni}
+	if a.IPv6 != "" {
+		if pod.IPv6, err = netip.ParseAddr(a.IPv6); err != nil || !pod.IPv6.Is6() {
+			return dptypes.Pod{}, fmt.Errorf("reading the IPv6 address %q of pod %s: not IPv6", a.IPv6, a.ContainerID)
+		}
+		pod.IPv6ENI = dptypes.ENI{ID: a.IPv6ENI}
+		if a.IPv6ENIMAC != "" {
+			if pod.IPv6ENI.MAC, err = net.ParseMAC(a.IPv6ENIMAC); err != nil {
+				return dptypes.Pod{}, fmt.Errorf("reading the MAC of ENI %s: %w", a.IPv6ENI, err)
+			}
+		}
+	}
+	return pod, nil
 }
 
 func (p *ipam) podUp(ctx context.Context, a api.Assignment) error {

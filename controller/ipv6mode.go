@@ -34,10 +34,12 @@ var (
 // checkIPv6Mode refuses the settings IPv6 mode cannot serve on node: custom networking, a Xen type, a subnet
 // without an IPv6 block.
 func checkIPv6Mode(cfg Config, node metadata.Node) error {
-	if !cfg.EnableIPv6 {
+	if !cfg.EnableIPv6 && !cfg.DualStack {
 		return nil
 	}
 	switch {
+	case cfg.EnableIPv6 && cfg.DualStack:
+		return ErrDualStackAndIPv6Mode
 	case cfg.CustomNetworking:
 		return ErrIPv6CustomNetworking
 	case node.Limits.Hypervisor == "xen":
@@ -48,16 +50,21 @@ func checkIPv6Mode(cfg Config, node metadata.Node) error {
 	return nil
 }
 
-// pick is the address a new pod gets: in IPv6 mode one of the /80 while the pods are fewer than max pods
-// (kubelet's number: the /80 never runs out), else a free IP of the warm pool. It needs p.books.mu held.
-func (p *ipam) pick(v *pool.View) (string, *journal.ENI, bool) {
-	if !p.ipv6 {
-		return v.Pick(p.avail)
+// pick is the address a new pod gets and its ENI: in IPv6 mode one of the /80 while the pods are fewer than
+// max pods (kubelet's number: the /80 never runs out), else a free IP of the warm pool; in dual-stack mode an
+// address of the /80 as well (pickDualStack). It needs p.books.mu held.
+func (p *ipam) pick(v *pool.View) (ip, ipv6 string, e *journal.ENI, ok bool) {
+	switch {
+	case p.dual:
+		return p.pickDualStack(v)
+	case !p.ipv6:
+		ip, e, ok = v.Pick(p.avail)
+		return ip, "", e, ok
+	case len(p.books.st.Assignments) >= p.targets.MaxPods:
+		return "", "", nil, false
 	}
-	if len(p.books.st.Assignments) >= p.targets.MaxPods {
-		return "", nil, false
-	}
-	return v.PickIPv6(p.avail)
+	ip, e, ok = v.PickIPv6(p.avail)
+	return ip, "", e, ok
 }
 
 // ipv6Counts are the pods holding addresses of e's /80s, and as many free addresses as max pods leaves (the

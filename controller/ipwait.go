@@ -10,7 +10,7 @@ import (
 	"github.com/eniwire/eniwire/controller/pool"
 )
 
-// waitForIP picks a free IP for the ADD of turn t, waiting for one while the pool refills (or, before EC2's
+// waitForIP picks a free IP (and in dual-stack mode an IPv6 beside it) for the ADD of turn t, waiting for one while the pool refills (or, before EC2's
 // first answer, while the node gets ready). It is called with the books' lock held and returns with it held
 // when it found an IP, released when it returns an error:
 //   - the pods hold max pods' worth of IPs: ErrMaxPods at once;
@@ -18,7 +18,7 @@ import (
 //     at once, naming the cause and its fix (noIPNow);
 //   - else it waits in line (addLine: first come, first served) until an IP is free for it, a DEL of the
 //     attachment supersedes it (errSuperseded), ctx ends, or addWait passes (ErrNoIP naming ENIWIRE_ADD_WAIT).
-func (p *ipam) waitForIP(ctx context.Context, t *turn) (now time.Time, view *pool.View, ip string, e *journal.ENI, err error) {
+func (p *ipam) waitForIP(ctx context.Context, t *turn) (now time.Time, view *pool.View, ip, ipv6 string, e *journal.ENI, err error) {
 	var w *addWaiter
 	var deadline <-chan time.Time
 	for {
@@ -28,15 +28,15 @@ func (p *ipam) waitForIP(ctx context.Context, t *turn) (now time.Time, view *poo
 		if !ready && p.books.Broken() != nil {
 			p.line.leave(w)
 			p.books.mu.Unlock()
-			return now, nil, "", nil, fmt.Errorf("%w: %s", ErrNotReady, why)
+			return now, nil, "", "", nil, fmt.Errorf("%w: %s", ErrNotReady, why)
 		}
 		// Until EC2 has answered once, the books may not match it: the ADD waits its turn like one behind.
 		behind := p.line.behind(w) || !ready
 		if !behind {
 			var ok bool
-			if ip, e, ok = p.pick(view); ok {
+			if ip, ipv6, e, ok = p.pick(view); ok {
 				p.line.leave(w)
-				return now, view, ip, e, nil
+				return now, view, ip, ipv6, e, nil
 			}
 		}
 		// Behind others, an ADD waits its turn: the one at the head learns first whether an IP can come, and
@@ -55,7 +55,7 @@ func (p *ipam) waitForIP(ctx context.Context, t *turn) (now time.Time, view *poo
 				p.wake()
 			}
 			p.metrics.assigns.WithLabelValues(assignOutcome(err)).Inc()
-			return now, nil, "", nil, err
+			return now, nil, "", "", nil, err
 		}
 		joining := w == nil
 		if joining {
@@ -88,7 +88,7 @@ func (p *ipam) waitForIP(ctx context.Context, t *turn) (now time.Time, view *poo
 		p.line.leave(w)
 		p.line.answeredNoIP(p.clock.Now())
 		p.metrics.assigns.WithLabelValues("no_ip").Inc()
-		return now, nil, "", nil, err
+		return now, nil, "", "", nil, err
 	}
 }
 

@@ -116,14 +116,14 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	}, deps.EC2, deps.IMDS, n.books, deps.Clock, log)
 	targets, limits := poolTargets(cfg, deps.Node), pool.LimitsOf(deps.Node.Limits)
 	log.Info("pool limits", "maxPods", targets.MaxPods, "prefixDelegation", targets.Prefixes,
-		"subnetDiscovery", !cfg.DisableSubnetDiscovery, "customNetworking", cfg.CustomNetworking, "ipv6", cfg.EnableIPv6)
+		"subnetDiscovery", !cfg.DisableSubnetDiscovery, "customNetworking", cfg.CustomNetworking, "ipv6", cfg.EnableIPv6, "dualStack", cfg.DualStack)
 	if cfg.EnablePrefixDelegation && !targets.Prefixes {
 		log.Warn("prefix delegation asked for, but the instance type does not take prefixes (not Nitro); using secondary IPs",
 			"type", deps.Node.InstanceType)
 	}
 	n.ipam = &ipam{books: n.books, dp: deps.Datapath, gate: deps.PodGate, cooldown: cfg.Cooldown, targets: targets, limits: limits,
 		podMTU: cfg.PodMTU, clock: deps.Clock, log: log, metrics: m, ready: n.Ready, wake: n.Wake, avail: n.servable,
-		poolStatus: n.status.compose, addWait: cfg.AddWait, ipv6: cfg.EnableIPv6}
+		poolStatus: n.status.compose, addWait: cfg.AddWait, ipv6: cfg.EnableIPv6, dual: cfg.DualStack}
 	if r, ok := deps.Datapath.(interface{ RemovesHostVeth() bool }); ok {
 		n.ipam.removesVeth = r.RemovesHostVeth()
 	}
@@ -135,7 +135,7 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		cameUp: n.repair.eniUp}
 	n.pool = (&poolManager{books: n.books, eni: n.eni, targets: targets, limits: limits, releaseDelay: cfg.ReleaseDelay,
 		poolInterval: cfg.PoolInterval, subnetID: deps.Node.SubnetID, urgent: deps.Urgent, clock: deps.Clock, log: log,
-		metrics: m, wake: n.Wake, place: n.place, waiting: n.ipam.line.demand, ipv6: cfg.EnableIPv6}).withParts()
+		metrics: m, wake: n.Wake, place: n.place, waiting: n.ipam.line.demand, ipv6: cfg.EnableIPv6, dual: cfg.DualStack}).withParts()
 	n.ipam.blocked = n.pool.blocked
 	n.house = &housekeeping{eni: n.eni, reconcileInterval: cfg.ReconcileInterval,
 		maxReconcileInterval: cfg.MaxReconcileInterval, orphanSweepInterval: cfg.OrphanSweepInterval,

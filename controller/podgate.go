@@ -16,18 +16,23 @@ import (
 // A gate with a method Status() string, asked once when the node is built, adds its line to the node's
 // status (api.Status.NetworkPolicy).
 type PodGate interface {
-	BeforePodUp(ctx context.Context, pod api.PodIdentity, ip netip.Addr) error
+	BeforePodUp(ctx context.Context, pod api.PodIdentity, ips ...netip.Addr) error
 }
 
-// podStart passes the pod's gate, then brings its datapath up.
+// podStart passes the pod's gate, at every address of the pod (a dual-stack pod's two), then brings its
+// datapath up.
 func (p *ipam) podStart(ctx context.Context, a api.Assignment) error {
 	if p.gate != nil {
-		ip, err := netip.ParseAddr(a.IP)
+		pod, err := podOf(a)
 		if err != nil {
-			return fmt.Errorf("parsing the address of %s: %w", a.ContainerID, err)
+			return err
 		}
-		if err := p.gate.BeforePodUp(ctx, a.Pod, ip); err != nil {
-			return fmt.Errorf("before pod %s/%s comes up at %s: %w", a.Pod.Namespace, a.Pod.Name, ip, err)
+		ips := []netip.Addr{pod.IP}
+		if pod.IPv6.IsValid() {
+			ips = append(ips, pod.IPv6)
+		}
+		if err := p.gate.BeforePodUp(ctx, a.Pod, ips...); err != nil {
+			return fmt.Errorf("before pod %s/%s comes up at %v: %w", a.Pod.Namespace, a.Pod.Name, ips, err)
 		}
 	}
 	return p.podUp(ctx, a)

@@ -24,9 +24,9 @@ type recordingGate struct {
 	entered chan netip.Addr
 }
 
-func (g *recordingGate) BeforePodUp(ctx context.Context, pod api.PodIdentity, ip netip.Addr) error {
+func (g *recordingGate) BeforePodUp(ctx context.Context, pod api.PodIdentity, ips ...netip.Addr) error {
 	g.record("gate " + pod.Namespace + "/" + pod.Name)
-	g.entered <- ip
+	g.entered <- ips[0]
 	select {
 	case <-g.open:
 	case <-ctx.Done():

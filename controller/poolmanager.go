@@ -53,6 +53,8 @@ type poolManager struct {
 	fallback *prefixFallback
 	// ipv6: the pool is the primary ENI's one /80 (Config.EnableIPv6; stepIPv6), no warm target applies.
 	ipv6 bool
+	// dual: the pool is IPv4's, and the primary ENI holds the pods' /80 besides (Config.DualStack).
+	dual bool
 	// resting is why the pool rests short of its targets (max pods, the ENI limit), set each round it
 	// rests and cleared when it moves; lastFailure is the last failed step's line, until the pool rests.
 	resting, lastFailure statusNote
@@ -116,6 +118,9 @@ func (m *poolManager) step(ctx context.Context) bool {
 	}
 	if m.ipv6 {
 		return m.stepIPv6(ctx)
+	}
+	if m.dual && m.stepIPv6(ctx) {
+		return true
 	}
 	var d pool.Decision
 	var c pool.Counts

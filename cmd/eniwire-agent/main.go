@@ -97,7 +97,8 @@ func run() error {
 	ccfg := controller.Config{
 		StateDir: s.stateDir, Cluster: s.cluster, WarmENITarget: s.warmENI, WarmIPTarget: s.warmIP,
 		MinimumIPTarget: s.minIP, MaxENI: s.maxENI, MaxPods: s.maxPods, Cooldown: s.cooldown,
-		EnablePrefixDelegation: s.prefixDelegation, WarmPrefixTarget: s.warmPrefix, EnableIPv6: s.ipv6,
+		EnablePrefixDelegation: s.prefixDelegation, WarmPrefixTarget: s.warmPrefix,
+		EnableIPv6: s.ipv6 && !s.ipv4, DualStack: s.ipv6 && s.ipv4,
 		DisableSubnetDiscovery: !s.subnetDiscovery,
 		ReconcileInterval:      s.reconcile, MaxReconcileInterval: s.maxReconcile,
 		OrphanSweepInterval: s.orphanSweep, PoolInterval: s.poolInterval, AddWait: s.addWait, ReleaseDelay: s.releaseDelay,
@@ -133,6 +134,7 @@ func run() error {
 			MaxPods:       pool.MaxPods(ccfg.PodSettings(), meta.Limits),
 			NetworkPolicy: s.enforcesNetworkPolicy(),
 			IPv6:          s.ipv6,
+			DualStack:     s.ipv6 && s.ipv4,
 		})
 		if err != nil {
 			return err

@@ -23,7 +23,7 @@ import (
 type settings struct {
 	stateDir, socket, metricsAddr, cluster, logLevel, logFormat, region, datapath string
 	warmENI, warmIP, minIP, maxENI, maxPods, warmPrefix                           int
-	prefixDelegation, subnetDiscovery, awsCNIMetrics, ipv6, networkPolicy         bool
+	prefixDelegation, subnetDiscovery, awsCNIMetrics, ipv4, ipv6, networkPolicy   bool
 	cooldown, reconcile, maxReconcile, orphanSweep, poolInterval, releaseDelay    time.Duration
 	gcGrace, jitter, addWait                                                      time.Duration
 	clockFactor                                                                   float64
@@ -60,6 +60,7 @@ var table = []setting{
 	{"minimum-ip-target", "MINIMUM_IP_TARGET", "0", "IPs to hold at least (0: unset)"},
 	{"enable-prefix-delegation", "ENABLE_PREFIX_DELEGATION", "false", "true: new room comes as /28 prefixes, 16 pod IPs per ENI slot (Nitro types; others keep secondary IPs); a subnet with no free /28 gets single IPs until prefixes can be assigned again"},
 	{"enable-ipv6", "ENABLE_IPv6", "false", "true: pods get IPv6 addresses of one /80 the node takes on its primary ENI at start (AssignIpv6Addresses), as the AWS VPC CNI's IPv6 mode: no secondary ENI, no warm target, no VPC IPv4 pod address (IPv4 egress from a node-local 169.254.172.0/22 address translated to the node's IPv4); needs ENABLE_PREFIX_DELEGATION=true, a Nitro type and a subnet with an IPv6 /64, and refuses custom networking"},
+	{"enable-ipv4", "ENABLE_IPv4", "", "true: pods get VPC IPv4 addresses; with ENABLE_IPv6=true that is dual-stack mode, each pod holding an IPv4 of the warm pool (secondary IPs or /28 prefixes, as without IPv6) and an IPv6 of the primary ENI's /80, with no node-local egress address (needs a Nitro type and a subnet with an IPv6 /64, refuses custom networking); false needs ENABLE_IPv6=true (empty: false with ENABLE_IPv6=true, else true)"},
 	{"enable-subnet-discovery", "ENABLE_SUBNET_DISCOVERY", "true", "true: new ENIs go to the subnet of the node's VPC and zone with the most free addresses among the node's own (unless tagged kubernetes.io/role/cni=0) and those tagged kubernetes.io/role/cni=1 (and, if tagged kubernetes.io/cluster/<name>, for this cluster); false: the node's own subnet only"},
 	{"warm-prefix-target", "WARM_PREFIX_TARGET", "1", "prefix mode: /28 prefixes' worth of free IPs to keep (unused when a WARM_IP/MINIMUM_IP target is set; 0: WARM_ENI_TARGET applies)"},
 	{"max-eni", "MAX_ENI", "0", "ENIs to hold at most, primary included (0: the instance limit)"},
@@ -168,6 +169,12 @@ func parseSettings(args []string) (*settings, error) {
 	if s.ipv6, err = strconv.ParseBool(str("enable-ipv6")); err != nil {
 		errs = append(errs, fmt.Errorf("--enable-ipv6: %w", err))
 	}
+	s.ipv4 = !s.ipv6
+	if v := strings.TrimSpace(str("enable-ipv4")); v != "" {
+		if s.ipv4, err = strconv.ParseBool(v); err != nil {
+			errs = append(errs, fmt.Errorf("--enable-ipv4: %w", err))
+		}
+	}
 	if err := s.checkIPv6Mode(); err != nil {
 		errs = append(errs, err)
 	}
@@ -235,11 +242,20 @@ func (s *settings) checkServiceCIDRs() error {
 
 // checkIPv6Mode refuses ENABLE_IPv6 with the settings the AWS VPC CNI refuses it with: prefix delegation off
 // (its IPv6 mode is prefix delegation of one /80, and it requires ENABLE_PREFIX_DELEGATION=true) and custom
-// networking (pods of IPv6 mode live on the primary ENI, which custom networking keeps free of pods).
+// networking (pods of IPv6 mode live on the primary ENI, which custom networking keeps free of pods). Dual-stack
+// mode (ENABLE_IPv4 too) refuses custom networking for the same reason, and takes IPv4 addresses with or
+// without prefixes. Neither family is refused.
 func (s *settings) checkIPv6Mode() error {
 	switch {
+	case !s.ipv4 && !s.ipv6:
+		return errors.New("--enable-ipv4 (ENABLE_IPv4) and --enable-ipv6 (ENABLE_IPv6) are both false: pods would get no address")
 	case !s.ipv6:
 		return nil
+	case s.customNetwork && s.ipv4:
+		return errors.New("dual-stack mode (ENABLE_IPv4 and ENABLE_IPv6) cannot be used with --custom-network (AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG): " +
+			"the pods' IPv6 addresses come of the primary ENI's /80, and custom networking keeps pods off the primary ENI")
+	case s.ipv4:
+		return nil // dual-stack: IPv4 as without IPv6, with or without prefixes
 	case !s.prefixDelegation:
 		return errors.New("--enable-ipv6 (ENABLE_IPv6) needs --enable-prefix-delegation=true (ENABLE_PREFIX_DELEGATION): " +
 			"IPv6 pods take addresses of a /80 prefix on the primary ENI, as with the AWS VPC CNI, which requires both")

@@ -102,6 +102,48 @@ func TestIPv6ModeSettings(t *testing.T) {
 	}
 }
 
+// ENABLE_IPv4 makes ENABLE_IPv6 dual-stack mode: taken with or without prefix delegation, refused with
+// custom networking and without the IPv6 Service range; left empty it follows ENABLE_IPv6 (IPv4 pods
+// without it, IPv6 mode with it); both families off is refused.
+func TestDualStackModeSettings(t *testing.T) {
+	for _, env := range []string{"ENABLE_IPv4", "ENABLE_IPv6", "ENABLE_PREFIX_DELEGATION", "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG",
+		"MY_NODE_NAME", "ENIWIRE_SERVICE_CIDRS", "ENIWIRE_DATAPATH"} {
+		t.Setenv(env, "") // restored after the test
+		os.Unsetenv(env)
+	}
+	t.Setenv("MY_NODE_NAME", "node-1")
+	const v6Services = "-service-cidrs=fd00:10:96::/112"
+	for _, c := range []struct {
+		what       string
+		args       []string
+		ipv4, ipv6 bool
+		refusal    string // "" when the settings are taken
+	}{
+		{"IPv4 by default", nil, true, false, ""},
+		{"IPv6 mode with ENABLE_IPv6 alone", []string{"-enable-ipv6=true", "-enable-prefix-delegation=true", v6Services}, false, true, ""},
+		{"dual-stack with secondary IPs", []string{"-enable-ipv6=true", "-enable-ipv4=true", v6Services}, true, true, ""},
+		{"dual-stack with prefixes", []string{"-enable-ipv6=true", "-enable-ipv4=true", "-enable-prefix-delegation=true", v6Services}, true, true, ""},
+		{"dual-stack refuses custom networking, naming it", []string{"-enable-ipv6=true", "-enable-ipv4=true", "-custom-network=true", v6Services},
+			false, false, "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG"},
+		{"dual-stack refuses no IPv6 Service range", []string{"-enable-ipv6=true", "-enable-ipv4=true", "-service-cidrs=10.96.0.0/16"},
+			false, false, "ENIWIRE_SERVICE_CIDRS"},
+		{"no family at all is refused", []string{"-enable-ipv4=false"}, false, false, "ENABLE_IPv4"},
+		{"a bad ENABLE_IPv4 is refused", []string{"-enable-ipv4=maybe"}, false, false, "--enable-ipv4"},
+	} {
+		t.Run(c.what, func(t *testing.T) {
+			s, err := parseSettings(c.args)
+			switch {
+			case c.refusal == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case c.refusal == "" && (s.ipv4 != c.ipv4 || s.ipv6 != c.ipv6):
+				t.Errorf("ipv4 = %v, ipv6 = %v for %v; want %v, %v", s.ipv4, s.ipv6, c.args, c.ipv4, c.ipv6)
+			case c.refusal != "" && (err == nil || !strings.Contains(err.Error(), c.refusal)):
+				t.Errorf("err = %v, want a refusal naming %s", err, c.refusal)
+			}
+		})
+	}
+}
+
 func TestNetworkPolicyEnforcementSetting(t *testing.T) {
 	for _, env := range []string{"ENABLE_NETWORK_POLICY", "ENIWIRE_DATAPATH"} {
 		t.Setenv(env, "") // restored after the test

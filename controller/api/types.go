@@ -67,6 +67,11 @@ type Assignment struct {
 	// EgressIP is, in IPv6 mode, the pod's node-local IPv4 address (169.254.172.0/22) for reaching IPv4
 	// destinations, which the node translates to its primary IPv4; empty for IPv4 pods.
 	EgressIP string `json:"egressIP,omitempty"`
+	// IPv6 is, in dual-stack mode, the pod's address of IPv6ENI's /80 beside its IPv4 in IP; empty otherwise.
+	// IPv6ENI is the ENI holding the /80 (the primary) and IPv6ENIMAC its MAC.
+	IPv6       string `json:"ipv6,omitempty"`
+	IPv6ENI    string `json:"ipv6ENI,omitempty"`
+	IPv6ENIMAC string `json:"ipv6ENIMAC,omitempty"`
 	// ENI is the id of the ENI that owns IP; ENIMAC its MAC and DeviceIndex its attachment's device index.
 	ENI         string `json:"eni"`
 	ENIMAC      string `json:"eniMAC"`

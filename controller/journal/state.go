@@ -144,7 +144,10 @@ type Assignment struct {
 	IP           string `json:"ip"`
 	// EgressIP is the node-local IPv4 address an IPv6 pod sends IPv4 from (ENABLE_IPv6; empty otherwise),
 	// journaled with the assignment so that no two pods ever hold it, across restarts too.
-	EgressIP   string    `json:"egressIP,omitempty"`
+	EgressIP string `json:"egressIP,omitempty"`
+	// IPv6 is a dual-stack pod's address of the primary ENI's /80, beside its IPv4 in IP (Config.DualStack;
+	// empty otherwise): one record holds both, so a crash never leaves a pod with one of them.
+	IPv6       string    `json:"ipv6,omitempty"`
 	ENI        string    `json:"eni"`
 	AssignedAt time.Time `json:"assignedAt"`
 }

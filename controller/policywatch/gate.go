@@ -15,19 +15,20 @@ import (
 // mirrorAnnotation marks the API's copy of a static pod, whose UID is not the one kubelet gives the runtime.
 const mirrorAnnotation = "kubernetes.io/config.mirror"
 
-// assignment is the address an ADD gave a pod (its UID), kept until status.podIPs names one.
+// assignment is the addresses an ADD gave a pod (its UID; a dual-stack pod's two), kept until
+// status.podIPs names them.
 type assignment struct {
 	uid types.UID
-	ip  netip.Addr
+	ips []netip.Addr
 }
 
 // BeforePodUp implements the controller's PodGate: it returns once the pod's NetworkPolicy state, compiled
-// at ip, is written, so the pod's first packet meets it. It waits, up to Config.PodWait, for the first
+// at ips (a dual-stack pod's IPv4 and IPv6), is written, so the pod's first packet meets it. It waits, up to Config.PodWait, for the first
 // lists and for the watch to report the pod with the ADD's UID; past that, it fails the ADD (the runtime
 // retries it). A pod without a name is no Kubernetes pod: no policy selects it. A state that cannot be
 // written leaves the pod isolated, allowing nothing (reported as failures.go says), and the ADD goes on.
-func (w *Watcher) BeforePodUp(ctx context.Context, id api.PodIdentity, ip netip.Addr) error {
-	if id.Name == "" {
+func (w *Watcher) BeforePodUp(ctx context.Context, id api.PodIdentity, ips ...netip.Addr) error {
+	if id.Name == "" || len(ips) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.PodWait)
@@ -37,7 +38,7 @@ func (w *Watcher) BeforePodUp(ctx context.Context, id api.PodIdentity, ip netip.
 		w.mu.Lock()
 		p, seen := w.local[k]
 		if w.synced && seen && sameUID(p, types.UID(id.UID)) {
-			w.assigned[k] = assignment{uid: p.UID, ip: ip}
+			w.assigned[k] = assignment{uid: p.UID, ips: slices.Clone(ips)}
 			w.apply(w.compiler.UpsertPod(w.withAssigned(k, p)))
 			w.mu.Unlock()
 			return nil
@@ -64,21 +65,34 @@ func sameUID(p *corev1.Pod, uid types.UID) bool {
 	return uid == "" || p.UID == uid || mirror
 }
 
-// withAssigned is p with the address its ADD gave it, until status.podIPs names that address: kubelet
-// writes it only after the ADD answers, and a pod whose sandbox was made again shows its old address until
-// then. Once status.podIPs names it, or the pod is another with the same name, the assigned address is
-// forgotten. mu held.
+// withAssigned is p with the addresses its ADD gave it, until status.podIPs names them all: kubelet
+// writes them only after the ADD answers, and a pod whose sandbox was made again shows its old addresses
+// until then. Once status.podIPs names them, or the pod is another with the same name, the assigned addresses
+// are forgotten. mu held.
 func (w *Watcher) withAssigned(k podKey, p *corev1.Pod) *corev1.Pod {
 	a, ok := w.assigned[k]
 	switch {
 	case !ok:
 		return p
-	case a.uid != p.UID || slices.Contains(addrsOf(p), a.ip):
+	case a.uid != p.UID || namesAll(addrsOf(p), a.ips):
 		delete(w.assigned, k)
 		return p
 	}
 	q := p.DeepCopy()
-	q.Status.PodIP = a.ip.String()
-	q.Status.PodIPs = []corev1.PodIP{{IP: a.ip.String()}}
+	q.Status.PodIP = a.ips[0].String()
+	q.Status.PodIPs = nil
+	for _, ip := range a.ips {
+		q.Status.PodIPs = append(q.Status.PodIPs, corev1.PodIP{IP: ip.String()})
+	}
 	return q
+}
+
+// namesAll reports whether have holds every address of want.
+func namesAll(have, want []netip.Addr) bool {
+	for _, ip := range want {
+		if !slices.Contains(have, ip) {
+			return false
+		}
+	}
+	return true
 }

@@ -2,6 +2,7 @@ package policywatch
 
 import (
 	"context"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -102,5 +103,41 @@ func TestAPodWhoseSandboxIsMadeAgainTakesItsNewAddressAtOnce(t *testing.T) {
 	}
 	if _, ok := d.get(addr("10.0.1.10")); ok {
 		t.Error("the old address kept the pod's state")
+	}
+}
+
+// TestADualStackPodTakesItsStateAtBothAddressesAtOnce: the ADD of a dual-stack pod under a deny policy gives
+// the gate its IPv4 and its IPv6 address. When the gate returns, both must hold the pod's isolated state,
+// before kubelet writes status.podIPs; once it names only the IPv4 (a status written in between), the IPv6
+// keeps the state too.
+func TestADualStackPodTakesItsStateAtBothAddressesAtOnce(t *testing.T) {
+	d := newFakeDriver()
+	s := start(t, d, namespace("shop", nil), policy("shop", "deny", "web", "", 0),
+		pod("shop", "web", node, "", map[string]string{"app": "web"}))
+	v4, v6 := addr("10.0.1.21"), addr("2600:1f14:e1a:e101:a::21")
+	id := api.PodIdentity{Namespace: "shop", Name: "web", UID: "uid-web"}
+	if err := s.w.BeforePodUp(context.Background(), id, v4, v6); err != nil {
+		t.Fatal(err)
+	}
+	for _, ip := range []netip.Addr{v4, v6} {
+		if st, ok := d.get(ip); !ok || !st.IngressIsolated || len(st.Ingress) != 0 {
+			t.Errorf("when the gate returned, %s had %s (%v), want isolated, nothing allowed", ip, describe(st), ok)
+		}
+	}
+	ctx := context.Background()
+	p, err := s.client.CoreV1().Pods("shop").Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Status.PodIP, p.Status.PodIPs = v4.String(), []corev1.PodIP{{IP: v4.String()}}
+	if _, err := s.client.CoreV1().Pods("shop").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d.waitFor(t, "the watch to see the pod's IPv4", func() bool {
+		r, err := s.w.PolicyReport(ctx, "shop/web", "")
+		return err == nil && len(r.Addresses) == 2
+	})
+	if st, ok := d.get(v6); !ok || !st.IngressIsolated {
+		t.Errorf("with status.podIPs naming the IPv4 alone, %s has %s (%v), want still isolated", v6, describe(st), ok)
 	}
 }

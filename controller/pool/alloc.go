@@ -33,6 +33,9 @@ func NewView(st *journal.State, now time.Time) *View {
 	v := &View{st: st, now: now, assigned: map[string]bool{}, cooling: map[string]bool{}, leaving: map[string]bool{}}
 	for _, a := range st.Assignments {
 		v.assigned[a.IP] = true
+		if a.IPv6 != "" {
+			v.assigned[a.IPv6] = true
+		}
 	}
 	for _, c := range st.Cooldowns {
 		if now.Before(c.Until) {

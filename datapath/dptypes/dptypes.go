@@ -36,7 +36,11 @@ type Pod struct {
 	IP          netip.Addr
 	// EgressIP is an IPv6 pod's node-local IPv4 address (IPv6 mode), which the host translates to the node's
 	// IPv4; the zero Addr for an IPv4 pod.
-	EgressIP    netip.Addr
+	EgressIP netip.Addr
+	// IPv6 is a dual-stack pod's IPv6 address beside its IPv4 in IP, which IPv6ENI's /80 holds (the primary
+	// ENI); the zero Addr otherwise.
+	IPv6        netip.Addr
+	IPv6ENI     ENI
 	HostVeth    string
 	HostIfindex int
 	// ENI is the ENI whose address the pod holds; its MAC is nil when the books no longer know the ENI.

@@ -36,13 +36,16 @@ func (r *Routes) h() *netlink.Handle {
 	return &netlink.Handle{}
 }
 
-// podDsts are the pod's host routes' destinations: its address (/32 or /128) and an IPv6 pod's IPv4 egress
-// address (/32), or an error when the pod has no address.
+// podDsts are the pod's host routes' destinations: its address (/32 or /128), a dual-stack pod's IPv6 address
+// (/128) and an IPv6 pod's IPv4 egress address (/32), or an error when the pod has no address.
 func podDsts(pod dptypes.Pod) ([]*net.IPNet, error) {
 	if !pod.IP.IsValid() {
 		return nil, fmt.Errorf("pod %s has no address", pod.ContainerID)
 	}
 	dsts := []*net.IPNet{hostNet(pod.IP)}
+	if pod.IPv6.Is6() {
+		dsts = append(dsts, hostNet(pod.IPv6))
+	}
 	if pod.EgressIP.Is4() {
 		dsts = append(dsts, hostNet(pod.EgressIP))
 	}

@@ -165,8 +165,8 @@ func (b *BPF) ENIDown(_ context.Context, e dptypes.ENI) error {
 	return nil
 }
 
-// PodUp claims the pod's veth, writes its addresses' map entries (its ENI by ifindex; an IPv6 pod's IPv4
-// egress address with none), routes the addresses to the veth and attaches from_pod. The order is the
+// PodUp claims the pod's veth, writes its addresses' map entries (its ENI by ifindex, a dual-stack pod's IPv6
+// with its /80's; an IPv6 pod's IPv4 egress address with none), routes the addresses to the veth and attaches from_pod. The order is the
 // pod's isolation:
 //   - the claim goes first (hostroute.Routes.Claim), so that a setup that fails later, say while the pod's
 //     ENI has no interface, leaves the live pod's veth to the controller's next try, not to the sweep of
@@ -233,6 +233,9 @@ func (b *BPF) PodDown(ctx context.Context, pod dptypes.Pod) error {
 	}
 	b.forgetPod(pod)
 	errs := []error{b.routes.PodDown(ctx, pod), b.dp.DeletePod(pod.IP)}
+	if pod.IPv6.IsValid() {
+		errs = append(errs, b.dp.DeletePod(pod.IPv6))
+	}
 	if pod.EgressIP.IsValid() {
 		errs = append(errs, b.dp.DeletePod(pod.EgressIP))
 	}

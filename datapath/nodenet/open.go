@@ -59,6 +59,9 @@ type Config struct {
 	// and the SNAT rule of IPv6 pods' IPv4 egress addresses (dptypes.IPv4EgressRange). The agent sets it in
 	// IPv6 mode (ENABLE_IPv6).
 	IPv6 bool
+	// DualStack, with IPv6: the pods hold VPC IPv4 addresses too (the agent's dual-stack mode), so no IPv4
+	// egress range is translated.
+	DualStack bool
 	// Registerer receives the programs' counters (nil: not registered).
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
@@ -102,7 +105,7 @@ func Open(ctx context.Context, cfg Config) (*BPF, error) {
 		}
 	}
 	base := snat.Config{PrimaryIP: cfg.PrimaryIP, PrimaryInterface: primary.Attrs().Name, VPCCIDRs: cfg.VPCCIDRs, Logger: log}
-	if cfg.IPv6 {
+	if cfg.IPv6 && !cfg.DualStack {
 		base.EgressCIDR = dptypes.IPv4EgressRange
 	}
 	scfg, err := snat.FromEnv(getenv, base)

@@ -72,8 +72,9 @@ func eniEntry(e dptypes.ENI, l netlink.Link) (datapath.ENI, error) {
 }
 
 // podEntries are a pod's map entries: its address, and its host veth's and its ENI's interfaces on the node;
-// an IPv6 pod's IPv4 egress address beside it, on the same veth and with no ENI (from_pod hands what it
-// sends to the host, which translates it to the node's IPv4).
+// a dual-stack pod's IPv6 address beside it, on the same veth and with the ENI of its /80 (the primary); an
+// IPv6 pod's IPv4 egress address beside it, on the same veth and with no ENI (from_pod hands what it sends to
+// the host, which translates it to the node's IPv4).
 func podEntries(pod dptypes.Pod) ([]datapath.Pod, error) {
 	if !pod.IP.IsValid() {
 		return nil, errNoPodIP
@@ -90,6 +91,13 @@ func podEntries(pod dptypes.Pod) ([]datapath.Pod, error) {
 		return nil, fmt.Errorf("ENI %s: %w", pod.ENI.ID, err)
 	}
 	entries := []datapath.Pod{{IP: pod.IP, HostIfindex: host, ENIIfindex: eni.Attrs().Index}}
+	if pod.IPv6.IsValid() {
+		eni6, err := linkByMAC(pod.IPv6ENI.MAC)
+		if err != nil {
+			return nil, fmt.Errorf("ENI %s of IPv6 %s: %w", pod.IPv6ENI.ID, pod.IPv6, err)
+		}
+		entries = append(entries, datapath.Pod{IP: pod.IPv6, HostIfindex: host, ENIIfindex: eni6.Attrs().Index})
+	}
 	if pod.EgressIP.IsValid() {
 		entries = append(entries, datapath.Pod{IP: pod.EgressIP, HostIfindex: host})
 	}

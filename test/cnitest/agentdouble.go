@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -220,12 +221,14 @@ func (d *AgentDouble) assign(req api.AssignRequest) (any, error) {
 	if len(d.free) == 0 {
 		return nil, &api.Error{Code: api.CodeNoIPAvailable, Message: "pool empty", Retryable: true}
 	}
-	ip := d.free[0]
+	// An entry "IPv4,IPv6" is a dual-stack pod's pair, as the agent's dual-stack mode answers.
+	entry := d.free[0]
 	d.free = d.free[1:]
+	ip, ipv6, _ := strings.Cut(entry, ",")
 	a := &api.Assignment{
 		Attachment: req.Attachment, Network: req.Network, Netns: req.Netns, Pod: req.Pod, HostVeth: req.HostVeth,
 		HostIfindex: req.HostIfindex, IP: ip, ENI: "eni-double", ENIMAC: "02:00:00:00:00:01", DeviceIndex: 1,
-		SubnetCIDR: "10.213.0.0/16", Gateway: "10.213.0.1", AssignedAt: time.Now(), MTU: d.mtu,
+		SubnetCIDR: "10.213.0.0/16", Gateway: "10.213.0.1", AssignedAt: time.Now(), MTU: d.mtu, IPv6: ipv6,
 	}
 	if addr, err := netip.ParseAddr(ip); err == nil && addr.Is6() {
 		// An IPv6 pod, as the agent's IPv6 mode answers: an IPv4 egress address beside it, unique while the
@@ -237,7 +240,7 @@ func (d *AgentDouble) assign(req api.AssignRequest) (any, error) {
 		a.IP = "not-an-ip"
 	} else if d.routes != nil {
 		if err := d.routes.PodUp(context.Background(), podOf(a)); err != nil {
-			d.free = append(d.free, ip)
+			d.free = append(d.free, entry)
 			// A veth already being removed: the plugin retries with a new pair.
 			return nil, &api.Error{Code: api.CodeInternal, Message: err.Error(), Retryable: errors.Is(err, hostroute.ErrVethRemoving)}
 		}
@@ -265,7 +268,11 @@ func (d *AgentDouble) release(req api.ReleaseRequest) (any, error) {
 func (d *AgentDouble) drop(a *api.Assignment) {
 	delete(d.assigned, a.Attachment)
 	if ip := net.ParseIP(a.IP); ip != nil {
-		d.free = append(d.free, a.IP)
+		entry := a.IP
+		if a.IPv6 != "" {
+			entry += "," + a.IPv6
+		}
+		d.free = append(d.free, entry)
 		if d.routes != nil {
 			// The route usually went with the veth already.
 			_ = d.routes.PodDown(context.Background(), podOf(a))
@@ -288,7 +295,8 @@ func egressFor(ip string, all []string) string {
 func podOf(a *api.Assignment) dptypes.Pod {
 	ip, _ := netip.ParseAddr(a.IP)
 	egress, _ := netip.ParseAddr(a.EgressIP)
-	return dptypes.Pod{ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, IP: ip, EgressIP: egress, HostVeth: a.HostVeth,
+	ipv6, _ := netip.ParseAddr(a.IPv6)
+	return dptypes.Pod{ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, IP: ip, EgressIP: egress, IPv6: ipv6, HostVeth: a.HostVeth,
 		HostIfindex: a.HostIfindex}
 }
 

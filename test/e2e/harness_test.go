@@ -191,3 +191,21 @@ func (f *flow) waitMore(t *testing.T, k int) {
 }
 
 func (f *flow) stop() error { return f.Stop() }
+
+// killAndRestartAgent kills the agent (SIGKILL), starts it again and returns its books' assignments by IP.
+func (w *world) killAndRestartAgent(t *testing.T, ctx context.Context) map[netip.Addr]api.Assignment {
+	t.Helper()
+	if err := w.stopAgent(syscall.SIGKILL); err != nil {
+		t.Errorf("killing the agent: %v", err)
+	}
+	w.startAgent()
+	as, err := w.client.Assignments(ctx)
+	must(t, err)
+	books := map[netip.Addr]api.Assignment{}
+	for _, a := range as {
+		if ip, err := netip.ParseAddr(a.IP); err == nil {
+			books[ip] = a
+		}
+	}
+	return books
+}

@@ -78,21 +78,10 @@ func TestAnIPv6NodeServesIPv6PodsEndToEnd(t *testing.T) {
 	})
 
 	t.Run("after a kill -9 restart of the agent the pods keep both addresses and a new pod gets neither", func(t *testing.T) {
-		if err := w.stopAgent(syscall.SIGKILL); err != nil {
-			t.Errorf("killing the agent: %v", err)
-		}
-		w.startAgent()
-		as, err := w.client.Assignments(ctx)
-		must(t, err)
+		books := w.killAndRestartAgent(t, ctx)
 		for _, p := range []*pod{a, b} {
-			found := false
-			for _, asg := range as {
-				if asg.IP == p.ip.String() {
-					found = asg.EgressIP == p.EgressIP.String()
-				}
-			}
-			if !found {
-				t.Errorf("after the restart the agent's books lack %s with egress address %s: %+v", p.ip, p.EgressIP, as)
+			if asg, ok := books[p.ip]; !ok || asg.EgressIP != p.EgressIP.String() {
+				t.Errorf("after the restart the agent's books lack %s with egress address %s: %+v", p.ip, p.EgressIP, books)
 			}
 		}
 		late := w.addPod("v6late")

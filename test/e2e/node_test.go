@@ -17,6 +17,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/eniwire/eniwire/test/vpcfabric"
 )
@@ -363,20 +364,24 @@ func eniRx(t *testing.T, w *world, enis ...string) map[string]uint64 {
 	return out
 }
 
-// sendSpoofed sends n UDP datagrams from p with source src: the address is added to the pod's eth0 so the
-// socket can bind it, as a compromised pod could.
+// sendSpoofed sends n UDP datagrams from p with source src, IPv4 or IPv6: the address is added to the pod's
+// eth0 (an IPv6 one without duplicate address detection) so the socket can bind it, as a compromised pod could.
 func sendSpoofed(p *pod, src netip.Addr, dst netip.AddrPort, n int) error {
 	return vpcfabric.Do(p.ns.Path(), func() error {
 		l, err := netlink.LinkByName("eth0")
 		if err != nil {
 			return err
 		}
-		a := &netlink.Addr{IPNet: &net.IPNet{IP: src.AsSlice(), Mask: net.CIDRMask(32, 32)}}
+		a := &netlink.Addr{IPNet: &net.IPNet{IP: src.AsSlice(), Mask: net.CIDRMask(src.BitLen(), src.BitLen())}}
+		network := "udp4"
+		if src.Is6() {
+			a.Flags, network = unix.IFA_F_NODAD, "udp6"
+		}
 		if err := netlink.AddrAdd(l, a); err != nil {
 			return fmt.Errorf("adding %s to %s: %w", src, p.name, err)
 		}
 		defer netlink.AddrDel(l, a)
-		c, err := net.DialUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), net.UDPAddrFromAddrPort(dst))
+		c, err := net.DialUDP(network, net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), net.UDPAddrFromAddrPort(dst))
 		if err != nil {
 			return err
 		}

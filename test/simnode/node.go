@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -53,6 +54,9 @@ type Options struct {
 	// IPv6ServiceCIDR, it needs) in a VPC and subnet that hold IPv6 blocks (ec2sim.DualStackVPCIPv6 and
 	// DualStackSubnetAIPv6).
 	IPv6 bool
+	// DualStack, with IPv6, runs the agent in dual-stack mode (ENABLE_IPv4 too): each pod an IPv4 of the
+	// warm pool and an IPv6 of the /80.
+	DualStack bool
 	// TmpDir is where the scratch dir goes (default os.TempDir()).
 	TmpDir string
 	Logger *slog.Logger
@@ -150,8 +154,8 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 			return nil, fmt.Errorf("adding the VPC's IPv6 block: %w", err)
 		}
 		subnet.IPv6CIDR = ec2sim.DualStackSubnetAIPv6
-		opts.AgentEnv = append([]string{"ENABLE_IPv6=true", "ENABLE_PREFIX_DELEGATION=true", "ENIWIRE_SERVICE_CIDRS=" + IPv6ServiceCIDR},
-			opts.AgentEnv...)
+		opts.AgentEnv = append([]string{"ENABLE_IPv6=true", "ENABLE_PREFIX_DELEGATION=true", "ENIWIRE_SERVICE_CIDRS=" + IPv6ServiceCIDR,
+			"ENABLE_IPv4=" + strconv.FormatBool(opts.DualStack)}, opts.AgentEnv...)
 	}
 	if err := n.Sim.AddSubnet(subnet); err != nil {
 		return nil, fmt.Errorf("adding the subnet: %w", err)

@@ -27,6 +27,9 @@ type Pod struct {
 	IP               netip.Addr
 	// EgressIP is an IPv6 pod's IPv4 egress address (the agent's IPv6 mode); the zero Addr otherwise.
 	EgressIP netip.Addr
+	// IPv6 is a dual-stack pod's IPv6 address beside its IPv4 in IP (the agent's dual-stack mode); the zero
+	// Addr otherwise.
+	IPv6 netip.Addr
 	// ENI is the id of the ENI the agent took the IP from, DeviceIndex its attachment's.
 	ENI         string
 	DeviceIndex int
@@ -109,7 +112,7 @@ func (n *Node) AddPod(ctx context.Context, name string) (*Pod, error) {
 			return err
 		})
 		if err == nil {
-			if p.IP, p.EgressIP, err = podAddrs(res); err != nil {
+			if p.IP, p.IPv6, p.EgressIP, err = podAddrs(res); err != nil {
 				return nil, fmt.Errorf("CNI ADD of %s: %w", name, err)
 			}
 			break
@@ -138,26 +141,36 @@ func (n *Node) AddPod(ctx context.Context, name string) (*Pod, error) {
 	return p, nil
 }
 
-// podAddrs reads a pod's addresses from its ADD result: one IPv4 address, or (IPv6 mode) an IPv6 address on
-// eth0 and an IPv4 egress address on another interface.
-func podAddrs(res *current.Result) (ip, egress netip.Addr, err error) {
+// podAddrs reads a pod's addresses from its ADD result: one IPv4 address; (dual-stack mode) an IPv4 and an
+// IPv6 address on eth0; or (IPv6 mode) an IPv6 address on eth0 and an IPv4 egress address on another
+// interface.
+func podAddrs(res *current.Result) (ip, ipv6, egress netip.Addr, err error) {
 	if len(res.IPs) == 1 {
 		ip, _ = netip.AddrFromSlice(res.IPs[0].Address.IP.To4())
-		return ip, egress, nil
+		return ip, ipv6, egress, nil
 	}
+	var v4 netip.Addr
 	for _, ipc := range res.IPs {
 		a, _ := netip.AddrFromSlice(ipc.Address.IP)
 		a = a.Unmap()
-		if a.Is6() && ipc.Interface != nil && res.Interfaces[*ipc.Interface].Name == "eth0" {
-			ip = a
-		} else if a.Is4() {
+		onEth0 := ipc.Interface != nil && res.Interfaces[*ipc.Interface].Name == "eth0"
+		switch {
+		case a.Is4() && onEth0:
+			v4 = a
+		case a.Is4():
 			egress = a
+		case onEth0:
+			ipv6 = a
 		}
 	}
-	if len(res.IPs) != 2 || !ip.Is6() || !egress.Is4() {
-		return ip, egress, fmt.Errorf("the result lists %d IPs, want one IPv4 address, or an IPv6 address on eth0 and an IPv4 egress address", len(res.IPs))
+	switch {
+	case len(res.IPs) == 2 && v4.IsValid() && ipv6.IsValid():
+		return v4, ipv6, egress, nil
+	case len(res.IPs) == 2 && ipv6.IsValid() && egress.IsValid():
+		return ipv6, netip.Addr{}, egress, nil
 	}
-	return ip, egress, nil
+	return ip, ipv6, egress, fmt.Errorf("the result lists %d IPs, want one IPv4 address, an IPv4 and an IPv6 address on eth0, "+
+		"or an IPv6 address on eth0 and an IPv4 egress address", len(res.IPs))
 }
 
 // CheckPod runs CNI CHECK for the pod.

@@ -165,14 +165,14 @@ func Up(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	return c, nil
 }
 
-// startVPC makes the simulated VPC (its IPv6 blocks too in an IPv6 cluster) and starts its fabric.
+// startVPC makes the simulated VPC (its IPv6 blocks too in an IPv6 or dual-stack cluster) and starts its fabric.
 func (c *Cluster) startVPC() error {
 	cfg := ec2sim.DefaultConfig()
 	c.Sim = ec2sim.New(cfg)
 	if err := c.Sim.AddVPC(vpcID, VPCCIDR); err != nil {
 		return err
 	}
-	if c.Family.IsIPv6() {
+	if c.Family.HasIPv6() {
 		if _, err := c.Sim.AddVPCIPv6Block(vpcID, c.Family.VPCBlock); err != nil {
 			return err
 		}
@@ -205,7 +205,7 @@ func (c *Cluster) newInstance(ctx context.Context, typ string) (*Node, error) {
 	name := "ip-" + strings.ReplaceAll(inst.PrimaryIP, ".", "-") + "." + c.Sim.Config().Region + ".compute.internal"
 	n := &Node{Name: name, Instance: inst, Netns: netns, Dir: filepath.Join(c.Dir, "nodes", name),
 		Cgroup: cgroupPrefix + c.Name + "-" + strings.SplitN(name, ".", 2)[0], kube: c.Bins.Kube, family: c.Family}
-	if c.Family.IsIPv6() {
+	if c.Family.HasIPv6() {
 		if n.IPv6, err = c.giveIPv6(ctx, n); err != nil {
 			return nil, err
 		}

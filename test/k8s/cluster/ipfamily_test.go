@@ -57,7 +57,7 @@ func TestCoreDNSTakesTheFamilysDNSAddress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{IPv4, IPv6} {
+	for _, name := range []string{IPv4, IPv6, Dual} {
 		f, _ := FamilyOf(name)
 		out, err := coreDNSManifest(b, f)
 		if err != nil {
@@ -77,7 +77,7 @@ func TestCoreDNSTakesTheFamilysDNSAddress(t *testing.T) {
 }
 
 // The test overlay turns the agent's IPv6 mode (and the prefix delegation it needs) on in an IPv6 cluster,
-// and adds nothing in an IPv4 one.
+// its dual-stack mode in a dual-stack one, and adds nothing in an IPv4 one.
 func TestTheOverlaySetsTheFamilysAgentSettings(t *testing.T) {
 	root, err := RepoRoot()
 	if err != nil {
@@ -89,6 +89,7 @@ func TestTheOverlaySetsTheFamilysAgentSettings(t *testing.T) {
 	}{
 		{IPv4, map[string]string{"ENABLE_IPv6": "", "ENABLE_PREFIX_DELEGATION": "", "ENIWIRE_SERVICE_CIDRS": ""}},
 		{IPv6, map[string]string{"ENABLE_IPv6": "true", "ENABLE_PREFIX_DELEGATION": "true", "ENIWIRE_SERVICE_CIDRS": "fd00:10:96::/112"}},
+		{Dual, map[string]string{"ENABLE_IPv6": "true", "ENABLE_IPv4": "true", "ENABLE_PREFIX_DELEGATION": "", "ENIWIRE_SERVICE_CIDRS": "fd00:10:96::/112"}},
 	} {
 		f, _ := FamilyOf(tc.family)
 		c := &Cluster{Name: "ektest", RepoRoot: root, Sim: ec2sim.New(ec2sim.DefaultConfig()), Family: f}
@@ -121,6 +122,52 @@ func TestTheOverlaySetsTheFamilysAgentSettings(t *testing.T) {
 		}
 		if env["CLUSTER_NAME"] != "ektest" {
 			t.Errorf("%s cluster: the overlay lost CLUSTER_NAME: %v", tc.family, env)
+		}
+	}
+}
+
+// A dual-stack cluster's addresses: both Service ranges, IPv4 first (the API server's and DNS's Service
+// addresses in it, the default family), the IPv6 one handed to the agent; the IPv6 cluster's VPC blocks.
+func TestADualStackClustersAddressPlanHasBothFamilies(t *testing.T) {
+	f, err := FamilyOf("dual")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v6, _ := FamilyOf(IPv6)
+	if f.ServiceCIDR != ServiceCIDR+","+v6.ServiceCIDR || f.APIServiceIP != APIServiceIP || f.DNSServiceIP != DNSServiceIP {
+		t.Errorf("dual-stack Services: range %s, API %s, DNS %s; want %s,%s, %s and %s", f.ServiceCIDR, f.APIServiceIP, f.DNSServiceIP,
+			ServiceCIDR, v6.ServiceCIDR, APIServiceIP, DNSServiceIP)
+	}
+	if f.VPCBlock != v6.VPCBlock || f.SubnetBlock != v6.SubnetBlock || !f.HasIPv6() || f.IsIPv6() || !f.IsDual() {
+		t.Errorf("dual-stack family %+v: want the IPv6 cluster's blocks, IPv6 but not IPv6 single-stack", f)
+	}
+	if f.AgentEnv["ENIWIRE_SERVICE_CIDRS"] != v6.ServiceCIDR {
+		t.Errorf("the agent is handed %q, want the IPv6 Service range %s", f.AgentEnv["ENIWIRE_SERVICE_CIDRS"], v6.ServiceCIDR)
+	}
+}
+
+// A dual-stack node's kubelet names both addresses, IPv4 first, and kube-proxy's cluster CIDR both VPC
+// blocks; an IPv6 node's names its IPv6 alone, an IPv4 node's its IPv4.
+func TestANodesAddressesFollowTheFamily(t *testing.T) {
+	inst := ec2sim.Instance{PrimaryIP: "10.0.0.4", VPCCIDR: VPCCIDR}
+	v6 := netip.MustParseAddr("2600:1f14:e0:1::4")
+	for _, c := range []struct {
+		family, nodeIPs, podRange string
+	}{
+		{IPv4, "10.0.0.4", VPCCIDR},
+		{IPv6, "2600:1f14:e0:1::4", "2600:1f14:e0::/56"},
+		{Dual, "10.0.0.4,2600:1f14:e0:1::4", VPCCIDR + ",2600:1f14:e0::/56"},
+	} {
+		f, _ := FamilyOf(c.family)
+		n := &Node{Instance: inst, family: f}
+		if f.HasIPv6() {
+			n.IPv6 = v6
+		}
+		if got := n.nodeIPs(); got != c.nodeIPs {
+			t.Errorf("%s node: --node-ip %s, want %s", c.family, got, c.nodeIPs)
+		}
+		if got := n.podRange(); got != c.podRange {
+			t.Errorf("%s node: clusterCIDR %s, want %s", c.family, got, c.podRange)
 		}
 	}
 }

@@ -29,7 +29,7 @@ type Node struct {
 	// Cgroup is the node's cgroup root (kubelet's cgroupRoot): "eniwire-<cluster>-<node>", one per node, so
 	// kubelets on one machine do not share /kubepods and Cleanup finds what a killed run left.
 	Cgroup string
-	// IPv6 is the primary ENI's IPv6 address in an IPv6 cluster (giveIPv6), invalid in an IPv4 one.
+	// IPv6 is the primary ENI's IPv6 address in an IPv6 or dual-stack cluster (giveIPv6), invalid in an IPv4 one.
 	IPv6 netip.Addr
 
 	containerd, kubelet, proxy *Process
@@ -42,19 +42,31 @@ func (n *Node) NS() Namespaces {
 	return Namespaces{NetnsPath: n.Netns.NetnsPath, MountPID: n.Mount.PID()}
 }
 
-// IP is the node's VPC address in the cluster's family (its primary ENI's): its kubelet's node IP.
+// IP is the node's VPC address in the cluster's family (its primary ENI's): its kubelet's node IP, a
+// dual-stack cluster's IPv4.
 func (n *Node) IP() net.IP {
-	if n.IPv6.IsValid() {
+	if n.IPv6.IsValid() && n.family.IsIPv6() {
 		return n.IPv6.AsSlice()
 	}
 	return net.ParseIP(n.Instance.PrimaryIP)
 }
 
-// podRange is where pods take their addresses, kube-proxy's clusterCIDR: the VPC's IPv4 block, or its IPv6
-// block in an IPv6 cluster.
+// nodeIPs is kubelet's --node-ip: IP, and a dual-stack cluster's IPv6 after it.
+func (n *Node) nodeIPs() string {
+	if n.family.IsDual() {
+		return n.IP().String() + "," + n.IPv6.String()
+	}
+	return n.IP().String()
+}
+
+// podRange is where pods take their addresses, kube-proxy's clusterCIDR: the VPC's IPv4 block, its IPv6
+// block in an IPv6 cluster, or both in a dual-stack one.
 func (n *Node) podRange() string {
-	if n.family.IsIPv6() {
+	switch {
+	case n.family.IsIPv6():
 		return n.family.VPCBlock
+	case n.family.IsDual():
+		return n.Instance.VPCCIDR + "," + n.family.VPCBlock
 	}
 	return n.Instance.VPCCIDR
 }
@@ -165,7 +177,7 @@ func (n *Node) startKubelet(pki *PKI, server string, maxPods int) error {
 	}
 	n.kubelet, err = Start(n.Dir, "kubelet", n.NS(), nil, n.kube, "kubelet",
 		"--config="+cfg, "--kubeconfig="+kubeconfig, "--root-dir=/var/lib/kubelet",
-		"--hostname-override="+n.Name, "--node-ip="+n.IP().String(),
+		"--hostname-override="+n.Name, "--node-ip="+n.nodeIPs(),
 		"--provider-id=aws:///"+n.Instance.AZ+"/"+n.Instance.ID,
 		"--node-labels=topology.kubernetes.io/zone="+n.Instance.AZ+",node.kubernetes.io/instance-type="+n.Instance.Type,
 		// As deploy/README.md asks: no pod but the agent's until the agent removes it.

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/eniwire/eniwire/test/k8s/cluster"
@@ -21,20 +20,14 @@ import (
 // answers, a pod to its own Service, NodePort, hostPort), probes, and the paths out: the internet over IPv6
 // (the egress-only gateway) and over IPv4 (translated to the node), the VPC host, node to pod.
 func (s *suite) runIPv6(t *testing.T) {
-	ctx := context.Background()
 	if !results.run(t, ipv6PodsCase, s.ipv6Pods) {
 		t.FailNow()
 	}
-	for _, mode := range []string{"iptables", "nftables"} {
-		if mode != s.c.ProxyMode {
-			if err := s.switchProxy(ctx, mode); err != nil {
-				t.Fatalf("switching kube-proxy to %s: %v", mode, err)
-			}
-		}
+	s.inEachProxyMode(t, func(mode string) {
 		for _, sc := range s.serviceCases() {
 			results.run(t, fmt.Sprintf("v6-3. [%s] %s", mode, sc.name), sc.run)
 		}
-	}
+	})
 	results.run(t, "v6-4. probes pass; probed pods reachable from the VPC host and node 2", s.probes)
 	results.run(t, ipv6OutsideCase, s.ipv6PodToOutside)
 }
@@ -48,25 +41,7 @@ const (
 // each) and checks their addresses: each pod has one IPv6 address, inside the one /80 EC2 lists on its
 // node's primary ENI, none used twice, and no node has a secondary ENI (IPv6 mode creates none).
 func (s *suite) ipv6Pods(t *testing.T) string {
-	ctx := context.Background()
-	apps, core := s.c.Client.AppsV1().Deployments(ns), s.c.Client.CoreV1().Pods(ns)
-	start := time.Now()
-	mustCreate(t, "web", apps.Create, deployment("web", s.node1.Name, webReplicas))
-	mustCreate(t, "remote", apps.Create, deployment("remote", s.node2.Name, 2))
-	mustCreate(t, "client1", core.Create, pod("client1", s.node1.Name, 0))
-	mustCreate(t, "client2", core.Create, pod("client2", s.node2.Name, 0))
-	var pods []corev1.Pod
-	for _, w := range []struct {
-		sel string
-		n   int
-	}{{"app=web", webReplicas}, {"app=remote", 2}, {"app=client1", 1}, {"app=client2", 1}} {
-		ps, err := waitPodsReady(ctx, s.c, ns, w.sel, w.n, 4*time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pods = append(pods, ps...)
-	}
-	took := time.Since(start)
+	pods, took := s.startWebAndClients(t, webReplicas, 2)
 
 	prefixes := map[string]netip.Prefix{}
 	st := s.c.Sim.Snapshot()

@@ -72,8 +72,8 @@ func requireMachine(t *testing.T) {
 	}
 }
 
-// upCluster brings up the test cluster for t, of the IP family IP_FAMILY names (ipv4, the default, or
-// ipv6), and removes it when t ends (kept with E2E_KEEP=1 on failure).
+// upCluster brings up the test cluster for t, of the IP family IP_FAMILY names (ipv4, the default, ipv6 or
+// dual), and removes it when t ends (kept with E2E_KEEP=1 on failure).
 func upCluster(t *testing.T, ctx context.Context) *cluster.Cluster {
 	t.Helper()
 	start := time.Now()
@@ -123,7 +123,8 @@ func dumpLogs(t *testing.T, c *cluster.Cluster) {
 	}
 }
 
-// TestKubernetesNode is the whole run: one cluster, the cases in order (an IPv6 cluster's are runIPv6's).
+// TestKubernetesNode is the whole run: one cluster, the cases in order (an IPv6 cluster's are runIPv6's, a
+// dual-stack cluster's runDual's).
 func TestKubernetesNode(t *testing.T) {
 	requireMachine(t)
 	ctx := context.Background()
@@ -138,21 +139,21 @@ func TestKubernetesNode(t *testing.T) {
 		writeReport(t)
 		return
 	}
+	if c.Family.IsDual() {
+		s.runDual(t)
+		writeReport(t)
+		return
+	}
 	results.run(t, startupTaintCase, s.startupTaint)
 	results.run(t, ipamReadyCase, s.ipamReadyFollowsTheSubnet)
 	results.run(t, "2. Deployment of 30 pods: VPC addresses, books = EC2 = BPF map", s.deployment)
 	results.run(t, fillNodeCase, s.fillNode)
 	results.run(t, fullCauseCase, s.fullNodeCause)
-	for _, mode := range []string{"iptables", "nftables"} {
-		if mode != c.ProxyMode {
-			if err := s.switchProxy(ctx, mode); err != nil {
-				t.Fatalf("switching kube-proxy to %s: %v", mode, err)
-			}
-		}
+	s.inEachProxyMode(t, func(mode string) {
 		for _, sc := range s.serviceCases() {
 			results.run(t, fmt.Sprintf("3. [%s] %s", mode, sc.name), sc.run)
 		}
-	}
+	})
 	results.run(t, "4. probes pass; probed pods reachable from the VPC and node 2", s.probes)
 	results.run(t, "4b. pod to the internet (SNAT), the VPC and its node; node to pod", s.podToOutside)
 	results.run(t, "4c. path MTU: fragmentation-needed reaches a pod, directly and through a Service", s.pathMTU)

@@ -249,6 +249,19 @@ func (s *suite) hostPortCase(t *testing.T, v *svcs) string {
 	return fmt.Sprintf("from the VPC host %d/%d, from a pod of node 2 %d/%d", ok, tries, podOK, tries)
 }
 
+// inEachProxyMode calls run once per kube-proxy mode, iptables then nftables, switching kube-proxy to each
+// first.
+func (s *suite) inEachProxyMode(t *testing.T, run func(mode string)) {
+	for _, mode := range []string{"iptables", "nftables"} {
+		if mode != s.c.ProxyMode {
+			if err := s.switchProxy(context.Background(), mode); err != nil {
+				t.Fatalf("switching kube-proxy to %s: %v", mode, err)
+			}
+		}
+		run(mode)
+	}
+}
+
 // switchProxy restarts kube-proxy on every node in another mode (cleaning the old mode's rules first).
 func (s *suite) switchProxy(ctx context.Context, mode string) error {
 	for _, n := range s.c.Nodes {

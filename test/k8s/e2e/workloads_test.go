@@ -58,6 +58,36 @@ func deployment(name, node string, replicas int32) *appsv1.Deployment {
 	}
 }
 
+// startWebAndClients starts web netexec pods on node 1, remote ones on node 2 (none when remote is 0) and a
+// client pod on each (client1, client2), and returns them once all are Ready, with the time that took.
+func (s *suite) startWebAndClients(t *testing.T, web, remote int32) ([]corev1.Pod, time.Duration) {
+	t.Helper()
+	ctx := context.Background()
+	apps, core := s.c.Client.AppsV1().Deployments(ns), s.c.Client.CoreV1().Pods(ns)
+	start := time.Now()
+	type group struct {
+		sel string
+		n   int32
+	}
+	want := []group{{"app=web", web}, {"app=client1", 1}, {"app=client2", 1}}
+	mustCreate(t, "web", apps.Create, deployment("web", s.node1.Name, web))
+	if remote > 0 {
+		mustCreate(t, "remote", apps.Create, deployment("remote", s.node2.Name, remote))
+		want = append(want, group{"app=remote", remote})
+	}
+	mustCreate(t, "client1", core.Create, pod("client1", s.node1.Name, 0))
+	mustCreate(t, "client2", core.Create, pod("client2", s.node2.Name, 0))
+	var pods []corev1.Pod
+	for _, w := range want {
+		ps, err := waitPodsReady(ctx, s.c, ns, w.sel, int(w.n), 4*time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pods = append(pods, ps...)
+	}
+	return pods, time.Since(start)
+}
+
 // pod makes one netexec pod on node, with a hostPort when hostPort is not 0.
 func pod(name, node string, hostPort int32) *corev1.Pod {
 	return &corev1.Pod{

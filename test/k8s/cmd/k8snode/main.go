@@ -22,7 +22,7 @@ func main() {
 	clean := flag.Bool("clean", false, "remove what a killed run left (processes, network namespaces, cgroups, scratch dirs) and exit")
 	nodes := flag.String("nodes", "m5.xlarge,m5.large", "instance types of the nodes; the first runs the control plane")
 	proxyMode := flag.String("proxy-mode", "iptables", "kube-proxy's mode: iptables or nftables")
-	ipFamily := flag.String("ip-family", cluster.IPv4, "the cluster's IP family: ipv4, or ipv6 (single-stack: IPv6 node IPs, Services and pods, the agent's ENABLE_IPv6)")
+	ipFamily := flag.String("ip-family", cluster.IPv4, "the cluster's IP family: ipv4, ipv6 (single-stack: IPv6 node IPs, Services and pods, the agent's ENABLE_IPv6) or dual (both families' node IPs, Service ranges and pod addresses, the agent's ENABLE_IPv4 and ENABLE_IPv6)")
 	flag.Parse()
 	if os.Geteuid() != 0 {
 		fmt.Fprintln(os.Stderr, "k8snode: needs root (network and mount namespaces, BPF, cgroups); run: sudo make k8s")
