@@ -49,6 +49,8 @@ type housekeeping struct {
 	nextRecon      time.Time
 	reconcileEvery time.Duration
 	nextSweep      time.Time
+	// startTries counts the failed tries of the first reconcile (startRetry).
+	startTries int
 }
 
 // reconcileDue reports whether the reconcile is due: periodically, and at once when the ENI manager asks.
@@ -66,7 +68,7 @@ func (h *housekeeping) reconcileDue(now time.Time) bool {
 // reconcile that a surprising answer asked for (eni.Manager.NeedsReconcile) is never postponed.
 func (h *housekeeping) reconcile(ctx context.Context) {
 	started := h.clock.Now()
-	rep, err := h.eni.Reconcile(ctx)
+	rep, err := h.eni.Reconcile(ec2client.WithOwnSchedule(ctx))
 	h.metrics.observeReconcile(rep, err)
 	now := h.clock.Now()
 	if err != nil {
@@ -83,11 +85,11 @@ func (h *housekeeping) reconcile(ctx context.Context) {
 	// A partial failure (e.g. one GC delete) still leaves the books compared with EC2; a failure to list does
 	// not. Until the first list succeeds the node can do nothing else, so it tries again soon.
 	if err != nil && rep.Attached == 0 {
-		retry := min(h.reconcileInterval, 10*time.Second)
 		if h.answered.Load() {
-			retry = h.reconcileEvery
+			h.nextRecon = now.Add(jitter(h.reconcileEvery))
+			return
 		}
-		h.nextRecon = now.Add(jitter(retry))
+		h.nextRecon = now.Add(h.startRetry())
 		return
 	}
 	h.lastRecon = now
@@ -95,6 +97,21 @@ func (h *housekeeping) reconcile(ctx context.Context) {
 	if !h.answered.Swap(true) {
 		h.log.Info("pool ready", "attached", rep.Attached)
 	}
+}
+
+// startRetryFirst is the window of the first retry of a failed first reconcile; each further failure doubles
+// it, up to the ReconcileInterval.
+const startRetryFirst = 20 * time.Second
+
+// startRetry is the wait before the next try of a first reconcile that failed: uniform in a window that
+// doubles with each failed try (full jitter). Until the first reconcile answers, nothing else of the node
+// moves, but a rollout's nodes start in the same seconds on an account bucket of 100 describes refilled 20 a
+// second: with a fixed 10 s between tries they came back together and were throttled again, while spread over
+// a growing window the most of them find tokens at their second try.
+func (h *housekeeping) startRetry() time.Duration {
+	window := min(startRetryFirst<<min(h.startTries, 8), max(h.reconcileInterval, startRetryFirst))
+	h.startTries++
+	return time.Duration(rand.Int64N(int64(window)) + 1)
 }
 
 // paceReconcile sets the periodic reconcile interval: it doubles, up to maxReconcileInterval, after a
@@ -159,7 +176,7 @@ func (h *housekeeping) sweepOrphans(ctx context.Context, now time.Time) {
 	if h.describeThrottledSince(now.Add(-h.reconcileInterval)) {
 		return
 	}
-	collected, err := h.eni.SweepOrphans(ctx)
+	collected, err := h.eni.SweepOrphans(ec2client.WithOwnSchedule(ctx))
 	h.metrics.orphans.Add(float64(len(collected)))
 	if err != nil {
 		h.log.Warn("sweeping orphaned ENIs", "error", err)
