@@ -40,7 +40,8 @@ type housekeeping struct {
 	// denied is the status line while EC2 denies the reconcile (IAM), or "".
 	denied statusNote
 
-	// answered is set once EC2 has answered a reconcile: the node is ready.
+	// answered is set once EC2 has answered a reconcile, or IMDS gave a new instance its first view: the node
+	// is ready.
 	answered atomic.Bool
 
 	// lastRecon and nextRecon bound the periodic reconcile; reconcileEvery is its interval now, stretched
@@ -51,6 +52,8 @@ type housekeeping struct {
 	nextSweep      time.Time
 	// startTries counts the failed tries of the first reconcile (startRetry).
 	startTries int
+	// viewTried is set once the first view from IMDS was tried (viewFromIMDS).
+	viewTried bool
 }
 
 // reconcileDue reports whether the reconcile is due: periodically, and at once when the ENI manager asks.
@@ -67,6 +70,12 @@ func (h *housekeeping) reconcileDue(now time.Time) bool {
 // up to Config.MaxReconcileInterval, and it halves back toward ReconcileInterval once they are not. A
 // reconcile that a surprising answer asked for (eni.Manager.NeedsReconcile) is never postponed.
 func (h *housekeeping) reconcile(ctx context.Context) {
+	if !h.answered.Load() && !h.viewTried {
+		h.viewTried = true
+		if h.viewFromIMDS(ctx) {
+			return
+		}
+	}
 	started := h.clock.Now()
 	rep, err := h.eni.Reconcile(ec2client.WithOwnSchedule(ctx))
 	h.metrics.observeReconcile(rep, err)
@@ -97,6 +106,25 @@ func (h *housekeeping) reconcile(ctx context.Context) {
 	if !h.answered.Swap(true) {
 		h.log.Info("pool ready", "attached", rep.Attached)
 	}
+}
+
+// viewFromIMDS gives a new instance its first view of its ENIs from IMDS (eni.Manager.ViewFromIMDS) and
+// reports whether it did: the node is then ready without a describe, and its first reconcile with EC2 comes at
+// a time uniform over 0.5 to 1.5 ReconcileIntervals, so that a rollout's nodes, started in the same seconds,
+// do not all describe a minute later in the same seconds either.
+func (h *housekeeping) viewFromIMDS(ctx context.Context) bool {
+	ok, err := h.eni.ViewFromIMDS(ctx)
+	if err != nil {
+		h.log.Info("no first view from IMDS; asking EC2", "error", err)
+	}
+	if !ok {
+		return false
+	}
+	every := h.reconcileInterval
+	h.nextRecon = h.clock.Now().Add(every/2 + time.Duration(rand.Int64N(int64(every)+1)))
+	h.answered.Store(true)
+	h.log.Info("pool ready", "attached", 1, "from", "IMDS")
+	return true
 }
 
 // startRetryFirst is the window of the first retry of a failed first reconcile; each further failure doubles
