@@ -109,9 +109,11 @@ func (h *housekeeping) reconcile(ctx context.Context) {
 }
 
 // viewFromIMDS gives a new instance its first view of its ENIs from IMDS (eni.Manager.ViewFromIMDS) and
-// reports whether it did: the node is then ready without a describe, and its first reconcile with EC2 comes at
-// a time uniform over 0.5 to 1.5 ReconcileIntervals, so that a rollout's nodes, started in the same seconds,
-// do not all describe a minute later in the same seconds either.
+// reports whether it did: the node is then ready without a describe. The view counts as a reconcile that found
+// the books right, so the first reconcile with EC2 (two describes: the attached ENIs and the instance's own
+// available ones) comes at twice the ReconcileInterval on average, spread uniformly over one to three of them:
+// a rollout's nodes, started in the same seconds, then do not describe together a minute later either (1,000
+// nodes over two minutes ask 17 describes a second of the account's 20).
 func (h *housekeeping) viewFromIMDS(ctx context.Context) bool {
 	ok, err := h.eni.ViewFromIMDS(ctx)
 	if err != nil {
@@ -121,7 +123,7 @@ func (h *housekeeping) viewFromIMDS(ctx context.Context) bool {
 		return false
 	}
 	every := h.reconcileInterval
-	h.nextRecon = h.clock.Now().Add(every/2 + time.Duration(rand.Int64N(int64(every)+1)))
+	h.nextRecon = h.clock.Now().Add(every + time.Duration(rand.Int64N(2*int64(every)+1)))
 	h.answered.Store(true)
 	h.log.Info("pool ready", "attached", 1, "from", "IMDS")
 	return true

@@ -67,11 +67,11 @@ func TestANewInstanceTakesItsFirstViewOfItsENIsFromIMDS(t *testing.T) {
 				t.Fatalf("the books' ENIs at ready: %+v, want the primary ENI %s first", st.ENIs, w.inst.PrimaryENI)
 			}
 			assignRetrying(t, r.node, "pod-0")
-			// The first reconcile with EC2 follows within about 1.5 ReconcileIntervals and leaves the books as
-			// EC2 shows them.
-			w.passVirtual(cfg.ReconcileInterval*3/2+5*time.Second, nil)
+			// The first reconcile with EC2 follows within three ReconcileIntervals and leaves the books as EC2
+			// shows them.
+			w.passVirtual(3*cfg.ReconcileInterval+5*time.Second, nil)
 			if n := w.sim.Counters()["DescribeNetworkInterfaces"].Calls - before; n == 0 {
-				t.Errorf("no DescribeNetworkInterfaces %s after the start: the reconcile with EC2 never ran", cfg.ReconcileInterval*3/2)
+				t.Errorf("no DescribeNetworkInterfaces %s after the start: the reconcile with EC2 never ran", 3*cfg.ReconcileInterval)
 			}
 			eventually(t, 20*time.Second, "books agree with EC2", func() error {
 				return w.checkBooks(r.node.Snapshot(), nil)
