@@ -56,9 +56,22 @@ type housekeeping struct {
 	viewTried bool
 }
 
-// reconcileDue reports whether the reconcile is due: periodically, and at once when the ENI manager asks.
+// reconcileDue reports whether the reconcile is due: periodically, and at once when the ENI manager asks. The
+// periodic reconcile is housekeeping that unblocks no pod: while the node's own pods wait for the IPs its pool
+// is bringing it waits, at most MaxReconcileInterval after the last reconcile (in a 1,000-node rollout in
+// fragmented subnets, whose pods wait minutes for the account's assign bucket, the periodic reconciles were
+// half the describes sent before the last pod had its IP). A reconcile the ENI manager asks for, or a first one,
+// never waits.
 func (h *housekeeping) reconcileDue(now time.Time) bool {
-	return h.nextRecon.IsZero() || !now.Before(h.nextRecon) || h.eni.NeedsReconcile()
+	switch {
+	case h.nextRecon.IsZero() || h.eni.NeedsReconcile():
+		return true
+	case now.Before(h.nextRecon):
+		return false
+	case !h.answered.Load() || h.podsWaiting == nil:
+		return true
+	}
+	return h.podsWaiting(now) == 0 || now.Sub(h.lastRecon) >= h.maxReconcileInterval
 }
 
 // reconcile compares the books with EC2 and schedules the next periodic reconcile.
@@ -122,8 +135,8 @@ func (h *housekeeping) viewFromIMDS(ctx context.Context) bool {
 	if !ok {
 		return false
 	}
-	every := h.reconcileInterval
-	h.nextRecon = h.clock.Now().Add(every + time.Duration(rand.Int64N(2*int64(every)+1)))
+	every, now := h.reconcileInterval, h.clock.Now()
+	h.lastRecon, h.nextRecon = now, now.Add(every+time.Duration(rand.Int64N(2*int64(every)+1)))
 	h.answered.Store(true)
 	h.log.Info("pool ready", "attached", 1, "from", "IMDS")
 	return true
@@ -195,8 +208,9 @@ func (h *housekeeping) sweepOrphans(ctx context.Context, now time.Time) {
 		return
 	}
 	if h.nextSweep.IsZero() {
-		// Not at once: a rollout's nodes would all sweep in its first seconds.
-		h.nextSweep = now.Add(time.Duration(rand.Int64N(int64(every))))
+		// Not at once, nor sooner than later sweeps: a rollout's nodes would all sweep in its first seconds,
+		// and a node just started has nothing to collect that the cluster's other nodes would not.
+		h.nextSweep = now.Add(every/2 + time.Duration(rand.Int64N(int64(every))))
 		return
 	}
 	if now.Before(h.nextSweep) || h.podsWaiting != nil && h.podsWaiting(now) > 0 {
