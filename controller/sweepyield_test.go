@@ -7,6 +7,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/smithy-go"
+
+	"github.com/eniwire/eniwire/controller"
 )
 
 // heldGrowth throttles every AssignPrivateIpAddresses and CreateNetworkInterface until release is closed: a
@@ -39,6 +41,37 @@ func (h heldGrowth) CreateNetworkInterface(ctx context.Context, in *ec2.CreateNe
 	return h.describeLog.CreateNetworkInterface(ctx, in, o...)
 }
 
+// podWaitingForAnIP is kubelet's pod worker for pod-0: its ADD again after each "no IP", until one succeeds or the
+// test ends; the channel gets the last ADD's error.
+func podWaitingForAnIP(t *testing.T, node *controller.Node) <-chan error {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	added := make(chan error, 1)
+	go func() {
+		for {
+			_, err := node.Assign(ctx, assignReq("pod-0"))
+			if err == nil || ctx.Err() != nil {
+				added <- err
+				return
+			}
+		}
+	}()
+	return added
+}
+
+// waitAdded fails the test unless the pod's ADD succeeds within 10 s (growth was let through).
+func waitAdded(t *testing.T, added <-chan error) {
+	t.Helper()
+	select {
+	case err := <-added:
+		if err != nil {
+			t.Fatalf("the pod's ADD: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pod had no IP 10 s after growth was let through")
+	}
+}
+
 // TestTheOrphanSweepWaitsWhileTheNodesPodsWaitForIPs: the cluster-wide sweep for orphaned ENIs is housekeeping
 // that unblocks no pod; while the node's own pods wait for the IPs its pool is bringing, its describes are left
 // to what brings them (in a 300-node rollout the sweeps were a fifth of the describes before the last pod had
@@ -53,31 +86,13 @@ func TestTheOrphanSweepWaitsWhileTheNodesPodsWaitForIPs(t *testing.T) {
 	r := w.start(cfg, api, nil)
 	waitReady(t, r.node)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	added := make(chan error, 1)
-	go func() { // kubelet's pod worker: the ADD again after each "no IP"
-		for {
-			_, err := r.node.Assign(ctx, assignReq("pod-0"))
-			if err == nil || ctx.Err() != nil {
-				added <- err
-				return
-			}
-		}
-	}()
+	added := podWaitingForAnIP(t, r.node)
 	w.passVirtual(60*time.Second, nil)
 	if n := log.count("orphan sweep"); n != 0 {
 		t.Errorf("%d orphan sweeps in 60 virtual seconds while the node's pod waited for an IP (sweep interval %s); want none", n, cfg.OrphanSweepInterval)
 	}
 	close(api.release)
-	select {
-	case err := <-added:
-		if err != nil {
-			t.Fatalf("the pod's ADD: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the pod had no IP 10 s after growth was let through")
-	}
+	waitAdded(t, added)
 	w.passVirtual(30*time.Second, nil)
 	if n := log.count("orphan sweep"); n == 0 {
 		t.Errorf("no orphan sweep in 30 virtual seconds after the node's pod had its IP (sweep interval %s)", cfg.OrphanSweepInterval)
@@ -99,18 +114,7 @@ func TestThePeriodicReconcileWaitsWhileTheNodesPodsWaitForIPs(t *testing.T) {
 	r := w.start(cfg, api, nil)
 	waitReady(t, r.node)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	added := make(chan error, 1)
-	go func() { // kubelet's pod worker: the ADD again after each "no IP"
-		for {
-			_, err := r.node.Assign(ctx, assignReq("pod-0"))
-			if err == nil || ctx.Err() != nil {
-				added <- err
-				return
-			}
-		}
-	}()
+	added := podWaitingForAnIP(t, r.node)
 	before := log.count("attached")
 	w.passVirtual(3*time.Minute, nil)
 	if n := log.count("attached") - before; n != 0 {
@@ -118,14 +122,7 @@ func TestThePeriodicReconcileWaitsWhileTheNodesPodsWaitForIPs(t *testing.T) {
 			n, cfg.ReconcileInterval)
 	}
 	close(api.release)
-	select {
-	case err := <-added:
-		if err != nil {
-			t.Fatalf("the pod's ADD: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the pod had no IP 10 s after growth was let through")
-	}
+	waitAdded(t, added)
 	before = log.count("attached")
 	w.passVirtual(30*time.Second, nil)
 	if n := log.count("attached") - before; n == 0 {
