@@ -58,7 +58,7 @@ type Config struct {
 	GCGrace time.Duration
 	// OrphanSweepInterval is the mean time between two sweeps of this node for the cluster's orphaned ENIs
 	// (available, with the cluster tag, owner instance terminated; see eni.SweepOrphans); default 5 min,
-	// jittered, the first one a random part of it after start. Every node sweeps, so a cluster of N nodes
+	// jittered over 0.5 to 1.5 of it, the first one too. Every node sweeps, so a cluster of N nodes
 	// sweeps every interval/N on average: orphans go within seconds in a large cluster, and the cost per node
 	// stays one filtered DescribeNetworkInterfaces per interval (1,000 nodes: 3.3 calls/s of the account's
 	// 20/s non-mutating refill). A sweep due while the node's own pods wait for IPs waits until they have them.

@@ -40,7 +40,8 @@ type housekeeping struct {
 	// denied is the status line while EC2 denies the reconcile (IAM), or "".
 	denied statusNote
 
-	// answered is set once EC2 has answered a reconcile: the node is ready.
+	// answered is set once EC2 has answered a reconcile, or IMDS gave a new instance its first view: the node
+	// is ready.
 	answered atomic.Bool
 
 	// lastRecon and nextRecon bound the periodic reconcile; reconcileEvery is its interval now, stretched
@@ -49,11 +50,28 @@ type housekeeping struct {
 	nextRecon      time.Time
 	reconcileEvery time.Duration
 	nextSweep      time.Time
+	// startTries counts the failed tries of the first reconcile (startRetry).
+	startTries int
+	// viewTried is set once the first view from IMDS was tried (viewFromIMDS).
+	viewTried bool
 }
 
-// reconcileDue reports whether the reconcile is due: periodically, and at once when the ENI manager asks.
+// reconcileDue reports whether the reconcile is due: periodically, and at once when the ENI manager asks. The
+// periodic reconcile is housekeeping that unblocks no pod: while the node's own pods wait for the IPs its pool
+// is bringing it waits, at most MaxReconcileInterval after the last reconcile (in a 1,000-node rollout in
+// fragmented subnets, whose pods wait minutes for the account's assign bucket, the periodic reconciles were
+// half the describes sent before the last pod had its IP). A reconcile the ENI manager asks for, or a first one,
+// never waits.
 func (h *housekeeping) reconcileDue(now time.Time) bool {
-	return h.nextRecon.IsZero() || !now.Before(h.nextRecon) || h.eni.NeedsReconcile()
+	switch {
+	case h.nextRecon.IsZero() || h.eni.NeedsReconcile():
+		return true
+	case now.Before(h.nextRecon):
+		return false
+	case !h.answered.Load() || h.podsWaiting == nil:
+		return true
+	}
+	return h.podsWaiting(now) == 0 || now.Sub(h.lastRecon) >= h.maxReconcileInterval
 }
 
 // reconcile compares the books with EC2 and schedules the next periodic reconcile.
@@ -65,8 +83,14 @@ func (h *housekeeping) reconcileDue(now time.Time) bool {
 // up to Config.MaxReconcileInterval, and it halves back toward ReconcileInterval once they are not. A
 // reconcile that a surprising answer asked for (eni.Manager.NeedsReconcile) is never postponed.
 func (h *housekeeping) reconcile(ctx context.Context) {
+	if !h.answered.Load() && !h.viewTried {
+		h.viewTried = true
+		if h.viewFromIMDS(ctx) {
+			return
+		}
+	}
 	started := h.clock.Now()
-	rep, err := h.eni.Reconcile(ctx)
+	rep, err := h.eni.Reconcile(ec2client.WithOwnSchedule(ctx))
 	h.metrics.observeReconcile(rep, err)
 	now := h.clock.Now()
 	if err != nil {
@@ -83,11 +107,11 @@ func (h *housekeeping) reconcile(ctx context.Context) {
 	// A partial failure (e.g. one GC delete) still leaves the books compared with EC2; a failure to list does
 	// not. Until the first list succeeds the node can do nothing else, so it tries again soon.
 	if err != nil && rep.Attached == 0 {
-		retry := min(h.reconcileInterval, 10*time.Second)
 		if h.answered.Load() {
-			retry = h.reconcileEvery
+			h.nextRecon = now.Add(jitter(h.reconcileEvery))
+			return
 		}
-		h.nextRecon = now.Add(jitter(retry))
+		h.nextRecon = now.Add(h.startRetry())
 		return
 	}
 	h.lastRecon = now
@@ -95,6 +119,42 @@ func (h *housekeeping) reconcile(ctx context.Context) {
 	if !h.answered.Swap(true) {
 		h.log.Info("pool ready", "attached", rep.Attached)
 	}
+}
+
+// viewFromIMDS gives a new instance its first view of its ENIs from IMDS (eni.Manager.ViewFromIMDS) and
+// reports whether it did: the node is then ready without a describe. The view counts as a reconcile that found
+// the books right, so the first reconcile with EC2 (two describes: the attached ENIs and the instance's own
+// available ones) comes at twice the ReconcileInterval on average, spread uniformly over one to three of them:
+// a rollout's nodes, started in the same seconds, then do not describe together a minute later either (1,000
+// nodes over two minutes ask 17 describes a second of the account's 20).
+func (h *housekeeping) viewFromIMDS(ctx context.Context) bool {
+	ok, err := h.eni.ViewFromIMDS(ctx)
+	if err != nil {
+		h.log.Info("no first view from IMDS; asking EC2", "error", err)
+	}
+	if !ok {
+		return false
+	}
+	every, now := h.reconcileInterval, h.clock.Now()
+	h.lastRecon, h.nextRecon = now, now.Add(every+time.Duration(rand.Int64N(2*int64(every)+1)))
+	h.answered.Store(true)
+	h.log.Info("pool ready", "attached", 1, "from", "IMDS")
+	return true
+}
+
+// startRetryFirst is the window of the first retry of a failed first reconcile; each further failure doubles
+// it, up to the ReconcileInterval.
+const startRetryFirst = 20 * time.Second
+
+// startRetry is the wait before the next try of a first reconcile that failed: uniform in a window that
+// doubles with each failed try (full jitter). Until the first reconcile answers, nothing else of the node
+// moves, but a rollout's nodes start in the same seconds on an account bucket of 100 describes refilled 20 a
+// second: with a fixed 10 s between tries they came back together and were throttled again, while spread over
+// a growing window the most of them find tokens at their second try.
+func (h *housekeeping) startRetry() time.Duration {
+	window := min(startRetryFirst<<min(h.startTries, 8), max(h.reconcileInterval, startRetryFirst))
+	h.startTries++
+	return time.Duration(rand.Int64N(int64(window)) + 1)
 }
 
 // paceReconcile sets the periodic reconcile interval: it doubles, up to maxReconcileInterval, after a
@@ -148,8 +208,9 @@ func (h *housekeeping) sweepOrphans(ctx context.Context, now time.Time) {
 		return
 	}
 	if h.nextSweep.IsZero() {
-		// Not at once: a rollout's nodes would all sweep in its first seconds.
-		h.nextSweep = now.Add(time.Duration(rand.Int64N(int64(every))))
+		// Not at once, nor sooner than later sweeps: a rollout's nodes would all sweep in its first seconds,
+		// and a node just started has nothing to collect that the cluster's other nodes would not.
+		h.nextSweep = now.Add(every/2 + time.Duration(rand.Int64N(int64(every))))
 		return
 	}
 	if now.Before(h.nextSweep) || h.podsWaiting != nil && h.podsWaiting(now) > 0 {
@@ -159,7 +220,7 @@ func (h *housekeeping) sweepOrphans(ctx context.Context, now time.Time) {
 	if h.describeThrottledSince(now.Add(-h.reconcileInterval)) {
 		return
 	}
-	collected, err := h.eni.SweepOrphans(ctx)
+	collected, err := h.eni.SweepOrphans(ec2client.WithOwnSchedule(ctx))
 	h.metrics.orphans.Add(float64(len(collected)))
 	if err != nil {
 		h.log.Warn("sweeping orphaned ENIs", "error", err)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/smithy-go"
+
+	"github.com/eniwire/eniwire/controller"
 )
 
 // heldGrowth throttles every AssignPrivateIpAddresses and CreateNetworkInterface until release is closed: a
@@ -39,6 +41,37 @@ func (h heldGrowth) CreateNetworkInterface(ctx context.Context, in *ec2.CreateNe
 	return h.describeLog.CreateNetworkInterface(ctx, in, o...)
 }
 
+// podWaitingForAnIP is kubelet's pod worker for pod-0: its ADD again after each "no IP", until one succeeds or the
+// test ends; the channel gets the last ADD's error.
+func podWaitingForAnIP(t *testing.T, node *controller.Node) <-chan error {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	added := make(chan error, 1)
+	go func() {
+		for {
+			_, err := node.Assign(ctx, assignReq("pod-0"))
+			if err == nil || ctx.Err() != nil {
+				added <- err
+				return
+			}
+		}
+	}()
+	return added
+}
+
+// waitAdded fails the test unless the pod's ADD succeeds within 10 s (growth was let through).
+func waitAdded(t *testing.T, added <-chan error) {
+	t.Helper()
+	select {
+	case err := <-added:
+		if err != nil {
+			t.Fatalf("the pod's ADD: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pod had no IP 10 s after growth was let through")
+	}
+}
+
 // TestTheOrphanSweepWaitsWhileTheNodesPodsWaitForIPs: the cluster-wide sweep for orphaned ENIs is housekeeping
 // that unblocks no pod; while the node's own pods wait for the IPs its pool is bringing, its describes are left
 // to what brings them (in a 300-node rollout the sweeps were a fifth of the describes before the last pod had
@@ -53,33 +86,72 @@ func TestTheOrphanSweepWaitsWhileTheNodesPodsWaitForIPs(t *testing.T) {
 	r := w.start(cfg, api, nil)
 	waitReady(t, r.node)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	added := make(chan error, 1)
-	go func() { // kubelet's pod worker: the ADD again after each "no IP"
-		for {
-			_, err := r.node.Assign(ctx, assignReq("pod-0"))
-			if err == nil || ctx.Err() != nil {
-				added <- err
-				return
-			}
-		}
-	}()
+	added := podWaitingForAnIP(t, r.node)
 	w.passVirtual(60*time.Second, nil)
 	if n := log.count("orphan sweep"); n != 0 {
 		t.Errorf("%d orphan sweeps in 60 virtual seconds while the node's pod waited for an IP (sweep interval %s); want none", n, cfg.OrphanSweepInterval)
 	}
 	close(api.release)
-	select {
-	case err := <-added:
-		if err != nil {
-			t.Fatalf("the pod's ADD: %v", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the pod had no IP 10 s after growth was let through")
-	}
+	waitAdded(t, added)
 	w.passVirtual(30*time.Second, nil)
 	if n := log.count("orphan sweep"); n == 0 {
 		t.Errorf("no orphan sweep in 30 virtual seconds after the node's pod had its IP (sweep interval %s)", cfg.OrphanSweepInterval)
+	}
+}
+
+// TestThePeriodicReconcileWaitsWhileTheNodesPodsWaitForIPs: the periodic reconcile is housekeeping too: while
+// the node's own pods wait for the IPs its pool is bringing, it waits (at most MaxReconcileInterval after the
+// last one), and runs once they have them. (In a 1,000-node rollout in fragmented subnets, whose pods wait
+// minutes for the account's assign bucket, the periodic reconciles were half the describes sent before the last
+// pod had its IP.)
+func TestThePeriodicReconcileWaitsWhileTheNodesPodsWaitForIPs(t *testing.T) {
+	w := newWorld(t, "m5.large", 100)
+	log := &describeLog{EC2API: w.ec2(nil)}
+	api := heldGrowth{describeLog: log, release: make(chan struct{})}
+	cfg := fastConfig(w.dir)
+	cfg.OrphanSweepInterval = -1
+	cfg.WarmENITarget, cfg.WarmIPTarget = 0, 1
+	r := w.start(cfg, api, nil)
+	waitReady(t, r.node)
+
+	added := podWaitingForAnIP(t, r.node)
+	before := log.count("attached")
+	w.passVirtual(3*time.Minute, nil)
+	if n := log.count("attached") - before; n != 0 {
+		t.Errorf("%d periodic reconciles in 3 virtual minutes while the node's pod waited for an IP (ReconcileInterval %s); want none",
+			n, cfg.ReconcileInterval)
+	}
+	close(api.release)
+	waitAdded(t, added)
+	before = log.count("attached")
+	w.passVirtual(30*time.Second, nil)
+	if n := log.count("attached") - before; n == 0 {
+		t.Errorf("no reconcile in 30 virtual seconds after the node's pod had its IP (ReconcileInterval %s, overdue)", cfg.ReconcileInterval)
+	}
+}
+
+// TestANewNodesFirstOrphanSweepComesAfterHalfItsInterval: every node of a cluster sweeps for the whole cluster,
+// and a node just started has nothing to collect that the others would not: its first sweep comes as every
+// later one does, at 0.5 to 1.5 intervals, not at a random part of one (in a 1,000-node rollout in fragmented
+// subnets, the sweeps of the new nodes were a third of the describes sent before the last pod had its IP).
+// Eight nodes, none of which sweeps in its first half interval: with the first sweep anywhere in the first
+// interval, all eight would hold off by chance once in 256 runs.
+func TestANewNodesFirstOrphanSweepComesAfterHalfItsInterval(t *testing.T) {
+	for i := range 8 {
+		w := newWorld(t, "m5.large", 100)
+		log := &describeLog{EC2API: w.ec2(nil)}
+		cfg := fastConfig(w.dir)
+		cfg.OrphanSweepInterval = time.Minute
+		r := w.start(cfg, log, nil)
+		waitReady(t, r.node)
+		w.passVirtual(cfg.OrphanSweepInterval/2-2*time.Second, nil)
+		if n := log.count("orphan sweep"); n != 0 {
+			t.Fatalf("node %d swept %d times in its first %s (sweep interval %s); want none", i, n, cfg.OrphanSweepInterval/2, cfg.OrphanSweepInterval)
+		}
+		w.passVirtual(cfg.OrphanSweepInterval+5*time.Second, nil)
+		if n := log.count("orphan sweep"); n == 0 {
+			t.Fatalf("node %d never swept in 1.5 intervals (%s)", i, cfg.OrphanSweepInterval)
+		}
+		r.stop()
 	}
 }

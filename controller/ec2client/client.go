@@ -20,7 +20,7 @@ import (
 //
 // Errors: the SDK's, unchanged, for everything but the two cases the wrapper handles itself. A denied call
 // returns an *UnauthorizedError (errors.Is(err, ErrUnauthorized)), never retried. A call still throttled after
-// Config.MaxAttempts, or whose context ends while it waits, returns an error for which IsThrottle holds when
+// Config.MaxAttempts (after one attempt for a context of WithOwnSchedule), or whose context ends while it waits, returns an error for which IsThrottle holds when
 // EC2's last answer was a throttle, and errors.Is(err, ctx.Err()) when the context ended.
 type Client struct {
 	api     EC2API
@@ -145,6 +145,9 @@ func call[T any](ctx context.Context, c *Client, action, bucket string, fn func(
 		}
 		lim.throttled()
 		last = err
+		if ownSchedule(ctx) {
+			return zero, fmt.Errorf("calling %s: throttled (the caller retries on its own schedule): %w", action, err)
+		}
 		if attempt >= c.cfg.MaxAttempts {
 			return zero, fmt.Errorf("calling %s: still throttled after %d attempts: %w", action, attempt, err)
 		}

@@ -34,11 +34,15 @@ func TestSimulatorThrottleIsSentOnceBySDKAndRetriedByTheWrapper(t *testing.T) {
 		name      string
 		throttles int
 		wrapped   bool
-		wantCalls int64
-		wantErr   bool
+		// ownSchedule: the caller retries on its own schedule (ec2client.WithOwnSchedule).
+		ownSchedule bool
+		wantCalls   int64
+		wantErr     bool
 	}{
 		{name: "the bare SDK sends a throttled call exactly once", throttles: 3, wantCalls: 1, wantErr: true},
 		{name: "the wrapper retries until the throttles end", throttles: 3, wrapped: true, wantCalls: 4},
+		{name: "the wrapper sends a call once when its caller retries on its own schedule", throttles: 3, wrapped: true,
+			ownSchedule: true, wantCalls: 1, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,7 +59,11 @@ func TestSimulatorThrottleIsSentOnceBySDKAndRetriedByTheWrapper(t *testing.T) {
 			}
 			sim.Faults().Script("DescribeSubnets", ec2client.CodeRequestLimitExceeded, tt.throttles)
 
-			out, err := api.DescribeSubnets(context.Background(), &ec2.DescribeSubnetsInput{SubnetIds: []string{"subnet-1"}})
+			ctx := context.Background()
+			if tt.ownSchedule {
+				ctx = ec2client.WithOwnSchedule(ctx)
+			}
+			out, err := api.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{SubnetIds: []string{"subnet-1"}})
 			if got := sim.Counters()["DescribeSubnets"].Calls; got != tt.wantCalls {
 				t.Errorf("the simulator saw %d DescribeSubnets calls, want %d", got, tt.wantCalls)
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/controller/metadata"
 	"github.com/eniwire/eniwire/internal/clock"
 )
 
@@ -36,9 +37,13 @@ type Books interface {
 	View(fn func(st *journal.State))
 }
 
-// IMDS lists the MACs of the ENIs the instance metadata shows. It lags EC2, so it only informs.
+// IMDS is what the instance metadata shows of the instance's ENIs. It lags EC2, so it only informs the
+// reconcile, except for a new instance's first view of its primary ENI (ViewFromIMDS).
 type IMDS interface {
+	// ENIMACs lists the MACs of the ENIs IMDS shows.
 	ENIMACs(ctx context.Context) ([]string, error)
+	// ENIs lists the ENIs IMDS shows, settled ones only (metadata.ENIs).
+	ENIs(ctx context.Context) ([]metadata.IMDSENI, error)
 }
 
 // Config is the node's part of every request.

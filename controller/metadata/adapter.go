@@ -6,9 +6,13 @@ import (
 	"strings"
 )
 
-// IMDS reads the ENIs IMDS shows: their MACs for the reconciler's comparison (eni.IMDS), and an ENI's primary
-// IP for the datapath that puts it on the ENI's link (nodenet.IMDS).
+// IMDS reads the ENIs IMDS shows: their MACs for the reconciler's comparison and the ENIs themselves for a new
+// instance's first view (eni.IMDS), and an ENI's primary IP for the datapath that puts it on the ENI's link
+// (nodenet.IMDS).
 type IMDS struct{ API IMDSAPI }
+
+// ENIs returns the ENIs IMDS lists (see the package function ENIs).
+func (m IMDS) ENIs(ctx context.Context) ([]IMDSENI, error) { return ENIs(ctx, m.API) }
 
 // ENIMACs returns the MACs of the ENIs IMDS lists.
 func (m IMDS) ENIMACs(ctx context.Context) ([]string, error) {

@@ -83,8 +83,11 @@ type IMDSENI struct {
 	DeviceIndex int
 	NetworkCard int
 	IPs         []netip.Addr // primary first, as IMDS lists them
-	SubnetCIDR  netip.Prefix // invalid when IMDS does not list it
-	IPv6        IPv6Facts
+	// IPv4Prefixes are the /28 prefixes delegated to the ENI (ipv4-prefix), none when IMDS lists none.
+	IPv4Prefixes []netip.Prefix
+	SubnetID     string       // "" when IMDS does not list it
+	SubnetCIDR   netip.Prefix // invalid when IMDS does not list it
+	IPv6         IPv6Facts
 }
 
 // ENIs reads every ENI IMDS lists for this instance, sorted by network card and device index. A MAC whose
@@ -152,6 +155,20 @@ func readENI(ctx context.Context, md IMDSAPI, mac string) (IMDSENI, bool, error)
 			return eni, false, fmt.Errorf("parsing local-ipv4s of ENI %s: %w", mac, err)
 		}
 		eni.IPs = append(eni.IPs, ip)
+	}
+	prefixes, err := getList(ctx, md, base+"ipv4-prefix")
+	if err != nil {
+		return eni, false, fmt.Errorf("reading ENI %s: %w", mac, err)
+	}
+	for _, s := range prefixes {
+		p, err := netip.ParsePrefix(s)
+		if err != nil || !p.Addr().Is4() {
+			return eni, false, fmt.Errorf("parsing ipv4-prefix of ENI %s: %q is not an IPv4 prefix", mac, s)
+		}
+		eni.IPv4Prefixes = append(eni.IPv4Prefixes, p)
+	}
+	if eni.SubnetID, err = getOptional(ctx, md, base+"subnet-id"); err != nil {
+		return eni, false, fmt.Errorf("reading ENI %s: %w", mac, err)
 	}
 	cidr, err := getOptional(ctx, md, base+"subnet-ipv4-cidr-block")
 	if err != nil {

@@ -234,19 +234,26 @@ func TestENIsListsWhatIMDSShows(t *testing.T) {
 	}{
 		{name: "every attached ENI with its addresses, by device index", change: func(*fakeIMDS) {},
 			want: []IMDSENI{
-				{MAC: mac0, ID: "eni-0", DeviceIndex: 0, IPs: addrs("10.0.1.5", "10.0.1.6"), SubnetCIDR: netip.MustParsePrefix("10.0.1.0/24")},
+				{MAC: mac0, ID: "eni-0", DeviceIndex: 0, IPs: addrs("10.0.1.5", "10.0.1.6"), SubnetID: "subnet-1", SubnetCIDR: netip.MustParsePrefix("10.0.1.0/24")},
 				{MAC: mac1, ID: "eni-1", DeviceIndex: 1, IPs: addrs("10.0.1.20"), SubnetCIDR: netip.MustParsePrefix("10.0.1.0/24")},
 			}},
 		{name: "an ENI without local-ipv4s has no addresses",
 			change: func(f *fakeIMDS) { f.del("network/interfaces/macs/" + mac1 + "/local-ipv4s") },
 			want: []IMDSENI{
-				{MAC: mac0, ID: "eni-0", DeviceIndex: 0, IPs: addrs("10.0.1.5", "10.0.1.6"), SubnetCIDR: netip.MustParsePrefix("10.0.1.0/24")},
+				{MAC: mac0, ID: "eni-0", DeviceIndex: 0, IPs: addrs("10.0.1.5", "10.0.1.6"), SubnetID: "subnet-1", SubnetCIDR: netip.MustParsePrefix("10.0.1.0/24")},
 				{MAC: mac1, ID: "eni-1", DeviceIndex: 1, SubnetCIDR: netip.MustParsePrefix("10.0.1.0/24")},
+			}},
+		{name: "an ENI's delegated /28 prefixes are listed",
+			change: func(f *fakeIMDS) { f.set("network/interfaces/macs/"+mac1+"/ipv4-prefix", "10.0.1.32/28\n10.0.1.48/28") },
+			want: []IMDSENI{
+				{MAC: mac0, ID: "eni-0", DeviceIndex: 0, IPs: addrs("10.0.1.5", "10.0.1.6"), SubnetID: "subnet-1", SubnetCIDR: netip.MustParsePrefix("10.0.1.0/24")},
+				{MAC: mac1, ID: "eni-1", DeviceIndex: 1, IPs: addrs("10.0.1.20"), SubnetCIDR: netip.MustParsePrefix("10.0.1.0/24"),
+					IPv4Prefixes: []netip.Prefix{netip.MustParsePrefix("10.0.1.32/28"), netip.MustParsePrefix("10.0.1.48/28")}},
 			}},
 		{name: "an ENI still being attached is left out",
 			change: func(f *fakeIMDS) { f.del("network/interfaces/macs/" + mac1 + "/interface-id") },
 			want: []IMDSENI{
-				{MAC: mac0, ID: "eni-0", DeviceIndex: 0, IPs: addrs("10.0.1.5", "10.0.1.6"), SubnetCIDR: netip.MustParsePrefix("10.0.1.0/24")},
+				{MAC: mac0, ID: "eni-0", DeviceIndex: 0, IPs: addrs("10.0.1.5", "10.0.1.6"), SubnetID: "subnet-1", SubnetCIDR: netip.MustParsePrefix("10.0.1.0/24")},
 			}},
 		{name: "an ENI on a second network card sorts after the first card's",
 			change: func(f *fakeIMDS) {
@@ -254,7 +261,7 @@ func TestENIsListsWhatIMDSShows(t *testing.T) {
 				f.set("network/interfaces/macs/"+mac1+"/device-number", "0")
 			},
 			want: []IMDSENI{
-				{MAC: mac0, ID: "eni-0", DeviceIndex: 0, IPs: addrs("10.0.1.5", "10.0.1.6"), SubnetCIDR: netip.MustParsePrefix("10.0.1.0/24")},
+				{MAC: mac0, ID: "eni-0", DeviceIndex: 0, IPs: addrs("10.0.1.5", "10.0.1.6"), SubnetID: "subnet-1", SubnetCIDR: netip.MustParsePrefix("10.0.1.0/24")},
 				{MAC: mac1, ID: "eni-1", DeviceIndex: 0, NetworkCard: 1, IPs: addrs("10.0.1.20"), SubnetCIDR: netip.MustParsePrefix("10.0.1.0/24")},
 			}},
 	}

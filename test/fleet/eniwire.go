@@ -115,7 +115,7 @@ func (n *eniwireNode) start(ctx context.Context) error {
 		EnablePrefixDelegation: n.set.prefix, MinimumIPTarget: n.set.minimumIP, AddWait: n.set.addWait,
 		// The fleet's pods have no network namespaces: none of them vanished.
 		VanishedPodGrace: -1},
-		controller.Deps{EC2: api, Node: n.nodeInfo(), Clock: n.w.clk, Registerer: nopRegisterer{}, Logger: n.set.log,
+		controller.Deps{EC2: api, IMDS: nodeIMDS(n.w.sim, n.inst.ID), Node: n.nodeInfo(), Clock: n.w.clk, Registerer: nopRegisterer{}, Logger: n.set.log,
 			Datapath: dptypes.NoDriver{}})
 	if err != nil {
 		return fmt.Errorf("starting controller of %s: %w", n.inst.ID, err)
