@@ -159,6 +159,17 @@ func (a *Agent) Stop(t testing.TB) {
 	}
 }
 
+// RestartAnswering starts the stopped agent again on its state dir and returns once it answers on its socket,
+// ready or not; the test fails if it does not answer within a minute.
+func (a *Agent) RestartAnswering(t testing.TB) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := a.proc.StartAnswering(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // Assignments is the agent's list of assignments; the test fails if it cannot be read.
 func (a *Agent) Assignments(t testing.TB) []api.Assignment {
 	t.Helper()

@@ -179,11 +179,12 @@ func TestLibcniStatusFailsWhenAddCannotWork(t *testing.T) {
 	})
 
 	t.Run("the agent is not ready", func(t *testing.T) {
-		// Until EC2 lists the node's ENIs once, the agent cannot know which IPs are free.
-		n := newStatusNode(t, "10.225.255.1", AgentOptions{SubnetCIDR: "10.225.0.0/20", Unready: true,
-			BeforeStart: func(sim *ec2sim.Sim, _ string) {
-				sim.Faults().SetProbability("DescribeNetworkInterfaces", "UnauthorizedOperation", 1)
-			}})
+		// An agent whose journal holds ENIs cannot know which IPs are free until EC2 lists the node's ENIs
+		// once (a new instance's first view may come from IMDS, so the agent restarts on its books here).
+		n := newStatusNode(t, "10.225.255.1", AgentOptions{SubnetCIDR: "10.225.0.0/20", WarmIPs: 1})
+		n.agent.Stop(t)
+		n.agent.Sim.Faults().SetProbability("DescribeNetworkInterfaces", "UnauthorizedOperation", 1)
+		n.agent.RestartAnswering(t)
 		wantUnavailable(t, n.status(t), "not ready", "waiting for the first answer from EC2")
 		n.agent.Sim.Faults().Reset()
 		n.agent.WaitReady(t)
