@@ -22,15 +22,7 @@ import (
 // as spoofed; under an egress policy of the address's, the FORWARD hook judges it.
 func TestIPv4EgressOfAnIPv6PodLeavesFromTheNodesAddress(t *testing.T) {
 	f := newFabric(t)
-	root := testPinRoot(t)
-	cfg := f.config(root, AttachAuto)
-	cfg.NetworkPolicy = true
-	d := f.open(t, cfg)
-	t.Cleanup(func() {
-		_ = d.Close()
-		_ = f.node.Do(func(ns.NetNS) error { return Uninstall(root) })
-	})
-	f.wire(t, d)
+	d := f.startWithPolicy(t, AttachAuto)
 	egress1, egress2 := addr("169.254.172.1"), addr("169.254.172.2")
 	nodeIP := addr("10.77.1.10")
 	f.nodeDo(t, "giving pod1 and pod2 egress addresses", func() error {

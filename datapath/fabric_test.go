@@ -236,8 +236,22 @@ func (f *fabric) open(t *testing.T, cfg Config) *Datapath {
 // when the test ends.
 func (f *fabric) start(t *testing.T, mode AttachMode) *Datapath {
 	t.Helper()
+	return f.startWith(t, mode, func(*Config) {})
+}
+
+// startWithPolicy is start with NetworkPolicy enforcement on (the FORWARD hook attached).
+func (f *fabric) startWithPolicy(t *testing.T, mode AttachMode) *Datapath {
+	t.Helper()
+	return f.startWith(t, mode, func(cfg *Config) { cfg.NetworkPolicy = true })
+}
+
+// startWith is start with the config changed by set.
+func (f *fabric) startWith(t *testing.T, mode AttachMode, set func(*Config)) *Datapath {
+	t.Helper()
 	root := testPinRoot(t)
-	d := f.open(t, f.config(root, mode))
+	cfg := f.config(root, mode)
+	set(&cfg)
+	d := f.open(t, cfg)
 	t.Cleanup(func() {
 		_ = d.Close()
 		_ = f.node.Do(func(ns.NetNS) error { return Uninstall(root) })

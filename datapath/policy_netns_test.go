@@ -98,15 +98,7 @@ func TestPolicyJudgesAServiceOnItsBackend(t *testing.T) {
 	t.Parallel()
 	nft := testenv.RequireTool(t, "nft")
 	f := newFabric(t)
-	root := testPinRoot(t)
-	cfg := f.config(root, AttachTCX)
-	cfg.NetworkPolicy = true
-	d := f.open(t, cfg)
-	t.Cleanup(func() {
-		_ = d.Close()
-		_ = f.node.Do(func(ns.NetNS) error { return Uninstall(root) })
-	})
-	f.wire(t, d)
+	d := f.startWithPolicy(t, AttachTCX)
 	svc := netip.AddrPortFrom(addr("10.96.0.30"), 80)
 	backend := netip.AddrPortFrom(pod2IP, 8080)
 	serveTCPEcho(t, f.pod2, backend)
