@@ -49,7 +49,9 @@ type housekeeping struct {
 	lastRecon      time.Time
 	nextRecon      time.Time
 	reconcileEvery time.Duration
-	nextSweep      time.Time
+	// sweepEvery is the orphan sweep's mean interval now, stretched while sweeps find nothing to collect.
+	sweepEvery time.Duration
+	nextSweep  time.Time
 	// startTries counts the failed tries of the first reconcile (startRetry).
 	startTries int
 	// viewTried is set once the first view from IMDS was tried (viewFromIMDS).
@@ -137,6 +139,7 @@ func (h *housekeeping) viewFromIMDS(ctx context.Context) bool {
 	}
 	every, now := h.reconcileInterval, h.clock.Now()
 	h.lastRecon, h.nextRecon = now, now.Add(every+time.Duration(rand.Int64N(2*int64(every)+1)))
+	h.paceReconcile(false, false, true)
 	h.answered.Store(true)
 	h.log.Info("pool ready", "attached", 1, "from", "IMDS")
 	return true
@@ -198,25 +201,36 @@ func jitter(d time.Duration) time.Duration {
 	return d - d/10 + time.Duration(rand.Int64N(int64(d)/5+1))
 }
 
+// maxSweepStretch caps the stretch of the orphan sweep: a node whose sweeps find nothing sweeps at 1, 2, 4, then
+// every 6 OrphanSweepIntervals (5, 10, 20, then every 30 minutes with the defaults).
+const maxSweepStretch = 6
+
 // sweepOrphans runs the cluster-wide sweep for orphaned ENIs when it is due (see Config.OrphanSweepInterval).
 // It is housekeeping too: while the node's describes are throttled it waits another interval, and while the
 // node's own pods wait for IPs it waits until they have them (in a 300-node rollout in fragmented subnets the
-// sweeps were a fifth of the describes sent before the last pod had its IP).
+// sweeps were a fifth of the describes sent before the last pod had its IP). A sweep that collects nothing
+// doubles the node's interval, up to maxSweepStretch of it, and one that collects an orphan brings it back:
+// every node sweeps for the whole cluster, so a cluster whose nodes find nothing still sweeps every 30 min / N
+// (seconds at 1,000 nodes, where 5-minute sweeps were a third of the describes of a rollout in fragmented
+// subnets; 10 minutes at 3 nodes), and orphans, which only a create answered but not yet marked
+// delete-on-termination leaves (see eni.SweepOrphans), bring the nodes that find them back to the interval.
 func (h *housekeeping) sweepOrphans(ctx context.Context, now time.Time) {
-	every := h.orphanSweepInterval
-	if every <= 0 {
+	if h.orphanSweepInterval <= 0 {
 		return
+	}
+	if h.sweepEvery == 0 {
+		h.sweepEvery = h.orphanSweepInterval
 	}
 	if h.nextSweep.IsZero() {
 		// Not at once, nor sooner than later sweeps: a rollout's nodes would all sweep in its first seconds,
 		// and a node just started has nothing to collect that the cluster's other nodes would not.
-		h.nextSweep = now.Add(every/2 + time.Duration(rand.Int64N(int64(every))))
+		h.nextSweep = now.Add(spread(h.sweepEvery))
 		return
 	}
 	if now.Before(h.nextSweep) || h.podsWaiting != nil && h.podsWaiting(now) > 0 {
 		return
 	}
-	h.nextSweep = now.Add(every/2 + time.Duration(rand.Int64N(int64(every))))
+	h.nextSweep = now.Add(spread(h.sweepEvery))
 	if h.describeThrottledSince(now.Add(-h.reconcileInterval)) {
 		return
 	}
@@ -225,4 +239,16 @@ func (h *housekeeping) sweepOrphans(ctx context.Context, now time.Time) {
 	if err != nil {
 		h.log.Warn("sweeping orphaned ENIs", "error", err)
 	}
+	switch {
+	case len(collected) > 0:
+		h.sweepEvery = h.orphanSweepInterval
+	case err == nil:
+		h.sweepEvery = min(2*h.sweepEvery, maxSweepStretch*h.orphanSweepInterval)
+	}
+	h.nextSweep = now.Add(spread(h.sweepEvery))
+}
+
+// spread is a wait of 0.5 to 1.5 times d, uniformly.
+func spread(d time.Duration) time.Duration {
+	return d/2 + time.Duration(rand.Int64N(int64(d)+1))
 }

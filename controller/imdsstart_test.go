@@ -86,3 +86,36 @@ func TestANewInstanceTakesItsFirstViewOfItsENIsFromIMDS(t *testing.T) {
 		})
 	}
 }
+
+// TestAfterAFirstViewFromIMDSAQuietNodeReconcilesAtOneToThreeThenAtFourIntervals: the first view from IMDS counts
+// as a reconcile that found the books right, in its pacing too: the first reconcile with EC2 comes at one to
+// three ReconcileIntervals, and when it finds the books right as well the next comes at four (±10%), not two.
+// (In a 1,000-node rollout in fragmented subnets, the periodic reconciles were the most of the describes sent
+// before the last pod had its IP.)
+func TestAfterAFirstViewFromIMDSAQuietNodeReconcilesAtOneToThreeThenAtFourIntervals(t *testing.T) {
+	w := newWorld(t, "m5.large", 100)
+	imdsURL, err := w.sw.Server.OpenIMDS(w.inst.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := imds.New(imds.Options{Endpoint: imdsURL, HTTPClient: &http.Client{Timeout: 5 * time.Second}})
+	log := &describeLog{EC2API: w.ec2(nil)}
+	cfg := fastConfig(w.dir)
+	cfg.OrphanSweepInterval = -1
+	every := cfg.ReconcileInterval
+	r := w.startWith(cfg, controller.Deps{EC2: log, IMDS: metadata.IMDS{API: md}})
+	waitReady(t, r.node)
+	w.passVirtual(3*every+every/10, nil)
+	if n := log.count("attached"); n != 1 {
+		t.Fatalf("%d reconciles with EC2 in the first %s after a first view from IMDS (ReconcileInterval %s); want 1", n, 3*every, every)
+	}
+	// The next is at least 1 + 4×0.9 intervals after the start, at most 3 + 4×1.1.
+	w.passVirtual(every*13/10, nil)
+	if n := log.count("attached"); n != 1 {
+		t.Errorf("%d reconciles with EC2 by %s after the start; want 1 (the next comes four intervals after the first)", n, every*44/10)
+	}
+	w.passVirtual(every*36/10, nil)
+	if n := log.count("attached"); n != 2 {
+		t.Errorf("%d reconciles with EC2 by %s after the start; want 2", n, every*80/10)
+	}
+}

@@ -2,13 +2,18 @@ package controller_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 
 	"github.com/eniwire/eniwire/controller"
+	"github.com/eniwire/eniwire/controller/eni"
+	"github.com/eniwire/eniwire/test/ec2sim"
 )
 
 // heldGrowth throttles every AssignPrivateIpAddresses and CreateNetworkInterface until release is closed: a
@@ -154,4 +159,66 @@ func TestANewNodesFirstOrphanSweepComesAfterHalfItsInterval(t *testing.T) {
 		}
 		r.stop()
 	}
+}
+
+// TestAnOrphanSweepThatFindsNothingStretchesTheNextAndOneThatCollectsBringsItBack: every node sweeps for the
+// whole cluster, so a node whose sweeps find nothing sweeps at 1, 2, 4, then every 6 intervals (in a 1,000-node
+// rollout in fragmented subnets, 5-minute sweeps were a third of the describes sent before the last pod had its
+// IP); a sweep that collects an orphan brings the node back to its interval. With 1-minute intervals spread over
+// 0.5 to 1.5 of them, a node that did not stretch would sweep at least 20 times in 30 minutes; one that stretches
+// at most 12 times.
+func TestAnOrphanSweepThatFindsNothingStretchesTheNextAndOneThatCollectsBringsItBack(t *testing.T) {
+	w := newWorld(t, "m5.large", 200)
+	log := &describeLog{EC2API: w.ec2(nil)}
+	cfg := fastConfig(w.dir)
+	cfg.OrphanSweepInterval = time.Minute
+	r := w.start(cfg, log, nil)
+	waitReady(t, r.node)
+	w.passVirtual(30*time.Minute, nil)
+	if n := log.count("orphan sweep"); n > 12 || n < 4 {
+		t.Fatalf("%d orphan sweeps in 30 virtual minutes of a cluster with no orphan (interval %s); want 4 to 12 (1, 2, 4, then 6 intervals apart)",
+			n, cfg.OrphanSweepInterval)
+	}
+
+	gone, err := w.sim.AddInstance(ec2sim.InstanceSpec{Type: "m5.large", SubnetID: w.inst.SubnetID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.sim.TerminateInstance(gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	orphan := createOrphan(t, w, gone.ID, cfg.Cluster)
+	// The stretched interval is 6 minutes, spread up to 9.
+	start := w.clk.Now()
+	eventually(t, time.Minute, "the orphan of a terminated instance collected", func() error {
+		if _, ok := w.sim.ENI(orphan); ok {
+			if waited := w.clk.Since(start); waited > 10*time.Minute {
+				t.Fatalf("the orphan %s of a terminated instance still there after %s", orphan, waited.Round(time.Second))
+			}
+			return errors.New("still there")
+		}
+		return nil
+	})
+	collectedAt := log.count("orphan sweep")
+	w.passVirtual(90*time.Second+5*time.Second, nil)
+	if n := log.count("orphan sweep") - collectedAt; n == 0 {
+		t.Errorf("no orphan sweep within 1.5 intervals after one that collected an orphan (interval %s)", cfg.OrphanSweepInterval)
+	}
+}
+
+// createOrphan creates an available ENI with the cluster's tags for owner, created an hour ago: what a node that
+// died between its create and its attach leaves.
+func createOrphan(t *testing.T, w *world, owner, cluster string) string {
+	t.Helper()
+	tags := []types.Tag{
+		{Key: aws.String(eni.TagOwner), Value: aws.String(owner)},
+		{Key: aws.String(eni.TagCreatedAt), Value: aws.String(w.clk.Now().Add(-time.Hour).UTC().Format(time.RFC3339))},
+		{Key: aws.String(eni.TagCluster), Value: aws.String(cluster)},
+	}
+	out, err := w.ec2(nil).CreateNetworkInterface(context.Background(), &ec2.CreateNetworkInterfaceInput{SubnetId: aws.String(w.inst.SubnetID),
+		TagSpecifications: []types.TagSpecification{{ResourceType: types.ResourceTypeNetworkInterface, Tags: tags}}})
+	if err != nil {
+		t.Fatalf("creating an orphan of %s: %v", owner, err)
+	}
+	return aws.ToString(out.NetworkInterface.NetworkInterfaceId)
 }

@@ -68,7 +68,7 @@ var table = []setting{
 	{"ip-cooldown-period", "IP_COOLDOWN_PERIOD", "120s", "time a released IP stays out of use (seconds or a duration)"},
 	{"reconcile-interval", "ENIWIRE_RECONCILE_INTERVAL", "60s", "time between reconciles with EC2 after one that found something to set right"},
 	{"max-reconcile-interval", "ENIWIRE_MAX_RECONCILE_INTERVAL", "10m", "the reconcile interval doubles up to this after each reconcile that found the books and EC2 agreeing or saw EC2 throttle this node's describes"},
-	{"orphan-sweep-interval", "ENIWIRE_ORPHAN_SWEEP_INTERVAL", "5m", "mean time between this node's sweeps for the cluster's ENIs whose owner instance is gone"},
+	{"orphan-sweep-interval", "ENIWIRE_ORPHAN_SWEEP_INTERVAL", "5m", "mean time between this node's sweeps for the cluster's ENIs whose owner instance is gone (doubling, up to 6 times it, while its sweeps collect nothing)"},
 	{"add-wait", "ENIWIRE_ADD_WAIT", "10s", "an ADD that finds the warm pool empty waits this long for the IPs the pool is bringing, first come first served (negative: answered \"no IP\" at once); when the node cannot get an IP (max pods, the ENI limit, a full subnet, EC2 refusing) it fails at once naming the cause; keep it under the plugin's timeout in the conflist"},
 	{"pool-interval", "ENIWIRE_POOL_INTERVAL", "5s", "time between pool checks when nothing wakes the pool manager"},
 	{"release-delay", "ENIWIRE_RELEASE_DELAY", "60s", "hysteresis: surplus must last this long before IPs or ENIs are released"},

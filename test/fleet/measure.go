@@ -58,6 +58,8 @@ type Result struct {
 	// DescribesByCause are the nodes' DescribeNetworkInterfaces requests by what sent them, SDK retries included
 	// (describecauses.go); the prefix scenarios count from the start of their nodes.
 	DescribesByCause map[string]DescribeCause `json:"describes_by_cause,omitempty"`
+	// DescribesByCauseToAddressed is DescribesByCause when every pod had its IP.
+	DescribesByCauseToAddressed map[string]DescribeCause `json:"describes_by_cause_to_all_addressed,omitempty"`
 	// AddsNoIP are the prefix scenarios' ADDs answered "no IP" (kubelet: FailedCreatePodSandBox, then a retry).
 	AddsNoIP         int     `json:"adds_answered_no_ip"`
 	Kills            int     `json:"controller_kills,omitempty"`

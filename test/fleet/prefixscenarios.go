@@ -104,6 +104,7 @@ func (f *fleet) podRollout(ctx context.Context) (Result, error) {
 		d.tick(ctx)
 		if d.left() == 0 && res.DescribesToAddressed == 0 {
 			res.DescribesToAddressed = minus(f.w.sim.Counters()[describeENIs], f.base[describeENIs]).Calls
+			res.DescribesByCauseToAddressed = f.w.describes.snapshot()
 		}
 		if time.Since(last) > 2*time.Second {
 			last = time.Now()

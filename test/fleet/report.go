@@ -112,6 +112,10 @@ func writePodTable(w io.Writer, rs []Result) error {
 			fmt.Fprintf(w, "%s/%s: DescribeNetworkInterfaces by cause: %s\n", r.Strategy, r.Scenario,
 				strings.Join(describeCauseLines(r.DescribesByCause), "; "))
 		}
+		if len(r.DescribesByCauseToAddressed) > 0 {
+			fmt.Fprintf(w, "%s/%s: DescribeNetworkInterfaces by cause until every pod had its IP: %s\n", r.Strategy, r.Scenario,
+				strings.Join(describeCauseLines(r.DescribesByCauseToAddressed), "; "))
+		}
 		if fr := r.Fragmentation; fr != nil {
 			fmt.Fprintf(w, "%s/%s: %d legacy nodes (%s) held %d single IPs; %d addresses and %d aligned /28s were free at the start\n",
 				r.Strategy, r.Scenario, fr.Nodes, fillType, fr.IPs, fr.FreeAddrs, fr.FreePrefixes)
