@@ -143,12 +143,7 @@ func TestThePeriodicReconcileWaitsWhileTheNodesPodsWaitForIPs(t *testing.T) {
 // interval, all eight would hold off by chance once in 256 runs.
 func TestANewNodesFirstOrphanSweepComesAfterHalfItsInterval(t *testing.T) {
 	for i := range 8 {
-		w := newWorld(t, "m5.large", 100)
-		log := &describeLog{EC2API: w.ec2(nil)}
-		cfg := fastConfig(w.dir)
-		cfg.OrphanSweepInterval = time.Minute
-		r := w.start(cfg, log, nil)
-		waitReady(t, r.node)
+		w, log, cfg, r := startSweepingNode(t, 100)
 		w.passVirtual(cfg.OrphanSweepInterval/2-2*time.Second, nil)
 		if n := log.count("orphan sweep"); n != 0 {
 			t.Fatalf("node %d swept %d times in its first %s (sweep interval %s); want none", i, n, cfg.OrphanSweepInterval/2, cfg.OrphanSweepInterval)
@@ -168,12 +163,7 @@ func TestANewNodesFirstOrphanSweepComesAfterHalfItsInterval(t *testing.T) {
 // 0.5 to 1.5 of them, a node that did not stretch would sweep at least 20 times in 30 minutes; one that stretches
 // at most 12 times.
 func TestAnOrphanSweepThatFindsNothingStretchesTheNextAndOneThatCollectsBringsItBack(t *testing.T) {
-	w := newWorld(t, "m5.large", 200)
-	log := &describeLog{EC2API: w.ec2(nil)}
-	cfg := fastConfig(w.dir)
-	cfg.OrphanSweepInterval = time.Minute
-	r := w.start(cfg, log, nil)
-	waitReady(t, r.node)
+	w, log, cfg, _ := startSweepingNode(t, 200)
 	w.passVirtual(30*time.Minute, nil)
 	if n := log.count("orphan sweep"); n > 12 || n < 4 {
 		t.Fatalf("%d orphan sweeps in 30 virtual minutes of a cluster with no orphan (interval %s); want 4 to 12 (1, 2, 4, then 6 intervals apart)",
@@ -204,6 +194,19 @@ func TestAnOrphanSweepThatFindsNothingStretchesTheNextAndOneThatCollectsBringsIt
 	if n := log.count("orphan sweep") - collectedAt; n == 0 {
 		t.Errorf("no orphan sweep within 1.5 intervals after one that collected an orphan (interval %s)", cfg.OrphanSweepInterval)
 	}
+}
+
+// startSweepingNode starts a node on a clock factor times the wall's, sweeping for orphans every minute, its
+// describes logged, and waits until it is ready.
+func startSweepingNode(t *testing.T, factor float64) (*world, *describeLog, controller.Config, *running) {
+	t.Helper()
+	w := newWorld(t, "m5.large", factor)
+	log := &describeLog{EC2API: w.ec2(nil)}
+	cfg := fastConfig(w.dir)
+	cfg.OrphanSweepInterval = time.Minute
+	r := w.start(cfg, log, nil)
+	waitReady(t, r.node)
+	return w, log, cfg, r
 }
 
 // createOrphan creates an available ENI with the cluster's tags for owner, created an hour ago: what a node that
