@@ -218,9 +218,6 @@ func (h *housekeeping) sweepOrphans(ctx context.Context, now time.Time) {
 	if h.orphanSweepInterval <= 0 {
 		return
 	}
-	if h.sweepEvery == 0 {
-		h.sweepEvery = h.orphanSweepInterval
-	}
 	if h.nextSweep.IsZero() {
 		// Not at once, nor sooner than later sweeps: a rollout's nodes would all sweep in its first seconds,
 		// and a node just started has nothing to collect that the cluster's other nodes would not.
@@ -230,8 +227,8 @@ func (h *housekeeping) sweepOrphans(ctx context.Context, now time.Time) {
 	if now.Before(h.nextSweep) || h.podsWaiting != nil && h.podsWaiting(now) > 0 {
 		return
 	}
-	h.nextSweep = now.Add(spread(h.sweepEvery))
 	if h.describeThrottledSince(now.Add(-h.reconcileInterval)) {
+		h.nextSweep = now.Add(spread(h.sweepEvery))
 		return
 	}
 	collected, err := h.eni.SweepOrphans(ec2client.WithOwnSchedule(ctx))

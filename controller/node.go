@@ -139,7 +139,8 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	n.ipam.blocked = n.pool.blocked
 	n.house = &housekeeping{eni: n.eni, reconcileInterval: cfg.ReconcileInterval,
 		maxReconcileInterval: cfg.MaxReconcileInterval, orphanSweepInterval: cfg.OrphanSweepInterval,
-		podsWaiting: n.ipam.line.demand, clock: deps.Clock, log: log, metrics: m, reconcileEvery: cfg.ReconcileInterval}
+		podsWaiting: n.ipam.line.demand, clock: deps.Clock, log: log, metrics: m, reconcileEvery: cfg.ReconcileInterval,
+		sweepEvery: cfg.OrphanSweepInterval}
 	// The pool's line first: the reconcile's denial matters most before the pool has anything to say.
 	n.status.parts = []func() (string, string){n.pool.because, n.house.denied.because}
 	n.house.throttles, _ = deps.EC2.(throttleReporter)
