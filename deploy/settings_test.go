@@ -11,22 +11,9 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-// goBuild builds packages of the module into dir with the flags a release uses.
-func goBuild(t *testing.T, dir string, extra []string, pkgs ...string) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	args := append([]string{"build"}, extra...)
-	args = append(args, "-o", dir+string(filepath.Separator))
-	cmd := exec.CommandContext(ctx, "go", append(args, pkgs...)...)
-	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(cmd.Args[1:], " "), err, out)
-	}
-}
+	"github.com/eniwire/eniwire/internal/testenv"
+)
 
 var settingUsage = regexp.MustCompile(`\(env ([A-Z][A-Za-z0-9_]*), default ("(?:[^"\\]|\\.)*")\)`)
 
@@ -34,11 +21,10 @@ var settingUsage = regexp.MustCompile(`\(env ([A-Z][A-Za-z0-9_]*), default ("(?:
 // usage names its environment variable and default: the agent's own statement of what it reads.
 func agentSettings(t *testing.T) map[string]string {
 	t.Helper()
-	dir := t.TempDir()
-	goBuild(t, dir, nil, "./cmd/eniwire-agent")
+	agent := testenv.Binary(t, "eniwire-agent", "github.com/eniwire/eniwire/cmd/eniwire-agent")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(dir, "eniwire-agent"), "-help")
+	cmd := exec.CommandContext(ctx, agent, "-help")
 	cmd.Env = []string{"PATH=/usr/bin:/bin"} // no setting from this test's environment
 	out, _ := cmd.CombinedOutput()           // -help exits non-zero; the output is what matters
 	settings := map[string]string{}

@@ -15,6 +15,7 @@ import (
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
+	"github.com/eniwire/eniwire/internal/testenv"
 	"github.com/eniwire/eniwire/test/ec2sim"
 	"github.com/eniwire/eniwire/test/simworld"
 )
@@ -23,10 +24,7 @@ import (
 // at several moments while it allocates ENIs and answers pods, restarts it, and checks the promise.
 func TestKill9MidAllocationLosesNothing(t *testing.T) {
 	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "eniwire-agent")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("building agent: %v\n%s", err, out)
-	}
+	bin := testenv.Binary(t, "eniwire-agent", "github.com/eniwire/eniwire/cmd/eniwire-agent")
 	w := simworld.New(t, simworld.Options{Type: "m5.large"})
 	sim, srv, inst := w.Sim, w.Server, w.Instance
 	imdsURL, err := srv.OpenIMDS(inst.ID)

@@ -428,12 +428,7 @@ func TestTheInstalledPluginAnswersVERSION(t *testing.T) {
 		t.Skip("builds the plugin (runs under CI=true even with -short)")
 	}
 	h := newHostRoot(t)
-	src := filepath.Join(h.image, "eniwire")
-	build := execCommand(t, "go", "build", "-trimpath", "-o", src, "github.com/eniwire/eniwire/cmd/eniwire")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the plugin: %v\n%s", err, out)
-	}
+	src := testenv.Binary(t, "eniwire", "github.com/eniwire/eniwire/cmd/eniwire")
 	conf, err := os.ReadFile("../../deploy/10-eniwire.conflist")
 	if err != nil {
 		t.Fatal(err)

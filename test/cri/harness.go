@@ -16,6 +16,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 
+	"github.com/eniwire/eniwire/internal/testenv"
 	"github.com/eniwire/eniwire/test/ociimage"
 )
 
@@ -145,16 +146,11 @@ func run(name string, args ...string) (string, error) {
 	return out.String(), nil
 }
 
-// ImportPause builds the pause binary, packs it as a one-layer image in docker-save layout and imports it.
+// ImportPause takes the run's pause binary (or builds it), packs it as a one-layer image in docker-save layout and imports it.
 func (c *Containerd) ImportPause(t testing.TB) {
 	t.Helper()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "pause")
-	build := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/eniwire/eniwire/test/cri/pause")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building pause: %v\n%s", err, out)
-	}
+	bin := testenv.Binary(t, "pause", "github.com/eniwire/eniwire/test/cri/pause")
 	tarball := filepath.Join(dir, "pause.tar")
 	pause, err := ociimage.FromBinary(bin, "/pause")
 	if err != nil {

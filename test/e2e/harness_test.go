@@ -61,6 +61,9 @@ func newWorld(t *testing.T, extraEnv ...string) *world {
 func newWorldWith(t *testing.T, opts simnode.Options) *world {
 	t.Helper()
 	opts.Name = fmt.Sprintf("e2e%d-%04x", syscall.Getpid(), time.Now().UnixNano()&0xffff)
+	if opts.Binaries.Agent == "" {
+		opts.Binaries = bins
+	}
 	n := simnode.NewForTest(t, opts)
 	return &world{t: t, n: n, sim: n.Sim, fab: n.Fabric, inst: n.Instance, node: n.Netns, pinRoot: n.PinRoot,
 		confDir: n.ConfDir, binDir: n.BinDir, client: n.Agent.Client}

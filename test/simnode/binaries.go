@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/eniwire/eniwire/internal/testenv"
 )
 
 // Binaries are eniwire's executables a simulated node runs: the agent, the CNI plugin and eniwirectl.
@@ -52,8 +54,9 @@ func BuildBinaries(ctx context.Context, dir string) (Binaries, error) {
 		return Binaries{}, fmt.Errorf("making %s: %w", abs, err)
 	}
 	const mod = "github.com/eniwire/eniwire/cmd/"
-	build := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", abs+string(filepath.Separator),
+	args := append(append([]string{"build"}, testenv.BuildFlags...), "-o", abs+string(filepath.Separator),
 		mod+"eniwire-agent", mod+"eniwire", mod+"eniwirectl")
+	build := exec.CommandContext(ctx, "go", args...)
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := build.CombinedOutput(); err != nil {
 		return Binaries{}, fmt.Errorf("building the agent, the plugin and eniwirectl: %w\n%s", err, msg)
@@ -80,9 +83,26 @@ func ModuleRoot() (string, error) {
 	}
 }
 
-// BuildTemp builds the binaries into a new temporary dir (named after pattern, as os.MkdirTemp) for a whole
-// package's tests; remove deletes the dir.
+// Prebuilt returns the run's binaries in ENIWIRE_TEST_BIN (built once by `make test` for every harness), ok
+// false when that is unset, or an error when it lacks one of them.
+func Prebuilt() (b Binaries, ok bool, err error) {
+	dir, err := testenv.BinDir()
+	if err != nil || dir == "" {
+		return Binaries{}, false, err
+	}
+	if b, err = FindBinaries(dir); err != nil {
+		return Binaries{}, false, fmt.Errorf("%s: %w", testenv.BinDirEnv, err)
+	}
+	return b, true, nil
+}
+
+// BuildTemp returns the binaries for a whole package's tests: the run's prebuilt ones (Prebuilt), or, without
+// them, builds them into a new temporary dir (named after pattern, as os.MkdirTemp); remove deletes what it
+// built. Give it a context without a short deadline: a cold build on a busy machine takes minutes.
 func BuildTemp(ctx context.Context, pattern string) (b Binaries, remove func(), err error) {
+	if b, ok, err := Prebuilt(); err != nil || ok {
+		return b, func() {}, err
+	}
 	dir, err := os.MkdirTemp("", pattern)
 	if err != nil {
 		return Binaries{}, nil, fmt.Errorf("making the bin dir: %w", err)

@@ -46,7 +46,7 @@ type Options struct {
 	VPCCIDR, SubnetCIDR string
 	// Sim configures the simulator; nil: ec2sim.DefaultConfig() with throttling off.
 	Sim *ec2sim.Config
-	// Binaries to run; zero: built from this module into the scratch dir.
+	// Binaries to run; zero: the run's prebuilt ones (ENIWIRE_TEST_BIN), or built from this module into the scratch dir.
 	Binaries Binaries
 	// AgentEnv adds or overrides the agent's settings ("NAME=value").
 	AgentEnv []string
@@ -130,9 +130,16 @@ func New(ctx context.Context, opts Options) (_ *Node, err error) {
 
 	n.Bins = opts.Binaries
 	if n.Bins.Agent == "" {
-		opts.Logger.Info("building binaries", "dir", filepath.Join(n.Dir, "bin"))
-		if n.Bins, err = BuildBinaries(ctx, filepath.Join(n.Dir, "bin")); err != nil {
+		var ok bool
+		if n.Bins, ok, err = Prebuilt(); err != nil {
 			return nil, err
+		}
+		if !ok {
+			// The build is not held to ctx's deadline, which is sized for the node's start.
+			opts.Logger.Info("building binaries", "dir", filepath.Join(n.Dir, "bin"))
+			if n.Bins, err = BuildBinaries(context.WithoutCancel(ctx), filepath.Join(n.Dir, "bin")); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := n.mountBPFFS(); err != nil {

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/eniwire/eniwire/internal/testenv"
 )
 
 // Binaries are the programs the test cluster runs, built from source.
@@ -19,25 +21,36 @@ type Binaries struct {
 	// Eniwire holds eniwire-agent, eniwire and eniwirectl as the Dockerfile builds them; EniwireNext the same
 	// with another version stamp, for the rolling-update case.
 	Eniwire, EniwireNext string
+	// EniwireVersion and EniwireNextVersion are what their eniwirectl version prints.
+	EniwireVersion, EniwireNextVersion string
 }
 
 // Build builds every binary into dir (go build relinks only what changed, so a warm build takes seconds)
-// and reports each step's time through logf. The first build on a fresh machine compiles Kubernetes.
+// and reports each step's time through logf. The first build on a fresh machine compiles Kubernetes. When the
+// run has built eniwire's binaries and pause already (ENIWIRE_TEST_BIN, `make test-bin`), it takes those.
 func Build(ctx context.Context, repoRoot, dir string, logf func(string, ...any)) (Binaries, error) {
 	b := Binaries{
 		Kube: filepath.Join(dir, "kube"), CoreDNS: filepath.Join(dir, "coredns"), Agnhost: filepath.Join(dir, "agnhost"),
 		Pause: filepath.Join(dir, "pause"), Eniwire: filepath.Join(dir, "eniwire"), EniwireNext: filepath.Join(dir, "eniwire-next"),
 	}
-	k8sDir := filepath.Join(repoRoot, "test", "k8s")
-	steps := []struct {
+	type step struct {
 		what, dir, out string
 		args           []string
-	}{
-		{"Kubernetes " + KubernetesVersion + " (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl, etcd), CoreDNS and agnhost",
-			k8sDir, dir + "/", []string{"-ldflags", kubeVersionFlags(), "./cmd/kube", "./cmd/coredns", "k8s.io/kubernetes/test/images/agnhost"}},
-		{"the pause image's binary", repoRoot, b.Pause, []string{"./test/cri/pause"}},
-		{"eniwire (as the Dockerfile builds it)", repoRoot, b.Eniwire + "/", eniwireArgs("k8s-test")},
-		{"eniwire, a second version for the rolling update", repoRoot, b.EniwireNext + "/", eniwireArgs("k8s-test-next")},
+	}
+	steps := []step{{"Kubernetes " + KubernetesVersion + " (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl, etcd), CoreDNS and agnhost",
+		filepath.Join(repoRoot, "test", "k8s"), dir + "/", []string{"-ldflags", kubeVersionFlags(), "./cmd/kube", "./cmd/coredns", "k8s.io/kubernetes/test/images/agnhost"}}}
+	prebuilt, err := testenv.BinDir()
+	if err != nil {
+		return b, err
+	}
+	if prebuilt != "" {
+		b.Pause, b.Eniwire, b.EniwireNext = filepath.Join(prebuilt, "pause"), prebuilt, filepath.Join(prebuilt, "next")
+		logf("eniwire's binaries and pause: the run's, in %s", prebuilt)
+	} else {
+		steps = append(steps,
+			step{"the pause image's binary", repoRoot, b.Pause, []string{"./test/cri/pause"}},
+			step{"eniwire (as the Dockerfile builds it)", repoRoot, b.Eniwire + "/", eniwireArgs("k8s-test")},
+			step{"eniwire, a second version for the rolling update", repoRoot, b.EniwireNext + "/", eniwireArgs("k8s-test-next")})
 	}
 	for _, s := range steps {
 		start := time.Now()
@@ -49,6 +62,19 @@ func Build(ctx context.Context, repoRoot, dir string, logf func(string, ...any))
 			return b, fmt.Errorf("building %s: %w\n%s", s.what, err, out)
 		}
 		logf("built %s in %s", s.what, time.Since(start).Round(100*time.Millisecond))
+	}
+	for _, v := range []struct {
+		dir string
+		to  *string
+	}{{b.Eniwire, &b.EniwireVersion}, {b.EniwireNext, &b.EniwireNextVersion}} {
+		out, err := exec.CommandContext(ctx, filepath.Join(v.dir, "eniwirectl"), "version").Output()
+		if err != nil {
+			return b, fmt.Errorf("%s/eniwirectl version: %w", v.dir, err)
+		}
+		*v.to = strings.TrimSpace(string(out))
+	}
+	if b.EniwireVersion == b.EniwireNextVersion {
+		return b, fmt.Errorf("%s and %s carry one version, %s: the rolling update needs two", b.Eniwire, b.EniwireNext, b.EniwireVersion)
 	}
 	return b, nil
 }

@@ -87,8 +87,8 @@ func (s *suite) rollingUpdate(t *testing.T) string {
 	ok, failed, last := f.finish()
 	for _, n := range s.c.Nodes {
 		out, err := s.c.Eniwirectl(ctx, n.Name, "version")
-		if err != nil || !strings.Contains(out, "k8s-test-next") {
-			t.Errorf("agent on %s after the update: %q %v", short(n.Name), out, err)
+		if err != nil || strings.TrimSpace(out) != s.c.Bins.EniwireNextVersion {
+			t.Errorf("agent on %s after the update: %q %v, want version %s", short(n.Name), out, err, s.c.Bins.EniwireNextVersion)
 		}
 	}
 	if failed > 0 || ok == 0 {
