@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -91,17 +92,31 @@ func checkAWSCNIMetrics(t *testing.T, prefix bool, ipMax float64) {
 		})
 	}
 	translated := awscni.Translate(reg)
-	var got map[string]float64
-	st := simworld.WaitStatus(t, c, "counted by the metrics", func(*api.Status) bool {
-		got = samples(t, translated)
-		return got["awscni_assigned_ip_addresses"] == 3
-	})
-	attached := 0
-	for _, e := range st.ENIs {
-		if e.State == "attached" || e.State == "ready" {
-			attached++
+	// The pool keeps working while the test reads (an assign of WARM_IP_TARGET's may be under way), so the
+	// metrics and the status are compared only once two readings around them agree: the status, the metrics,
+	// then the status again, unchanged.
+	attachedIn := func(st *api.Status) (n int) {
+		for _, e := range st.ENIs {
+			if e.State == "attached" || e.State == "ready" {
+				n++
+			}
 		}
+		return n
 	}
+	var got map[string]float64
+	var st *api.Status
+	simworld.WaitStatus(t, c, "counted by the metrics, the status unchanged around them", func(before *api.Status) bool {
+		got = samples(t, translated)
+		after, err := c.Status(context.Background())
+		if err != nil {
+			t.Fatalf("reading the status: %v", err)
+		}
+		st = after
+		return got["awscni_assigned_ip_addresses"] == 3 && reflect.DeepEqual(before, after) &&
+			got["awscni_total_ip_addresses"] == float64(after.Assigned+after.Warm+after.Cooldown) &&
+			got["awscni_eni_allocated"] == float64(attachedIn(after))
+	})
+	attached := attachedIn(st)
 	want := map[string]float64{
 		"awscni_eni_max":                   3,
 		"awscni_ip_max":                    ipMax,
