@@ -75,7 +75,7 @@ conformance: deps ## Kubernetes' network conformance tests (e2e.test, v1.34.2) a
 	cd $(K8S) && $(GO) run ./cmd/conformance -ip-family $(IP_FAMILY) $(CONFORMANCE_FLAGS)
 
 .PHONY: conformance-subset
-conformance-subset: deps ## Every [sig-network] [Conformance] spec and 6 NetworkPolicy specs, kube-proxy iptables mode only, in the IP_FAMILY cluster: make test's IPv4 conformance step, make test-full's IPv6 one (root).
+conformance-subset: deps ## Every [sig-network] [Conformance] spec and 7 NetworkPolicy specs, kube-proxy iptables mode only, in the IP_FAMILY cluster: make test's IPv4 conformance step, make test-full's IPv6 one (root).
 	@if [ "$$(id -u)" != 0 ]; then echo "conformance-subset: needs root; run: sudo make conformance-subset" >&2; exit 1; fi
 	cd $(K8S) && $(GO) run ./cmd/conformance -ip-family $(IP_FAMILY) -proxy-modes iptables -netpol subset
 

@@ -37,13 +37,10 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 	log := inv.log.With("netns", args.Netns, "pod", pod.Namespace+"/"+pod.Name)
 
 	hostName := hostVethName(pod.PodIdentity, args.ContainerID, args.IfName)
-	// Created at the MTU the agent says unless configured otherwise, so that its usual answer changes nothing.
-	veth, err := podNS.SetupVeth(hostName, args.IfName, api.DefaultMTU)
-	if err != nil {
-		return plumbingError("creating the veth pair", err)
-	}
+	att := api.Attachment{ContainerID: args.ContainerID, IfName: args.IfName}
+	var veth *plumbing.Veth
 	defer func() {
-		if err == nil || veth.Reused {
+		if err == nil || veth == nil || veth.Reused {
 			return
 		}
 		if _, rmErr := podNS.RemoveLink(args.IfName); rmErr != nil {
@@ -51,20 +48,37 @@ func (p *Plugin) Add(args *skel.CmdArgs) (err error) {
 		}
 		_, _ = plumbing.RemoveHostVeth(hostName, veth.HostIndex, veth.HostMAC)
 	}()
-
-	watch.lap("veth")
-	// The agent journals the assignment while the pod's routes go in: they need the host veth's MAC, not the
-	// pod's IP. Whatever the routes did, the answer is read, so an assignment is never left behind.
-	att := api.Attachment{ContainerID: args.ContainerID, IfName: args.IfName}
-	pending := inv.agent.SendAssign(inv.ctx, api.AssignRequest{
-		Attachment: att, Network: inv.conf.Name, Netns: absolute(args.Netns), Pod: pod.PodIdentity,
-		HostVeth: hostName, HostIfindex: veth.HostIndex,
-	})
-	routeErr := podNS.RouteViaHost(veth.PodIndex, veth.HostMAC)
-	watch.lap("routes")
-	asg, err := pending.Answer()
-	watch.lap("agent_wait")
-	if err != nil {
+	var asg *api.Assignment
+	var routeErr error
+	for try := 1; ; try++ {
+		// Created at the MTU the agent says unless configured otherwise, so that its usual answer changes nothing.
+		veth, err = podNS.SetupVeth(hostName, args.IfName, api.DefaultMTU)
+		if err != nil {
+			return plumbingError("creating the veth pair", err)
+		}
+		watch.lap("veth")
+		// The agent journals the assignment while the pod's routes go in: they need the host veth's MAC, not
+		// the pod's IP. Whatever the routes did, the answer is read, so an assignment is never left behind.
+		pending := inv.agent.SendAssign(inv.ctx, api.AssignRequest{
+			Attachment: att, Network: inv.conf.Name, Netns: absolute(args.Netns), Pod: pod.PodIdentity,
+			HostVeth: hostName, HostIfindex: veth.HostIndex,
+		})
+		routeErr = podNS.RouteViaHost(veth.PodIndex, veth.HostMAC)
+		watch.lap("routes")
+		asg, err = pending.Answer()
+		watch.lap("agent_wait")
+		if err == nil {
+			break
+		}
+		if try == 1 && veth.Reused && vethGoneRefusal(err) {
+			// The pair this ADD found was a released sandbox's that the agent was removing, or has removed
+			// since: the agent cannot keep it, so a new pair takes its place.
+			log.Info("the agent was removing the pair this ADD found; making a new one", "hostVeth", hostName, "err", err)
+			if _, rmErr := podNS.RemoveLink(args.IfName); rmErr != nil {
+				return plumbingError("removing the pair the agent was removing", rmErr)
+			}
+			continue
+		}
 		log.Warn("agent refused assignment", "err", err)
 		return agentError("assigning an IP", inv.conf.AgentSocket, err)
 	}

@@ -56,3 +56,10 @@ func plumbingError(op string, err error) *types.Error {
 		return types.NewError(types.ErrInternal, fmt.Sprintf("eniwire: %s: %v", op, err), "")
 	}
 }
+
+// vethGoneRefusal reports whether the agent refused an Assign because the host veth it names is gone or
+// being removed: the pair the ADD found was a released sandbox's.
+func vethGoneRefusal(err error) bool {
+	var ae *api.Error
+	return errors.As(err, &ae) && ae.Code == api.CodeHostVethGone
+}

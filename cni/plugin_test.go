@@ -439,16 +439,29 @@ func TestDelSucceedsWhenThingsAreAlreadyGone(t *testing.T) {
 }
 
 func TestDelLeavesTheVethToTheAgentAndAReAddInTheKeptNamespaceWorks(t *testing.T) {
-	for _, held := range []bool{false, true} {
-		name := "while the agent removes veths"
-		if held {
-			name = "before the agent got to the released veth"
-		}
-		t.Run(name, func(t *testing.T) { testReAddAfterDel(t, held) })
+	for _, c := range []struct {
+		name string
+		when reAddMoment
+	}{
+		{"while the agent removes veths", reAddAnyTime},
+		{"before the agent got to the released veth", reAddBeforeRemoval},
+		{"when the agent removed the found pair before its Assign", reAddRemovedMeanwhile},
+	} {
+		t.Run(c.name, func(t *testing.T) { testReAddAfterDel(t, c.when) })
 	}
 }
 
-func testReAddAfterDel(t *testing.T, held bool) {
+// reAddMoment is where the re-ADD falls against the agent's removal of the released pair.
+type reAddMoment int
+
+const (
+	reAddAnyTime          reAddMoment = iota // as it happens
+	reAddBeforeRemoval                       // removal held: the ADD reuses the pair
+	reAddRemovedMeanwhile                    // the ADD finds the pair, the removal runs before its Assign
+)
+
+func testReAddAfterDel(t *testing.T, when reAddMoment) {
+	held := when != reAddAnyTime
 	h := newHarness(t)
 	conf := h.conf("1.1.0", nil)
 	pod := cnitest.NewNS(t)
@@ -469,6 +482,9 @@ func testReAddAfterDel(t *testing.T, held bool) {
 	}
 	// The runtime keeps the namespace and wires the sandbox again at once: the agent may not have removed
 	// the old pair yet, so the ADD either reuses it (and the agent keeps it) or makes a new one.
+	if when == reAddRemovedMeanwhile {
+		h.agent.RemoveVethBeforeNextAssign()
+	}
 	again, err := h.run(add, args)
 	resume()
 	if err != nil {
@@ -483,8 +499,16 @@ func testReAddAfterDel(t *testing.T, held bool) {
 		t.Fatal(err)
 	}
 	ip := cur.IPs[0].Address.IP.String()
-	if reused := strings.Contains(h.log.String(), `"reused":true`); held && !reused {
-		t.Errorf("ADD did not reuse the pair the held agent had not removed; log:\n%s", h.log.String())
+	reused := strings.Contains(h.log.String(), `"reused":true`)
+	switch when {
+	case reAddBeforeRemoval:
+		if !reused {
+			t.Errorf("ADD did not reuse the pair the held agent had not removed; log:\n%s", h.log.String())
+		}
+	case reAddRemovedMeanwhile:
+		if reused || !strings.Contains(h.log.String(), "making a new one") {
+			t.Errorf("ADD did not make a new pair after the agent removed the one it found; log:\n%s", h.log.String())
+		}
 	}
 	// Removals happen in order: once a later pod's veth is gone, the first DEL's removal was decided.
 	marker := cnitest.NewNS(t)

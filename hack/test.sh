@@ -32,7 +32,7 @@ table() {
 	for i in "${!names[@]}"; do
 		printf '| %-58s | %-6s | %8s |\n' "${names[$i]}" "${results[$i]}" "${times[$i]}"
 	done
-	printf '| %-58s | %-6s | %8s |\n' "total" "${failed:+FAIL}${failed:-pass}" "$total"
+	printf '| %-58s | %-6s | %8s |\n' "total" "$( [ -n "$failed" ] && echo FAIL || echo pass)" "$total"
 	printf '(%d min %d s)\n' $((total / 60)) $((total % 60))
 	[ -z "$failed" ] || printf 'failed: %s\n' "$failed"
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/eniwire/eniwire/controller"
 	"github.com/eniwire/eniwire/controller/api"
+	"github.com/eniwire/eniwire/datapath/dptypes"
 )
 
 // Controller is what the API serves; *controller.Node implements it.
@@ -101,6 +102,8 @@ func toAPIError(err error) (int, *api.Error) {
 		return http.StatusServiceUnavailable, &api.Error{Code: api.CodeMaxPods, Message: err.Error(), Retryable: true}
 	case errors.Is(err, controller.ErrNotReady):
 		return http.StatusServiceUnavailable, &api.Error{Code: api.CodeNotReady, Message: err.Error(), Retryable: true}
+	case errors.Is(err, dptypes.ErrHostVethGone):
+		return http.StatusServiceUnavailable, &api.Error{Code: api.CodeHostVethGone, Message: err.Error(), Retryable: true}
 	case errors.Is(err, controller.ErrNotFound):
 		return http.StatusNotFound, &api.Error{Code: api.CodeNotFound, Message: err.Error()}
 	case errors.Is(err, controller.ErrBadRequest):

@@ -17,6 +17,9 @@ const (
 	CodeNotFound = "not_found"
 	// CodeBadRequest: the request is malformed or misses a field.
 	CodeBadRequest = "bad_request"
+	// CodeHostVethGone: the host veth the request names is gone or being removed (the pair of a released
+	// sandbox that the ADD found); the plugin makes a new pair and asks again. Retryable.
+	CodeHostVethGone = "host_veth_gone"
 	// CodeInternal: anything else.
 	CodeInternal = "internal"
 )

@@ -8,9 +8,15 @@ package dptypes
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 )
+
+// ErrHostVethGone is wrapped by a PodUp (or Claim) that finds the pod's host veth gone or already being
+// removed: the pair belonged to a released sandbox the agent was removing, so the ADD that found it must make
+// a new one and ask again.
+var ErrHostVethGone = errors.New("the pod's host veth is gone or being removed")
 
 // ENI is what the datapath needs to know about a usable ENI. Its addresses are parsed: the controller turns
 // the strings of its books and of EC2 into these once, and a datapath never parses.

@@ -66,6 +66,9 @@ func (r *Routes) routes(pod dptypes.Pod) ([]*netlink.Route, error) {
 	idx := pod.HostIfindex
 	if pod.HostVeth != "" {
 		link, err := netlinkdump.LinkByName(r.Handle, pod.HostVeth)
+		if isLinkNotFound(err) {
+			return nil, fmt.Errorf("finding host veth %s: %w (%w)", pod.HostVeth, err, dptypes.ErrHostVethGone)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("finding host veth %s: %w", pod.HostVeth, err)
 		}

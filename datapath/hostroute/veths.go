@@ -13,6 +13,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/internal/netlinkdump"
 )
 
@@ -35,7 +36,7 @@ const (
 
 // ErrVethRemoving is returned (wrapped) by Keep when the veth's removal has already started: the veth, and its
 // pod end, are going away, so the ADD that wants to keep them must be retried (it then makes a new pair).
-var ErrVethRemoving = errors.New("host veth is being removed")
+var ErrVethRemoving = fmt.Errorf("host veth is being removed (%w)", dptypes.ErrHostVethGone)
 
 // Veth is a host veth as the agent recorded it. Index and MAC tell it apart from a later veth of the same
 // name (a newer sandbox of the same pod), which must survive.

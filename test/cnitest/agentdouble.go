@@ -26,6 +26,7 @@ import (
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/datapath/hostroute"
+	"github.com/eniwire/eniwire/internal/netlinkdump"
 )
 
 // AgentDouble answers the agent API from a fixed list of IPs, stateful like the real agent: an assignment is
@@ -51,6 +52,7 @@ type AgentDouble struct {
 	journal  string // Status.Journal; "" as from an agent that predates it
 	datapath string // Status.Datapath; likewise
 	badIP    bool
+	vethGone bool // the next Assign finds the host veth it names removed, as after the agent's removal ran
 	mtu      int
 	calls    map[string]int
 	unused   int // Release requests with Unused
@@ -168,6 +170,14 @@ func (d *AgentDouble) SetMTU(mtu int) {
 	d.mtu = mtu
 }
 
+// RemoveVethBeforeNextAssign makes the next Assign delete the host veth it names before it claims it: the
+// agent's removal of a released sandbox's pair ran between the plugin's finding the pair and its Assign.
+func (d *AgentDouble) RemoveVethBeforeNextAssign() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.vethGone = true
+}
+
 // AnswerBadIPOnce makes the next Assign record an assignment whose IP the plugin cannot use, so the plugin
 // fails after the agent assigned.
 func (d *AgentDouble) AnswerBadIPOnce() {
@@ -239,10 +249,19 @@ func (d *AgentDouble) assign(req api.AssignRequest) (any, error) {
 		d.badIP = false
 		a.IP = "not-an-ip"
 	} else if d.routes != nil {
+		if d.vethGone {
+			d.vethGone = false
+			if l, err := netlinkdump.LinkByName(d.routes.Handle, req.HostVeth); err == nil {
+				_ = d.routes.Handle.LinkDel(l)
+			}
+		}
 		if err := d.routes.PodUp(context.Background(), podOf(a)); err != nil {
 			d.free = append(d.free, entry)
-			// A veth already being removed: the plugin retries with a new pair.
-			return nil, &api.Error{Code: api.CodeInternal, Message: err.Error(), Retryable: errors.Is(err, hostroute.ErrVethRemoving)}
+			// A veth gone or already being removed: the plugin makes a new pair and asks again.
+			if errors.Is(err, dptypes.ErrHostVethGone) {
+				return nil, &api.Error{Code: api.CodeHostVethGone, Message: err.Error(), Retryable: true}
+			}
+			return nil, &api.Error{Code: api.CodeInternal, Message: err.Error()}
 		}
 	}
 	d.assigned[req.Attachment] = a
