@@ -97,6 +97,10 @@ func (s *suite) fillNode(t *testing.T) string {
 	return fmt.Sprintf("%s (--max-pods %d) full in %.0fs: %s; CNI STATUS succeeds", short(n.Name), maxPods, took.Seconds(), f)
 }
 
+// fullCauseWithin bounds the wait for a retried ADD of the pods beyond the node's room whose event names
+// the full node: kubelet's back-off between one pod's sandbox retries grows to 5 minutes.
+const fullCauseWithin = 6 * time.Minute
+
 // fullNodeStayedReady waits until the node has been full for fullNodeWait, then checks that it never left
 // Ready, that no pod of it was evicted, and that the pods beyond its room still wait for the cause they
 // waited for; then it deletes the Deployment.
@@ -129,16 +133,25 @@ func (s *suite) fullNodeStayedReady(t *testing.T) string {
 			t.Errorf("node %s tainted while full: %s", short(n.Name), taint.ToString())
 		}
 	}
-	f, err := s.fullPods(ctx, n, full.maxPods)
-	if err != nil {
-		t.Errorf("after %s full: %v", time.Since(full.since).Round(time.Second), err)
-	} else {
+	// The pods beyond the node's room are retried by kubelet with a back-off, and the latest retry's event
+	// can name another cause for a while (an agent restart of an earlier case): the check waits, up to
+	// fullCauseWithin, for a retry since case 2c whose event names the full node.
+	var f fullPods
+	err = waitEvery(fullCauseWithin, 5*time.Second, func() error {
+		var err error
+		if f, err = s.fullPods(ctx, n, full.maxPods); err != nil {
+			return err
+		}
 		if f.failedADDs <= full.failedADDs {
-			t.Errorf("the pods failing ADD count %d FailedCreatePodSandBox, %d at case 2c: kubelet stopped retrying", f.failedADDs, full.failedADDs)
+			return fmt.Errorf("the pods failing ADD count %d FailedCreatePodSandBox, %d at case 2c: kubelet stopped retrying", f.failedADDs, full.failedADDs)
 		}
 		if err := namesFullCause(f.cause); err != nil {
-			t.Errorf("the pod's FailedCreatePodSandBox after %s full: %v", time.Since(full.since).Round(time.Second), err)
+			return fmt.Errorf("the pods' latest FailedCreatePodSandBox: %v", err)
 		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("after %s full (a retry naming the full node awaited up to %s): %v", time.Since(full.since).Round(time.Second), fullCauseWithin, err)
 	}
 	if err := cniStatus(ctx, n); err != nil {
 		t.Errorf("CNI STATUS on the full node: %v", err)

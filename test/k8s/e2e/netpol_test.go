@@ -294,15 +294,20 @@ func allowedState(np *netpolSetup, policies bool) []probe {
 	}
 }
 
-// waitFor calls f until it returns nil or within has passed, and returns its last error.
+// waitFor calls f every 200 ms until it returns nil or within has passed, and returns its last error.
 func waitFor(within time.Duration, f func() error) error {
+	return waitEvery(within, 200*time.Millisecond, f)
+}
+
+// waitEvery calls f every interval until it returns nil or within has passed, and returns its last error.
+func waitEvery(within, interval time.Duration, f func() error) error {
 	deadline := time.Now().Add(within)
 	for {
 		err := f()
 		if err == nil || time.Now().After(deadline) {
 			return err
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(interval)
 	}
 }
 

@@ -31,28 +31,56 @@ func (s *suite) probes(t *testing.T) string {
 	}
 	sample := pods[:5]
 	duration := time.Duration(probeMinutes() * float64(time.Minute))
-	var vpcOK, vpcAll, podOK, podAll int
-	var firstErr string
+	// What the case guards against, the node's connections taking the port, fails every try; a try that
+	// fails alone (a reply later than the client's timeout on a busy machine) is tried again at once and
+	// counted as a retry, and only a probe whose retry fails too counts as failed.
+	var vpcOK, vpcAll, podOK, podAll, retries int
+	var firstErr, firstRetried string
+	probe := func(try func() (string, bool)) bool {
+		why, ok := try()
+		if ok {
+			return true
+		}
+		retries++
+		if firstRetried == "" {
+			firstRetried = why
+		}
+		why, ok = try()
+		if !ok && firstErr == "" {
+			firstErr = why
+		}
+		return ok
+	}
 	for end := time.Now().Add(duration); time.Now().Before(end); time.Sleep(5 * time.Second) {
 		for _, p := range sample {
 			dst := net.JoinHostPort(p.Status.PodIP, "8080")
 			vpcAll++
-			if resp, err := fromVPCHost(ctx, s.c, dst); err == nil && resp == p.Name {
+			if probe(func() (string, bool) {
+				resp, err := fromVPCHost(ctx, s.c, dst)
+				if err == nil && resp == p.Name {
+					return "", true
+				}
+				return fmt.Sprintf("VPC host to %s (%s): %q %v; what the packets did:%s", p.Name, dst, resp, err, diagnose(ctx, s.node1, p.Status.PodIP)), false
+			}) {
 				vpcOK++
-			} else if firstErr == "" {
-				firstErr = fmt.Sprintf("VPC host to %s (%s): %v; what the packets did:%s", p.Name, dst, err, diagnose(ctx, s.node1, p.Status.PodIP))
 			}
 			podAll++
-			r, err := dialFrom(ctx, s.node2, s.client2, "http", p.Status.PodIP, 8080, 1)
-			if err == nil && len(r.Responses) == 1 && r.Responses[0] == p.Name {
+			if probe(func() (string, bool) {
+				r, err := dialFrom(ctx, s.node2, s.client2, "http", p.Status.PodIP, 8080, 1)
+				if err == nil && len(r.Responses) == 1 && r.Responses[0] == p.Name {
+					return "", true
+				}
+				return fmt.Sprintf("pod of node 2 to %s (%s): %v %v; what the packets did:%s", p.Name, dst, err, r.Errors, diagnose(ctx, s.node1, p.Status.PodIP)), false
+			}) {
 				podOK++
-			} else if firstErr == "" {
-				firstErr = fmt.Sprintf("pod of node 2 to %s (%s): %v %v; what the packets did:%s", p.Name, dst, err, r.Errors, diagnose(ctx, s.node1, p.Status.PodIP))
 			}
 		}
 	}
 	if vpcOK != vpcAll || podOK != podAll {
-		t.Errorf("probed pods reachable: from the VPC host %d/%d, from node 2 %d/%d; first failure: %s", vpcOK, vpcAll, podOK, podAll, firstErr)
+		t.Errorf("probed pods reachable: from the VPC host %d/%d, from node 2 %d/%d; first failure (its retry failed too): %s", vpcOK, vpcAll, podOK, podAll, firstErr)
+	}
+	if retries > 0 {
+		t.Logf("%d probes passed on their retry; the first one's failure: %s", retries, firstRetried)
 	}
 	restarts := 0
 	list, err := s.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
@@ -71,5 +99,5 @@ func (s *suite) probes(t *testing.T) string {
 	if notReady > 0 || restarts > 0 {
 		t.Errorf("after %s of probes: %d web pods not Ready, %d restarts (liveness failures)", duration, notReady, restarts)
 	}
-	return fmt.Sprintf("%.0f min of probes every 2 s: VPC host %d/%d, node 2 pod %d/%d, %d restarts", duration.Minutes(), vpcOK, vpcAll, podOK, podAll, restarts)
+	return fmt.Sprintf("%.0f min of probes every 2 s: VPC host %d/%d, node 2 pod %d/%d (%d passed on a retry), %d restarts", duration.Minutes(), vpcOK, vpcAll, podOK, podAll, retries, restarts)
 }
