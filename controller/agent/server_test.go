@@ -27,6 +27,7 @@ type served struct {
 	client *api.Client
 	node   *controller.Node
 	dir    string
+	world  *simworld.World
 }
 
 // serve starts a node for an m5.4xlarge against a fresh simulator, with its API on a unix socket, and waits
@@ -42,7 +43,7 @@ func serve(t testing.TB, factor float64, tweak ...func(*controller.Config)) *ser
 	node := w.NewNode(t, ccfg)
 	sock, client := simworld.Serve(t, node)
 	simworld.WaitStatus(t, client, "ready with a warm pool", func(st *api.Status) bool { return st.Warm >= 20 })
-	return &served{sock: sock, client: client, node: node, dir: dir}
+	return &served{sock: sock, client: client, node: node, dir: dir, world: w}
 }
 
 func rawPost(t *testing.T, sock, path, body string) (int, string) {
@@ -145,6 +146,11 @@ func TestAPIAnswersGoodAndBadRequests(t *testing.T) {
 // empty is answered at once, retryably.
 func TestAnEmptyPoolFailsFastAndRetryablyWithoutTheADDWait(t *testing.T) {
 	s := serve(t, 50, func(c *controller.Config) { c.AddWait = -1 })
+	// The pool's growth is held (EC2 answers it only after 10 virtual minutes), so that the ADDs find it
+	// empty however fast the machine runs them against the refill.
+	for _, action := range []string{"AssignPrivateIpAddresses", "CreateNetworkInterface"} {
+		s.world.Sim.Faults().SetLatency(action, 10*time.Minute)
+	}
 	last := exhaust(t, s)
 	var ae *api.Error
 	if !errors.As(last, &ae) || ae.Code != api.CodeNoIPAvailable || !ae.Retryable {
