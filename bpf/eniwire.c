@@ -92,6 +92,7 @@ enum detour {
 	DETOUR_TTL,       /* it would expire at this hop */
 	DETOUR_TOO_BIG,   /* it does not fit the next hop's MTU */
 	DETOUR_NO_DEVICE, /* the interface it would be redirected to is gone */
+	DETOUR_CT_FULL,   /* it would open a flow of an isolated pod, and conntrack has no room for its entry: dropped */
 };
 
 /* ip_header_needs_host says whether a packet's IPv4 header is one a router acts on, which the fast paths
@@ -121,6 +122,7 @@ static __always_inline int ip_header_needs_host(struct __sk_buff *skb, struct pa
 struct fast_verdicts {
 	enum verdict delivered, ip_header, ipv6_header, host_flow, ttl, too_big;
 	enum verdict egress_denied, ingress_denied, egress_allowed, ingress_allowed;
+	enum verdict ct_full;
 };
 
 /* The pod flags (maps.h) of a packet's source and destination: 0 for an address that is not a pod of this
@@ -170,55 +172,25 @@ static __always_inline struct opening opening_of(struct packet *p, struct ends e
 /* How a packet without conntrack state from tc is judged (stateless_way). */
 enum stateless_way {
 	STATELESS_REQUEST = 0, /* on its own tuple, as a flow's opening */
-	STATELESS_REPLY = 1,   /* on its tuple reversed: an ICMP echo or timestamp reply, an ICMP error */
-	STATELESS_EITHER = 2,  /* either way: an SCTP packet other than an INIT, inside an association */
+	STATELESS_EITHER = 1,  /* either way: an SCTP packet other than an INIT, inside an association */
 };
 
 #define SCTP_CHUNK_INIT 1
 
-/* stateless_way tells a request from a reply where the packet itself says which it is. A packet that
+/* stateless_way tells an SCTP INIT, which opens an association, from the packets inside one. A packet that
  * cannot say is a request: the way that asks the most of the policies. */
 static __always_inline enum stateless_way stateless_way(struct __sk_buff *skb, struct packet *p)
 {
 	__u8 type = 0;
-	switch (p->protocol) {
-	case IPPROTO_ICMP:
-		if (bpf_skb_load_bytes(skb, p->l4_off, &type, 1) < 0)
-			return STATELESS_REQUEST;
-		switch (type) {
-		case ICMP_ECHOREPLY:
-		case ICMP_TIMESTAMPREPLY:
-		case ICMP_DEST_UNREACH:
-		case ICMP_SOURCE_QUENCH:
-		case ICMP_REDIRECT:
-		case ICMP_TIME_EXCEEDED:
-		case ICMP_PARAMETERPROB:
-			return STATELESS_REPLY;
-		}
+	/* The first chunk follows the 12-byte common header. */
+	if (p->protocol != IPPROTO_SCTP || p->fragment || bpf_skb_load_bytes(skb, p->l4_off + 12, &type, 1) < 0 ||
+	    type == SCTP_CHUNK_INIT)
 		return STATELESS_REQUEST;
-	case IPPROTO_ICMPV6_:
-		if (bpf_skb_load_bytes(skb, p->l4_off, &type, 1) < 0)
-			return STATELESS_REQUEST;
-		switch (type) {
-		case ICMPV6_ECHO_REPLY:
-		case ICMPV6_DEST_UNREACH:
-		case ICMPV6_PKT_TOOBIG:
-		case ICMPV6_TIME_EXCEED:
-		case ICMPV6_PARAMPROB:
-			return STATELESS_REPLY;
-		}
-		return STATELESS_REQUEST;
-	case IPPROTO_SCTP:
-		/* The first chunk follows the 12-byte common header; an INIT opens an association. */
-		if (p->fragment || bpf_skb_load_bytes(skb, p->l4_off + 12, &type, 1) < 0 || type == SCTP_CHUNK_INIT)
-			return STATELESS_REQUEST;
-		return STATELESS_EITHER;
-	}
-	return STATELESS_REQUEST;
+	return STATELESS_EITHER;
 }
 
-/* judge_stateless judges a packet of an isolated pod that conntrack cannot hold from tc: ICMP, SCTP (which
- * the host tracks, the kfuncs cannot look up), other protocols, first fragments. A later fragment carries
+/* judge_stateless judges a packet of an isolated pod that conntrack cannot hold from tc: SCTP (which the
+ * host tracks, the kfuncs cannot look up), other protocols, first fragments. A later fragment carries
  * no ports and passes; the host reassembles it with its first fragment, which was judged. */
 static __always_inline enum detour judge_stateless(struct __sk_buff *skb, struct packet *p, struct ends e,
 						   struct fast_verdicts v)
@@ -230,7 +202,7 @@ static __always_inline enum detour judge_stateless(struct __sk_buff *skb, struct
 		if (ports_at(skb, p->l4_off, ports) < 0)
 			ports[0] = ports[1] = 0;
 	enum stateless_way way = stateless_way(skb, p);
-	struct opening o = opening_of(p, e, &p->src, &p->dst, ports[0], ports[1], p->protocol, way == STATELESS_REPLY);
+	struct opening o = opening_of(p, e, &p->src, &p->dst, ports[0], ports[1], p->protocol, 0);
 	enum policy_result r = judge(&o);
 	if (r != POLICY_ALLOWED && way == STATELESS_EITHER) {
 		struct opening back = opening_of(p, e, &p->src, &p->dst, ports[0], ports[1], p->protocol, 1);
@@ -247,6 +219,31 @@ static __always_inline enum detour judge_stateless(struct __sk_buff *skb, struct
 	return DETOUR_NONE;
 }
 
+/* Linux's default ip_local_port_range begins here: a client's port is at or above it, a server's usually below. */
+#define EPHEMERAL_PORT_FIRST 32768
+
+/* midstream_receiver_opened says which end opened a TCP flow of which a packet arrives with no entry and
+ * opens nothing (no SYN, or a SYN-ACK): the flow began before its pod was isolated (or its entry expired),
+ * and no packet says who opened it. Taking the sender, as conntrack's loose pickup does, would record a
+ * client's flow as the server's when the server sends first (pushing data), and a later revocation on the
+ * server's ingress would never cut it. The opener is taken to be the end with the ephemeral port when just
+ * one end has one; else the one direction the policies allow, when just one is; else the end with the
+ * higher port. It returns 1 when that is the packet's receiver. */
+static __always_inline int midstream_receiver_opened(struct packet *p, struct ends e, const struct ip_addr *saddr,
+						     const struct ip_addr *daddr, __be16 sport, __be16 dport)
+{
+	__u16 s = bpf_ntohs(sport), d = bpf_ntohs(dport);
+	int s_ephemeral = s >= EPHEMERAL_PORT_FIRST, d_ephemeral = d >= EPHEMERAL_PORT_FIRST;
+	if (s_ephemeral != d_ephemeral)
+		return d_ephemeral;
+	struct opening sent = opening_of(p, e, saddr, daddr, sport, dport, IPPROTO_TCP, 0);
+	struct opening received = opening_of(p, e, saddr, daddr, sport, dport, IPPROTO_TCP, 1);
+	int sent_allowed = judge(&sent) == POLICY_ALLOWED, received_allowed = judge(&received) == POLICY_ALLOWED;
+	if (sent_allowed != received_allowed)
+		return received_allowed;
+	return d > s;
+}
+
 /* flow_detour takes the one conntrack lookup of a packet's flow and says what it means:
  *   - an entry of the host's: the host carries the flow (DETOUR_HOST_FLOW), policy or not;
  *   - an entry of eniwire's: the flow is on the fast path; when a pod's policy changed since it was judged
@@ -254,10 +251,21 @@ static __always_inline enum detour judge_stateless(struct __sk_buff *skb, struct
  *     opening, whichever way this packet travels, so a removed allow cuts it; allowed, the entry lives on
  *     and takes the current generation;
  *   - none, with a pod at either end isolated: a new flow, judged on this packet's tuple and, allowed,
- *     given an entry of eniwire's (ct_insert) so that its replies pass;
+ *     given an entry of eniwire's (ct_insert) so that its replies pass; when conntrack has no room for it,
+ *     the packet is dropped, counted as ct_full, so the flow opens in neither direction;
+ *   - none, a pod isolated, and a TCP packet that opens nothing (no SYN, or a SYN-ACK): the middle of a flow
+ *     that began before its pod was isolated (or whose entry expired), whose opener no packet says. It is
+ *     judged as opened by the end midstream_receiver_opened takes for the client, and allowed, given an
+ *     entry in that direction, not in the direction of whoever sent first, so that a later revocation is
+ *     judged against the right side; a SYN against an entry's direction is judged as an opening of its own;
  *   - none, no pod isolated: the fast path as without policy, no state kept.
- * A first fragment of a TCP or UDP flow is judged so too when a pod is isolated (it carries the ports; a
- * fragmented reply passes as a reply), then goes to the host, which reassembles it; it opens no entry. */
+ * ICMP of an isolated pod goes to the host (DETOUR_HOST_FLOW), whose conntrack ties an echo reply to its
+ * request and an error to the flow it quotes; eniw_forward judges it there on the flow it belongs to, as it
+ * judges SCTP, and an echo reply or an error that belongs to no flow is judged as an opening of its own.
+ * An ICMP error about a fast-path flow (one eniwire holds an entry of) is judged with that flow and renews
+ * nothing. A first fragment of a TCP or UDP flow is judged as a packet of its flow when a pod is isolated
+ * (it carries the ports; a fragmented reply passes as a reply), then goes to the host, which reassembles
+ * it; it opens no entry. */
 static __always_inline enum detour flow_detour(struct __sk_buff *skb, struct packet *p, struct ends e,
 					       struct fast_verdicts v)
 {
@@ -267,8 +275,11 @@ static __always_inline enum detour flow_detour(struct __sk_buff *skb, struct pac
 	flow_of(skb, p, &f);
 	int fragment = isolated && f.path == FLOW_HOST && first_fragment_flow(skb, p, &f) == 0;
 	enum detour allowed = fragment ? DETOUR_HOST_FLOW : DETOUR_NONE;
+	int icmp = p->protocol == IPPROTO_ICMP || p->protocol == IPPROTO_ICMPV6_;
 	if (f.path != FLOW_LOOKUP && !fragment) {
 		if (isolated) {
+			if (icmp)
+				return DETOUR_HOST_FLOW;
 			enum detour d = judge_stateless(skb, p, e, v);
 			if (d != DETOUR_NONE)
 				return d;
@@ -285,31 +296,49 @@ static __always_inline enum detour flow_detour(struct __sk_buff *skb, struct pac
 			bpf_ct_release(ct);
 			return DETOUR_HOST_FLOW;
 		}
-		/* Judged under the current generation: no pod's policy changed since, the verdict stands. */
+		/* Judged under the current generation: no pod's policy changed since, the verdict stands. A SYN
+		 * against the entry's direction opens a flow of its own, whoever the entry says opened the tuple
+		 * (one taken up mid-stream may be the sender's): it is judged as the opening it is. */
 		__u32 mark = ((struct nf_conn___mark *)ct)->mark;
+		int reply = dir != 0, opens_back = reply && tcp_opens(skb, p);
 		enum policy_result r = POLICY_ALLOWED;
-		if ((mark & ENIWIRE_CT_TAG_MASK) != ENIWIRE_CT_TAG ||
+		if (opens_back || (mark & ENIWIRE_CT_TAG_MASK) != ENIWIRE_CT_TAG ||
 		    (mark & ENIWIRE_CT_GENERATION_MASK) != (e.generation & ENIWIRE_CT_GENERATION_MASK)) {
-			struct opening o = opening_of(p, e, &saddr, &daddr, sport, dport, f.protocol, dir != 0);
+			struct opening o = opening_of(p, e, &saddr, &daddr, sport, dport, f.protocol, reply && !opens_back);
 			r = judge(&o);
 		}
-		if (r == POLICY_ALLOWED)
+		/* An ICMP error neither renews its flow's entry nor takes the current generation for it. */
+		if (r == POLICY_ALLOWED && !icmp)
 			ct_renew(skb, p, ct, e.generation);
 		bpf_ct_release(ct);
 		return r == POLICY_ALLOWED ? allowed : denial(r);
 	}
 	if (!isolated)
 		return DETOUR_NONE;
-	struct opening o = opening_of(p, e, &saddr, &daddr, sport, dport, f.protocol, 0);
+	/* An ICMP error about a flow eniwire holds no entry of: the host's conntrack knows whether it belongs
+	 * to one. */
+	if (icmp)
+		return DETOUR_HOST_FLOW;
+	int receiver_opened = 0;
+	if (f.protocol == IPPROTO_TCP && !fragment && !tcp_opens(skb, p))
+		receiver_opened = midstream_receiver_opened(p, e, &saddr, &daddr, sport, dport);
+	struct opening o = opening_of(p, e, &saddr, &daddr, sport, dport, f.protocol, receiver_opened);
 	enum policy_result r = judge(&o);
 	if (r != POLICY_ALLOWED) {
 		report_denial(&o, r, r == POLICY_EGRESS_DENIED ? v.egress_denied : v.ingress_denied);
 		return denial(r);
 	}
+	if (fragment)
+		return allowed;
+	/* The entry records the flow in the direction it was (taken to be) opened, so that every later packet,
+	 * and a later revocation, is judged on that opening whichever end sends. */
+	if (receiver_opened)
+		flow_reverse(&f);
+	if (ct_insert(skb, p, &f, e.generation) < 0) {
+		count(v.ct_full, p->len);
+		return DETOUR_CT_FULL;
+	}
 	count_opening(&o, v, p->len);
-	/* An ICMP error about a flow conntrack does not know opens nothing; nor does a fragment. */
-	if (f.protocol == p->protocol && !fragment)
-		ct_insert(skb, p, &f, e.generation);
 	return allowed;
 }
 
@@ -320,7 +349,7 @@ static __always_inline enum detour detour_of(struct __sk_buff *skb, struct packe
 					     struct ends e, struct fast_verdicts v)
 {
 	enum detour d = flow_detour(skb, p, e, v);
-	if (d == DETOUR_EGRESS_DENIED || d == DETOUR_INGRESS_DENIED)
+	if (d == DETOUR_EGRESS_DENIED || d == DETOUR_INGRESS_DENIED || d == DETOUR_CT_FULL)
 		return d;
 	if (p->family == FAMILY_IPV6) {
 		if (p->hop_by_hop)
@@ -413,7 +442,8 @@ static __always_inline int write_failed(__u32 len)
 	.host_flow = VERDICT_FROM_POD_HOST_FLOW,                                                             \
 	.ttl = VERDICT_FROM_POD_TTL, .too_big = VERDICT_FROM_POD_TOO_BIG,                                    \
 	.egress_denied = VERDICT_FROM_POD_EGRESS_DENIED, .ingress_denied = VERDICT_FROM_POD_INGRESS_DENIED,  \
-	.egress_allowed = VERDICT_FROM_POD_EGRESS_ALLOWED, .ingress_allowed = VERDICT_FROM_POD_INGRESS_ALLOWED
+	.egress_allowed = VERDICT_FROM_POD_EGRESS_ALLOWED, .ingress_allowed = VERDICT_FROM_POD_INGRESS_ALLOWED, \
+	.ct_full = VERDICT_FROM_POD_CT_FULL
 static const struct fast_verdicts from_pod_to_peer = {.delivered = VERDICT_FROM_POD_TO_PEER, FROM_POD_DETOURS};
 static const struct fast_verdicts from_pod_out_eni = {.delivered = VERDICT_FROM_POD_OUT_ENI, FROM_POD_DETOURS};
 static const struct fast_verdicts to_pod_to_peer = {
@@ -427,6 +457,7 @@ static const struct fast_verdicts to_pod_to_peer = {
 	.ingress_denied = VERDICT_TO_POD_INGRESS_DENIED,
 	.egress_allowed = VERDICT_TO_POD_EGRESS_ALLOWED,
 	.ingress_allowed = VERDICT_TO_POD_INGRESS_ALLOWED,
+	.ct_full = VERDICT_TO_POD_CT_FULL,
 };
 
 /* take_detour counts a packet that may not take the fast path under its program's verdict for the reason,
@@ -439,6 +470,9 @@ static __always_inline int take_detour(enum detour d, struct fast_verdicts v, __
 		return TC_ACT_SHOT;
 	case DETOUR_INGRESS_DENIED:
 		count(v.ingress_denied, len);
+		return TC_ACT_SHOT;
+	case DETOUR_CT_FULL:
+		/* Counted where it was decided (flow_detour). */
 		return TC_ACT_SHOT;
 	case DETOUR_IP_HEADER:
 		count(v.ip_header, len);

@@ -165,7 +165,9 @@ const (
 	EniwireVerdictVERDICT_FORWARD_INGRESS_ALLOWED  EniwireVerdict = 38
 	EniwireVerdictVERDICT_FROM_POD_IPV6HEADER      EniwireVerdict = 39
 	EniwireVerdictVERDICT_TO_POD_IPV6HEADER        EniwireVerdict = 40
-	EniwireVerdictVERDICT_MAX                      EniwireVerdict = 41
+	EniwireVerdictVERDICT_FROM_POD_CT_FULL         EniwireVerdict = 41
+	EniwireVerdictVERDICT_TO_POD_CT_FULL           EniwireVerdict = 42
+	EniwireVerdictVERDICT_MAX                      EniwireVerdict = 43
 )
 
 // Names of all BPF objects in the ELF.

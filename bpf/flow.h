@@ -58,18 +58,21 @@ struct nf_conn___mark {
 
 /* The conntrack mark of the entries eniwire inserts for the fast-path flows of pods a policy isolates
  * (policy.h): the host never carries those flows, whatever conntrack knows of them. ENIWIRE_CT_TAG in the
- * top byte says the entry is eniwire's; ENIWIRE_CT_CLOSING says a TCP FIN or RST of the flow has passed
- * (policy.h, ct_timeout); the low 23 bits hold the policy generation under which the flow was last judged
+ * top byte says the entry is eniwire's; ENIWIRE_CT_CLOSING says a TCP FIN or RST of the flow has passed,
+ * ENIWIRE_CT_RESET that an RST did (policy.h, ct_timeout); the low 22 bits hold the policy generation under
+ * which the flow was last judged
  * (policy.h, policy_generation), so an established flow is judged again only after a policy changed.
  * ENIWIRE_CT_MARK_V0 is the mark of the entries agents before the generation inserted: still eniwire's,
  * judged on their next packet. */
 #define ENIWIRE_CT_TAG 0xe1000000u
 #define ENIWIRE_CT_TAG_MASK 0xff000000u
 #define ENIWIRE_CT_CLOSING 0x00800000u
-#define ENIWIRE_CT_GENERATION_MASK 0x007fffffu
+#define ENIWIRE_CT_RESET 0x00400000u
+#define ENIWIRE_CT_CLOSE_MASK (ENIWIRE_CT_CLOSING | ENIWIRE_CT_RESET)
+#define ENIWIRE_CT_GENERATION_MASK 0x003fffffu
 #define ENIWIRE_CT_MARK_V0 0x0e1e0001u
 
-/* ct_mark_of is the mark of an entry judged under generation, closing being 0 or ENIWIRE_CT_CLOSING. */
+/* ct_mark_of is the mark of an entry judged under generation, closing being its ENIWIRE_CT_CLOSE_MASK bits. */
 static __always_inline __u32 ct_mark_of(__u32 generation, __u32 closing)
 {
 	return ENIWIRE_CT_TAG | closing | (generation & ENIWIRE_CT_GENERATION_MASK);
@@ -134,6 +137,15 @@ static __always_inline void flow_ends(struct flow *f, struct ip_addr *src, struc
 	ip_addr_from_v4(dst, f->tuple.ipv4.daddr);
 	*sport = f->tuple.ipv4.sport;
 	*dport = f->tuple.ipv4.dport;
+}
+
+/* flow_reverse turns a flow's tuple around: the same flow seen from its other end. */
+static __always_inline void flow_reverse(struct flow *f)
+{
+	struct ip_addr src, dst;
+	__be16 sport, dport;
+	flow_ends(f, &src, &dst, &sport, &dport);
+	flow_set(f, &dst, &src, dport, sport);
 }
 
 /* ports_at reads the source and destination ports at off; TCP and UDP both start with them. */

@@ -100,7 +100,11 @@ enum verdict {
 	/* IPv6 (every verdict above but the IPv4 header's and forward's counts IPv6 packets as well). */
 	VERDICT_FROM_POD_IPV6_HEADER = 39, /* from_pod: an IPv6 hop-by-hop options header, to the host (a router reads it) */
 	VERDICT_TO_POD_IPV6_HEADER = 40,   /* to_pod: an IPv6 hop-by-hop options header, to the host (a router reads it) */
-	VERDICT_MAX = 41,
+	/* Conntrack full (policy.h, ct_insert): the opening packet of an isolated pod's fast-path flow dropped,
+	 * since no entry could record the flow; the flow opens in neither direction, never half. */
+	VERDICT_FROM_POD_CT_FULL = 41, /* from_pod: a new flow of an isolated pod, dropped: conntrack had no room */
+	VERDICT_TO_POD_CT_FULL = 42,   /* to_pod: a new flow of an isolated pod, dropped: conntrack had no room */
+	VERDICT_MAX = 43,
 };
 
 struct counter {

@@ -106,11 +106,14 @@ static __always_inline void report_denial(struct opening *o, enum policy_result 
 
 /* How long eniwire's conntrack entry of a fast-path flow lives without a packet, in milliseconds; every
  * packet the policy still allows renews it (ct_renew). TCP as long as Cilium keeps an idle connection (6
- * hours), short once a FIN or RST is seen, for every later packet too (the last ACK of a close must not
- * give the entry 6 hours back: a pod opening many short connections would fill conntrack with closed
- * flows); UDP as the kernel's "stream" UDP timeout. */
+ * hours); once a FIN is seen, for every later packet too, as the kernel's conntrack keeps a closing
+ * connection (nf_conntrack_tcp_timeout_fin_wait and _time_wait, 2 minutes: a half-closed connection whose
+ * other side still sends lives on, and the last ACK of a close does not give the entry 6 hours back); a
+ * packet with RST, and every later one, as the kernel's closed state (_close, 10 seconds); UDP as the kernel's "stream" UDP
+ * timeout. */
 #define CT_TIMEOUT_TCP_MS (6u * 3600 * 1000)
-#define CT_TIMEOUT_TCP_CLOSING_MS (10u * 1000)
+#define CT_TIMEOUT_TCP_CLOSING_MS (120u * 1000)
+#define CT_TIMEOUT_TCP_RESET_MS (10u * 1000)
 #define CT_TIMEOUT_UDP_MS (120u * 1000)
 
 #define TCP_FLAG_FIN 0x01
@@ -118,26 +121,46 @@ static __always_inline void report_denial(struct opening *o, enum policy_result 
 #define TCP_FLAG_RST 0x04
 #define TCP_FLAG_ACK 0x10
 
-/* ct_closing_after is the closing bit (ENIWIRE_CT_CLOSING or 0) of a flow's entry of eniwire's after packet
- * p, the bit being before (0 for a new entry): a TCP FIN or RST makes the flow closing; a SYN without ACK
- * opens the tuple anew (a client reusing its port). */
-static __always_inline __u32 ct_closing_after(struct __sk_buff *skb, struct packet *p, __u32 before)
+/* tcp_flags reads a TCP packet's flags; 0 for what is not TCP. */
+static __always_inline __u8 tcp_flags(struct __sk_buff *skb, struct packet *p)
 {
 	__u8 flags = 0;
 	if (p->protocol != IPPROTO_TCP || bpf_skb_load_bytes(skb, p->l4_off + 13, &flags, 1) < 0)
+		return 0;
+	return flags;
+}
+
+/* tcp_opens says whether a TCP packet opens its flow: a SYN without ACK. */
+static __always_inline int tcp_opens(struct __sk_buff *skb, struct packet *p)
+{
+	return (tcp_flags(skb, p) & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN;
+}
+
+/* ct_closing_after is the closing bits (ENIWIRE_CT_CLOSE_MASK) of a flow's entry of eniwire's after packet
+ * p, the bits being before (0 for a new entry): a TCP FIN makes the flow closing, an RST closed; a SYN
+ * without ACK opens the tuple anew (a client reusing its port). */
+static __always_inline __u32 ct_closing_after(struct __sk_buff *skb, struct packet *p, __u32 before)
+{
+	if (p->protocol != IPPROTO_TCP)
 		return before;
-	if (flags & (TCP_FLAG_FIN | TCP_FLAG_RST))
-		return ENIWIRE_CT_CLOSING;
+	__u8 flags = tcp_flags(skb, p);
+	if (flags & TCP_FLAG_RST)
+		return ENIWIRE_CT_CLOSING | ENIWIRE_CT_RESET;
+	if (flags & TCP_FLAG_FIN)
+		return ENIWIRE_CT_CLOSING | (before & ENIWIRE_CT_RESET);
 	if ((flags & (TCP_FLAG_SYN | TCP_FLAG_ACK)) == TCP_FLAG_SYN)
 		return 0;
 	return before;
 }
 
-/* ct_timeout is how long a flow's entry lives after packet p, closing being its closing bit after p. */
+/* ct_timeout is how long a flow's entry lives after packet p (of the flow's own protocol), closing being its
+ * closing bits after p. */
 static __always_inline __u32 ct_timeout(struct packet *p, __u32 closing)
 {
 	if (p->protocol != IPPROTO_TCP)
 		return CT_TIMEOUT_UDP_MS;
+	if (closing & ENIWIRE_CT_RESET)
+		return CT_TIMEOUT_TCP_RESET_MS;
 	return closing ? CT_TIMEOUT_TCP_CLOSING_MS : CT_TIMEOUT_TCP_MS;
 }
 
@@ -147,7 +170,7 @@ static __always_inline void ct_renew(struct __sk_buff *skb, struct packet *p, st
 {
 	struct nf_conn___mark *m = (struct nf_conn___mark *)ct;
 	__u32 before = m->mark;
-	__u32 closing = ct_closing_after(skb, p, before == ENIWIRE_CT_MARK_V0 ? 0 : before & ENIWIRE_CT_CLOSING);
+	__u32 closing = ct_closing_after(skb, p, before == ENIWIRE_CT_MARK_V0 ? 0 : before & ENIWIRE_CT_CLOSE_MASK);
 	__u32 mark = ct_mark_of(generation, closing);
 	if (mark != before)
 		m->mark = mark;
@@ -160,10 +183,12 @@ static __always_inline void ct_renew(struct __sk_buff *skb, struct packet *p, st
 extern int bpf_ct_set_status(struct nf_conn___init *ct, __u32 status) __ksym;
 
 /* ct_insert gives a fast-path flow of an isolated pod an entry of eniwire's in the kernel's conntrack, in
- * the direction it opened: the one flow table, which outlives the agent. A failure (another CPU inserted
- * the same flow first, a full table) leaves the flow without one; its next packet is judged as new. The
- * mark holds the policy generation the flow was judged under. */
-static __always_inline void ct_insert(struct __sk_buff *skb, struct packet *p, struct flow *f, __u32 generation)
+ * the direction it opened: the one flow table, which outlives the agent. The mark holds the policy
+ * generation the flow was judged under. It returns 0 when the flow has an entry now (this one, or the one
+ * another CPU inserted first for the same flow), -1 when it has none: conntrack's table is full (or out of
+ * memory), and the caller drops the packet rather than let a flow open whose replies it could not tell
+ * from strangers. */
+static __always_inline int ct_insert(struct __sk_buff *skb, struct packet *p, struct flow *f, __u32 generation)
 {
 	__u32 closing = ct_closing_after(skb, p, 0);
 	struct ct_opts opts = {.netns_id = BPF_F_CURRENT_NETNS, .l4proto = f->protocol};
@@ -173,11 +198,20 @@ static __always_inline void ct_insert(struct __sk_buff *skb, struct packet *p, s
 	else
 		n = bpf_skb_ct_alloc(skb, &f->tuple, sizeof(f->tuple.ipv4), &opts, sizeof(opts));
 	if (!n)
-		return;
+		return -1;
 	((struct nf_conn___mark *)n)->mark = ct_mark_of(generation, closing);
 	bpf_ct_set_timeout(n, ct_timeout(p, closing));
 	bpf_ct_set_status(n, CT_STATUS_ASSURED);
 	struct nf_conn *ct = bpf_ct_insert_entry(n);
-	if (ct)
+	if (ct) {
 		bpf_ct_release(ct);
+		return 0;
+	}
+	/* A clash: another CPU inserted the same flow first. Anything else left no entry. */
+	__u8 dir = 0;
+	ct = ct_lookup(skb, f, &dir);
+	if (!ct)
+		return -1;
+	bpf_ct_release(ct);
+	return 0;
 }

@@ -98,9 +98,10 @@
 // judged again and, allowed, its mark takes the current generation. So a removed allow still cuts an
 // established flow with its next packet, and every other flow pays one judgment per change. The programs
 // read the generation before the pods' flags and the agent writes it after them, so a packet judged on
-// flags older than a change cannot record the generation that followed it. The mark keeps 23 bits of the
-// generation (its 24th says the flow is closing): a flow would keep a stale verdict only if it stayed silent
-// through a multiple of 8,388,608 changes of the node's pods' flags (and at most 6 hours, its idle timeout). A new flow is judged on the
+// flags older than a change cannot record the generation that followed it. The mark keeps 22 bits of the
+// generation (its 24th says the flow is closing, its 23rd that an RST closed it): a flow would keep a stale
+// verdict only if it stayed silent through a multiple of 4,194,304 changes of the node's pods' flags (and at
+// most 6 hours, its idle timeout). A new flow is judged on the
 // maps as before; its cost is dominated by the creation of its conntrack entry, and does not move between
 // 100 and 10,000 rules. BenchmarkPolicy measures both with 0, 100 and 10,000 rules selecting the pod.
 //
@@ -115,22 +116,37 @@
 // Flow state: the kernel's conntrack, still the one flow table. A flow on the fast path with an isolated
 // pod at either end gets an entry of eniwire's in the kernel's conntrack on its first, allowed packet
 // (bpf_skb_ct_alloc, bpf_ct_insert_entry), in the direction it opened, marked eniwire's (ENIWIRE_CT_TAG in
-// the mark's top byte, the policy generation in its low 23 bits) and marked assured; every later packet finds
+// the mark's top byte, the policy generation in its low 22 bits) and marked assured; when conntrack has no
+// room for the entry, the packet is dropped and counted as dropped_conntrack_full, so the flow opens in
+// neither direction rather than half (its reply would look like a stranger's); every later packet finds
 // it with the lookup the programs already take and, once a policy changed, is judged again on the flow's
 // opening (the entry says which way the packet goes), so a reply passes whatever the replying pod's own rules
 // say, and a removed allow cuts an established flow with its next packet. Entries an earlier agent marked
 // 0x0e1e0001 stay eniwire's, judged again on their next packet. An allowed packet renews the entry's timeout
-// (6 hours for TCP, 120 seconds for UDP); once a FIN or RST of a TCP flow has passed, the mark's
-// ENIWIRE_CT_CLOSING bit is set and every later packet (the close's last ACK too) renews it for 10 seconds
-// only, until a SYN opens the tuple again, so a pod's short connections leave no entry for 6 hours each; the
-// kernel expires it, no garbage collector of ours races live flows, and it survives an agent restart.
-// An entry of the host's (no mark) still means the host carries the flow. Flows of pods no policy
-// isolates keep no state, as before; so a flow a pod had before a policy isolated it has no entry, and
-// its next packet is judged as a new flow opened the way that packet goes (a TCP flow whose first packet
-// after the change comes from the side the policy refuses waits for the other side's next segment, which
-// opens it the right way). An entry that conntrack's tools or kube-proxy delete is treated the same. Packets conntrack cannot hold from tc are judged alone: ICMP by its
-// type (an echo reply or an error as a reply, the rest as requests), SCTP as a request when it carries an
-// INIT and either way otherwise (the host tracks SCTP; see the forward hook), other protocols as requests.
+// (6 hours for TCP, 120 seconds for UDP); once a FIN of a TCP flow has passed, the mark's ENIWIRE_CT_CLOSING
+// bit is set and every later packet (the close's last ACK too) renews it for 2 minutes, the kernel's own
+// fin_wait and time_wait, so a half-closed connection whose other side still answers lives on; once an RST
+// has, for 10 seconds, the kernel's close timeout; until a SYN opens the tuple again. So a pod's short
+// connections leave no entry for 6 hours each; the kernel expires it, no garbage collector of ours races
+// live flows, and it survives an agent restart. An ICMP error about a flow with an entry is judged with that
+// flow and renews nothing. An entry of the host's (no mark) still means the host carries the flow. Flows of
+// pods no policy isolates keep no state, as before; so a flow a pod had before a policy isolated it has no
+// entry (nor has one whose entry expired, or that conntrack's tools or kube-proxy deleted). A TCP packet of
+// such a flow opens nothing (no SYN), and who opened the flow is not in it: the flow is taken to be opened
+// by the end with the ephemeral port (Linux's 32768 and above) when just one end has one, else in the one
+// direction the policies allow when just one is allowed, else by the end with the higher port; it is judged
+// so, and allowed, given its entry in that direction. Taking the sender for the opener, as conntrack's loose
+// pickup does, would record a client's flow as its server's whenever the server sends first, and a later
+// ingress deny-all on the server would never cut it. The cost of the guess: a stranger's packet without SYN
+// may be taken up as the isolated pod's own flow and delivered (the pod's kernel, holding no such
+// connection, answers with an RST), but a SYN against an entry's direction is judged as the opening it is,
+// so no connection opens that the policies refuse. ICMP of an isolated pod goes to the host: its conntrack
+// ties an echo reply to its request and an error to the flow it quotes, and eniw_forward judges what
+// belongs to no flow as an opening of its own, so a pod under egress deny-all sends no echo reply or error
+// of any payload and a pod under ingress isolation receives none it did not ask for (an ICMP error about a
+// fast-path flow, which the programs find by the flow it quotes, stays on the fast path with it). Packets
+// conntrack cannot hold from tc are judged alone: SCTP as a request when it carries an INIT and either way
+// otherwise (the host tracks SCTP; see the forward hook), other protocols as requests.
 // A first fragment of TCP or UDP carries its ports and is judged on its flow's conntrack entry like any
 // packet of the flow (a fragmented reply passes as a reply); a later fragment passes to the host, which
 // reassembles it with its judged first fragment.

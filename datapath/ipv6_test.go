@@ -165,7 +165,7 @@ func TestPolicyVerdictsOverIPv6(t *testing.T) {
 		{"a peer outside the egress rule's prefix is denied", fromPod, vethPod1, frame6(pod1v6, vpcPeer6, protoTCP, 40002, 80), tcActShot, VerdictFromPodEgressDenied},
 		{"a VPC host the ingress rule names opens a UDP flow", toPod, 0, frame6(vpcPeer6, pod2v6, protoUDP, 5353, 53), tcActRedirect, VerdictToPodToPeer},
 		{"a port the ingress rules do not name is denied", toPod, 0, frame6(vpcPeer6, pod2v6, protoTCP, 41000, 22), tcActShot, VerdictToPodIngressDenied},
-		{"ICMPv6 echo the ingress rules do not name is denied", toPod, 0, frame6(vpcPeer6, pod2v6, protoICMPv6, 7, 0), tcActShot, VerdictToPodIngressDenied},
+		{"ICMPv6 of an isolated pod goes to the host, whose conntrack ties it to a flow (eniw_forward judges it)", toPod, 0, frame6(vpcPeer6, pod2v6, protoICMPv6, 7, 0), tcActUnspec, VerdictToPodHostFlow},
 		{"the pod's IPv4 address, which no policy selects, is not isolated by its IPv6 one's", fromPod, vethPod1, frame(pod1, vpcPeer, protoTCP, 40003, 443), tcActRedirect, VerdictFromPodOutENI},
 	})
 }
@@ -185,5 +185,7 @@ func TestForwardVerdictsOverIPv6(t *testing.T) {
 		{"pod1 to pod2 after a Service's DNAT, on a port both allow", frame6(pod1v6, pod2v6, protoTCP, 40000, 80), nfAccept, VerdictForwardEgressAllowed},
 		{"pod1 to the internet: its egress denies it", frame6(pod1v6, internet6, protoTCP, 40000, 443), nfDrop, VerdictForwardEgressDenied},
 		{"a VPC client to pod2 through a NodePort: its ingress denies it", frame6(vpcPeer6, pod2v6, protoTCP, 999, 80), nfDrop, VerdictForwardIngressDenied},
+		{"ICMPv6 to pod2 of no flow the host knows, from the VPC its ingress does not name", frame6(vpcPeer6, pod2v6, protoICMPv6, 7, 0), nfDrop, VerdictForwardIngressDenied},
+		{"ICMPv6 of pod1's of no flow the host knows, to the internet its egress denies", frame6(pod1v6, internet6, protoICMPv6, 7, 0), nfDrop, VerdictForwardEgressDenied},
 	})
 }

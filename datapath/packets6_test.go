@@ -31,6 +31,7 @@ func frame6(src, dst netip.Addr, proto uint8, sport, dport uint16) []byte {
 		binary.BigEndian.PutUint16(l4[0:], sport)
 		binary.BigEndian.PutUint16(l4[2:], dport)
 		l4[12] = 5 << 4
+		l4[13] = 0x02 // SYN: a flow's opening, which a packet without an entry must be to open one
 	default:
 		l4 = make([]byte, 8+16)
 		binary.BigEndian.PutUint16(l4[0:], sport)

@@ -34,7 +34,7 @@ func TestEstablishedFlowKeepsItsVerdictUntilAPolicyChanges(t *testing.T) {
 	}
 	runCases(t, d, n, []progCase{
 		{"the established flow's next packet passes on its verdict", fromPod, vethPod1, frame(pod1, pod2, protoTCP, 40000, 80), tcActRedirect, VerdictFromPodToPeer},
-		{"its reply too", fromPod, vethPod2, frame(pod2, pod1, protoTCP, 80, 40000), tcActRedirect, VerdictFromPodToPeer},
+		{"its reply too", fromPod, vethPod2, tcpWithFlags(pod2, pod1, 80, 40000, tcpACK), tcActRedirect, VerdictFromPodToPeer},
 		{"a new flow is judged on the maps", fromPod, vethPod1, frame(pod1, pod2, protoTCP, 40001, 80), tcActShot, VerdictFromPodIngressDenied},
 	})
 
@@ -42,7 +42,7 @@ func TestEstablishedFlowKeepsItsVerdictUntilAPolicyChanges(t *testing.T) {
 		setPolicy(t, d, pod2, dptypes.PodPolicy{IngressIsolated: true, Ingress: pod2Ingress.Ingress[1:]})
 		runCases(t, d, n, []progCase{
 			{"the request", fromPod, vethPod1, frame(pod1, pod2, protoTCP, 40000, 80), tcActShot, VerdictFromPodIngressDenied},
-			{"the reply", fromPod, vethPod2, frame(pod2, pod1, protoTCP, 80, 40000), tcActShot, VerdictFromPodIngressDenied},
+			{"the reply", fromPod, vethPod2, tcpWithFlags(pod2, pod1, 80, 40000, tcpACK), tcActShot, VerdictFromPodIngressDenied},
 		})
 	})
 	t.Run("and allowed again, the entry takes the new generation", func(t *testing.T) {

@@ -98,6 +98,9 @@ var verdictNames = [...]struct{ program, verdict string }{
 
 	bpf.EniwireVerdictVERDICT_FROM_POD_IPV6HEADER: {"from_pod", "to_host_ipv6_header"},
 	bpf.EniwireVerdictVERDICT_TO_POD_IPV6HEADER:   {"to_pod", "to_host_ipv6_header"},
+
+	bpf.EniwireVerdictVERDICT_FROM_POD_CT_FULL: {"from_pod", "dropped_conntrack_full"},
+	bpf.EniwireVerdictVERDICT_TO_POD_CT_FULL:   {"to_pod", "dropped_conntrack_full"},
 }
 
 // Verdicts, as the programs count them.
@@ -148,7 +151,12 @@ const (
 	// IPv6: a hop-by-hop options header, which every router on the way reads, sends a packet to the host.
 	VerdictFromPodIPv6Header = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_IPV6HEADER)
 	VerdictToPodIPv6Header   = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_IPV6HEADER)
-	numVerdicts              = int(bpf.EniwireVerdictVERDICT_MAX)
+
+	// Conntrack full: an isolated pod's new fast-path flow dropped, since no entry could record it (its
+	// replies could not be told from strangers'): the flow opens in neither direction.
+	VerdictFromPodCTFull = Verdict(bpf.EniwireVerdictVERDICT_FROM_POD_CT_FULL)
+	VerdictToPodCTFull   = Verdict(bpf.EniwireVerdictVERDICT_TO_POD_CT_FULL)
+	numVerdicts          = int(bpf.EniwireVerdictVERDICT_MAX)
 )
 
 // Program is the program that counts this verdict.

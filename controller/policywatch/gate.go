@@ -39,7 +39,16 @@ func (w *Watcher) BeforePodUp(ctx context.Context, id api.PodIdentity, ips ...ne
 		p, seen := w.local[k]
 		if w.synced && seen && sameUID(p, types.UID(id.UID)) {
 			w.assigned[k] = assignment{uid: p.UID, ips: slices.Clone(ips)}
-			w.apply(w.compiler.UpsertPod(w.withAssigned(k, p)))
+			// Every address of every ADD is written, whatever the compiler thinks it wrote: a failed ADD's
+			// release cleared the address's state in the datapath without telling it, and the retried ADD
+			// (or the next replica) gets the same address at once.
+			changed := w.compiler.UpsertPod(w.withAssigned(k, p))
+			for _, ip := range ips {
+				if !slices.Contains(changed, ip) {
+					changed = append(changed, ip)
+				}
+			}
+			w.apply(changed)
 			w.mu.Unlock()
 			return nil
 		}

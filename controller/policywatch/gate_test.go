@@ -141,3 +141,28 @@ func TestADualStackPodTakesItsStateAtBothAddressesAtOnce(t *testing.T) {
 		t.Errorf("with status.podIPs naming the IPv4 alone, %s has %s (%v), want still isolated", v6, describe(st), ok)
 	}
 }
+
+// TestAnADDAtAnAddressWhoseStateTheDatapathClearedWritesItAgain: an ADD that failed after the agent answered
+// gives its address back, and the datapath's teardown clears the address's policy state without the
+// compiler knowing. The retried ADD gets the same address at once, and the compiler sees nothing new: the
+// gate must write the pod's compiled state anyway, or the pod comes up open.
+func TestAnADDAtAnAddressWhoseStateTheDatapathClearedWritesItAgain(t *testing.T) {
+	d := newFakeDriver()
+	p := pod("shop", "web", node, "", map[string]string{"app": "web"})
+	p.UID = "uid-web"
+	s := start(t, d, namespace("shop", nil), policy("shop", "deny", "web", "", 0), p)
+	ip := addr("10.0.1.11")
+	id := api.PodIdentity{Namespace: "shop", Name: "web", UID: "uid-web"}
+	for try := 1; try <= 2; try++ {
+		if err := s.w.BeforePodUp(context.Background(), id, ip); err != nil {
+			t.Fatalf("gate, ADD %d: %v", try, err)
+		}
+		if st, ok := d.get(ip); !ok || !st.IngressIsolated {
+			t.Fatalf("after ADD %d's gate the pod's state was %s (written: %v), want isolated", try, describe(st), ok)
+		}
+		// The failed ADD's release: the datapath's PodDown clears the address's state.
+		if err := d.ClearPodPolicy(context.Background(), ip); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
