@@ -39,6 +39,19 @@ func (s *eniSync) isUp(id string) bool {
 	return ok
 }
 
+// anyUp reports whether the datapath has brought up an ENI for which servable holds.
+func (s *eniSync) anyUp(servable func(eniID, ip string) bool) bool {
+	s.mu.RLock()
+	ids := slices.Collect(maps.Keys(s.up))
+	s.mu.RUnlock()
+	for _, id := range ids {
+		if servable(id, "") {
+			return true
+		}
+	}
+	return false
+}
+
 // sync brings ENIs that became usable up and the ones that stopped being usable down.
 func (s *eniSync) sync(ctx context.Context) {
 	var (

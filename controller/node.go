@@ -157,12 +157,16 @@ func (n *Node) Close() error { return n.store.Close() }
 // Snapshot returns a copy of the books.
 func (n *Node) Snapshot() *journal.State { return n.books.Snapshot() }
 
-// Ready reports whether the journal is replayed and EC2 has answered the pool once; why not, if not.
+// Ready reports whether the node serves ADDs: its journal replayed and either EC2 answered the pool once or,
+// after a restart, the books hold an ENI pods may take addresses of whose datapath is up (Run brings the
+// books' ENIs up before its first round); why not, if not. A restarted agent so serves from its journal while
+// the reconcile with EC2 runs in the background: a runtime calling STATUS does not see the node NotReady for
+// the seconds of every rollout, nor for as long as EC2 refuses Describe.
 func (n *Node) Ready() (bool, string) {
 	if err := n.books.Broken(); err != nil {
 		return false, err.Error()
 	}
-	if !n.house.answered.Load() {
+	if !n.house.answered.Load() && !n.enis.anyUp(n.servable) {
 		return false, "waiting for the first answer from EC2"
 	}
 	return true, ""
