@@ -166,3 +166,35 @@ func TestAnADDAtAnAddressWhoseStateTheDatapathClearedWritesItAgain(t *testing.T)
 		}
 	}
 }
+
+// TestAForceDeletedPodKeepsItsStateUntilItsDEL: a pod force-deleted from the API runs on until the runtime's
+// DEL tears its sandbox down. The watch's delete must not clear its policy state: the pod would run open
+// meanwhile. The DEL's teardown clears it (the datapath's PodDown).
+func TestAForceDeletedPodKeepsItsStateUntilItsDEL(t *testing.T) {
+	d := newFakeDriver()
+	web := addr("10.0.1.11")
+	s := start(t, d, namespace("shop", nil), policy("shop", "deny", "web", "", 0), pod("shop", "web", node, web.String(), map[string]string{"app": "web"}))
+	d.waitFor(t, "web isolated", func() bool { p, _ := d.get(web); return p.IngressIsolated })
+	if err := s.client.CoreV1().Pods("shop").Delete(context.Background(), "web", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s.w.mu.Lock()
+		_, known := s.w.local[podKey{"shop", "web"}]
+		s.w.mu.Unlock()
+		if !known {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the watch never saw the pod's delete")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if p, ok := d.get(web); !ok || !p.IngressIsolated {
+		t.Errorf("after the pod's delete, before its DEL, its address's state is %s (written: %v), want still isolated", describe(p), ok)
+	}
+	if n := d.count("clear " + web.String()); n != 0 {
+		t.Errorf("the watch cleared the deleted pod's address %d times; its DEL's teardown does", n)
+	}
+}

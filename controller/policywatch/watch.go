@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
 	"time"
 
@@ -181,9 +182,18 @@ func (w *Watcher) onPodGone(obj any) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// A pod gone from the API may still run: a force-deleted pod's sandbox lives until the runtime's DEL. The
+	// state last written at the pod's own addresses stays until then; the DEL's teardown clears it (the
+	// datapath's PodDown), and the next pod at an address gets its own with its ADD (BeforePodUp). What the
+	// delete changes for other pods (peers) is written at once.
+	var own []netip.Addr
+	if p, ok := w.local[k]; ok {
+		own = addrsOf(w.withAssigned(k, p))
+	}
 	delete(w.local, k)
 	delete(w.assigned, k)
-	w.apply(w.compiler.DeletePod(k.namespace, k.name))
+	changed := slices.DeleteFunc(w.compiler.DeletePod(k.namespace, k.name), func(a netip.Addr) bool { return slices.Contains(own, a) })
+	w.apply(changed)
 	w.notify()
 }
 
