@@ -299,7 +299,11 @@ func TestAnADDTheNodeCannotServeFailsAtOnceNamingTheCause(t *testing.T) {
 // AssignPrivateIpAddresses calls bring their prefixes, not one per /28, and every ADD succeeds.
 func TestABurstOnAnEmptyPrefixNodeGetsItsIPsInFewGrowthRounds(t *testing.T) {
 	w := newWorld(t, "m5.large", 50)
-	r := w.start(prefixConfig(w.dir), nil, nil)
+	cfg := prefixConfig(w.dir)
+	// The ADDs wait as long as the growth takes: at 50 x, the default 10 s are 200 ms of a machine that may be
+	// busy, and what is measured is the calls, not the wait.
+	cfg.AddWait = 10 * time.Minute
+	r := w.start(cfg, nil, nil)
 	waitReady(t, r.node)
 	eventually(t, 20*time.Second, "the warm prefix", func() error {
 		if s := r.node.Status(); s.Warm < 16 || len(s.Pending) > 0 {
