@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -58,12 +59,16 @@ var errNoConntrackKfuncs = errors.New("the kernel lacks the conntrack kfuncs bpf
 // new. A pinned map whose type, sizes, flags or BTF layout changed is reported as a *MapIncompatibleError,
 // or replaced when migrate is set; a replaced map whose layout is unchanged (a resize, new flags) has its
 // entries carried over into the new one here, before any link moves to the new programs.
-func loadObjects(spec *ebpf.CollectionSpec, pinRoot string, migrate bool, log *slog.Logger) (*bpf.EniwireObjects, error) {
+//
+// It also returns the policy flags of the pods of a replaced pods map whose entries could not be carried
+// (carryflags.go), nil when there is none.
+func loadObjects(spec *ebpf.CollectionSpec, pinRoot string, migrate bool, log *slog.Logger) (*bpf.EniwireObjects, map[netip.Addr]uint32, error) {
 	dir := filepath.Join(pinRoot, mapsDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("creating pin directory %s: %w", dir, err)
+		return nil, nil, fmt.Errorf("creating pin directory %s: %w", dir, err)
 	}
 	carried := map[string]*ebpf.Map{}
+	var podFlags map[netip.Addr]uint32
 	defer func() {
 		for _, m := range carried {
 			m.Close()
@@ -74,9 +79,12 @@ func loadObjects(spec *ebpf.CollectionSpec, pinRoot string, migrate bool, log *s
 			continue // .rodata holds configuration: per load, never shared
 		}
 		m.Pinning = ebpf.PinByName
-		old, err := checkPinnedMap(dir, name, m, migrate, log)
+		old, flags, err := checkPinnedMap(dir, name, m, migrate, log)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
+		}
+		if flags != nil {
+			podFlags = flags
 		}
 		if old != nil {
 			carried[name] = old
@@ -85,67 +93,77 @@ func loadObjects(spec *ebpf.CollectionSpec, pinRoot string, migrate bool, log *s
 	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{Maps: ebpf.MapOptions{PinPath: dir}})
 	if err != nil {
 		if errors.Is(err, ebpf.ErrNotSupported) && strings.Contains(err.Error(), "kfunc") {
-			return nil, fmt.Errorf("loading programs: %w: %w", errNoConntrackKfuncs, err)
+			return nil, nil, fmt.Errorf("loading programs: %w: %w", errNoConntrackKfuncs, err)
 		}
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
-			return nil, fmt.Errorf("loading programs: %+v", ve)
+			return nil, nil, fmt.Errorf("loading programs: %+v", ve)
 		}
-		return nil, fmt.Errorf("loading programs: %w", err)
+		return nil, nil, fmt.Errorf("loading programs: %w", err)
 	}
 	defer coll.Close()
 	for name, old := range carried {
 		n, err := copyEntries(old, coll.Maps[name])
 		if err != nil {
-			return nil, fmt.Errorf("carrying %s over to its new map: %w", name, err)
+			return nil, nil, fmt.Errorf("carrying %s over to its new map: %w", name, err)
 		}
 		log.Info("carried a map's entries over to its new layout", "map", name, "entries", n)
 	}
 	var objs bpf.EniwireObjects
 	if err := coll.Assign(&objs); err != nil {
-		return nil, fmt.Errorf("assigning programs and maps: %w", err)
+		return nil, nil, fmt.Errorf("assigning programs and maps: %w", err)
 	}
-	return &objs, nil
+	return &objs, podFlags, nil
 }
 
 // checkPinnedMap compares a pinned map with its spec before load, so a layout change is named and handled
 // deliberately instead of surfacing as a load failure, or worse, a map read with the wrong layout. When
-// it unpins a map whose entries the new one can take as they are, it returns the old map, open.
-func checkPinnedMap(dir, name string, spec *ebpf.MapSpec, migrate bool, log *slog.Logger) (*ebpf.Map, error) {
+// it unpins a map whose entries the new one can take as they are, it returns the old map, open; when it
+// lets the pods map go, the pods' policy flags it held.
+func checkPinnedMap(dir, name string, spec *ebpf.MapSpec, migrate bool, log *slog.Logger) (*ebpf.Map, map[netip.Addr]uint32, error) {
 	pin := filepath.Join(dir, name)
 	m, err := ebpf.LoadPinnedMap(pin, nil)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("opening pinned map %s: %w", pin, err)
+		return nil, nil, fmt.Errorf("opening pinned map %s: %w", pin, err)
 	}
 	cerr := spec.Compatible(m)
 	lerr := pinnedLayoutDiffers(m, spec)
 	if cerr == nil && lerr == nil {
 		m.Close()
-		return nil, nil
+		return nil, nil, nil
 	}
 	reason := errors.Join(cerr, lerr)
 	if !migrate {
 		m.Close()
-		return nil, &MapIncompatibleError{Map: name, Pin: pin, Err: reason}
+		return nil, nil, &MapIncompatibleError{Map: name, Pin: pin, Err: reason}
 	}
 	// Unpinning leaves the old map alive for programs still attached; they move to the new map when
 	// their links are updated, after the new map is filled.
 	if err := m.Unpin(); err != nil {
 		m.Close()
-		return nil, fmt.Errorf("unpinning incompatible map %s: %w", pin, err)
+		return nil, nil, fmt.Errorf("unpinning incompatible map %s: %w", pin, err)
 	}
 	carry := lerr == nil && m.Type() == spec.Type && m.KeySize() == spec.KeySize && m.ValueSize() == spec.ValueSize &&
 		!perCPU(spec.Type)
 	if !carry {
+		var flags map[netip.Addr]uint32
+		if name == bpf.EniwireMapPods {
+			if flags, err = oldPodFlags(m); err != nil {
+				log.Warn("the replaced pods map's policy flags could not be read; its pods are open until the policy watch writes them", "pin", pin, "error", err)
+				flags = nil
+			} else {
+				log.Info("carrying the pods' policy flags over to the new pods map", "pods", len(flags))
+			}
+		}
 		m.Close()
 		log.Warn("replaced incompatible pinned map; its entries must be rewritten", "map", name, "pin", pin, "reason", reason.Error())
-		return nil, nil
+		return nil, flags, nil
 	}
 	log.Info("replacing pinned map with one of the same layout", "map", name, "pin", pin, "reason", reason.Error())
-	return m, nil
+	return m, nil, nil
 }
 
 // perCPU maps hold statistics only (counters, pod_stats): they start again from zero when replaced.

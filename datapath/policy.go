@@ -436,9 +436,10 @@ func (ps *policies) allocateID() uint32 {
 // podFlags are the flags PutPod writes for a pod. The caller holds mu.
 func (ps *policies) podFlags(pod netip.Addr) uint32 { return ps.flags[pod] }
 
-// recoverPolicies rebuilds the policy state from the maps an earlier agent left: each pod's flags, the
-// entries under each id in use, and deletes entries of ids no pod uses (a SetPodPolicy cut short).
-func (d *Datapath) recoverPolicies() error {
+// recoverPolicies rebuilds the policy state from the maps an earlier agent left: each pod's flags (from the
+// pods map, or carried from a replaced one's, carryflags.go), the entries under each id in use, and deletes
+// entries of ids no pod uses (a SetPodPolicy cut short).
+func (d *Datapath) recoverPolicies(carried map[netip.Addr]uint32) error {
 	ps := &d.policies
 	ps.flags, ps.ids, ps.byContent = map[netip.Addr]uint32{}, map[uint32]*policyEntries{}, map[string]uint32{}
 	var (
@@ -446,15 +447,14 @@ func (d *Datapath) recoverPolicies() error {
 		v       bpf.EniwirePodValue
 		highest uint32
 	)
-	it := d.objs.Pods.Iterate()
-	for it.Next(&k, &v) {
-		if v.Flags == 0 {
-			continue
+	take := func(a netip.Addr, flags uint32) {
+		if flags == 0 {
+			return
 		}
-		ps.flags[addrFromKey(k)] = v.Flags
-		id := v.Flags & policyIDMask
+		ps.flags[a] = flags
+		id := flags & policyIDMask
 		if id == 0 {
-			continue // failed closed: no entries
+			return // failed closed: no entries
 		}
 		if ps.ids[id] == nil {
 			ps.ids[id] = &policyEntries{}
@@ -462,8 +462,17 @@ func (d *Datapath) recoverPolicies() error {
 		ps.ids[id].refs++
 		highest = max(highest, id)
 	}
+	it := d.objs.Pods.Iterate()
+	for it.Next(&k, &v) {
+		take(addrFromKey(k), v.Flags)
+	}
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("reading pods' policy flags: %w", err)
+	}
+	for a, flags := range carried {
+		if _, ok := ps.flags[a]; !ok {
+			take(a, flags)
+		}
 	}
 	entriesOf := func(id uint32) *policyEntries {
 		if e := ps.ids[id]; e != nil {

@@ -13,7 +13,9 @@ import (
 // (the agent's journal) into the new maps, and Attach moves the links. Between Load and Attach the node's
 // packets are handled exactly as before the upgrade. A map whose layout changed with the upgrade (judged by
 // BTF, layout.go) starts empty; without Restore before Attach, every pod's packets would be dropped as
-// spoofed until the caller wrote them again.
+// spoofed until the caller wrote them again. The pods' policy flags, which the caller does not keep, are
+// carried from a replaced pods map by its own layout (carryflags.go), so Restore writes each pod isolated
+// as it was.
 
 // Load loads the programs, reusing the maps pinned under cfg.PinRoot by an earlier agent (replacing, with
 // cfg.MigrateMaps, those whose layout changed) and writes the route table from cfg. No link moves: call
@@ -30,7 +32,7 @@ func Load(cfg Config) (*Datapath, error) {
 
 // load is Load with the spec given (tests load an earlier layout with it); cfg has its defaults.
 func load(cfg Config, spec *ebpf.CollectionSpec) (*Datapath, error) {
-	objs, err := loadObjects(spec, cfg.PinRoot, cfg.MigrateMaps, cfg.Logger)
+	objs, carriedFlags, err := loadObjects(spec, cfg.PinRoot, cfg.MigrateMaps, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +48,7 @@ func load(cfg Config, spec *ebpf.CollectionSpec) (*Datapath, error) {
 		d.Close()
 		return nil, err
 	}
-	if err := d.recoverPolicies(); err != nil {
+	if err := d.recoverPolicies(carriedFlags); err != nil {
 		d.Close()
 		return nil, err
 	}

@@ -215,3 +215,44 @@ func mustSpec(t *testing.T, cfg Config) *ebpf.CollectionSpec {
 	}
 	return spec
 }
+
+// TestAnUpgradeReplacingThePodsMapKeepsEveryPodsPolicy: the pods map of another layout starts empty, and
+// the agent's journal, which Restore writes back, holds no policy flags. The flags the old map held are
+// carried over, read by its own layout: a pod isolated before the upgrade is isolated, under the same
+// policy's entries, from the first packet after it, not open until the policy watch lists everything again.
+func TestAnUpgradeReplacingThePodsMapKeepsEveryPodsPolicy(t *testing.T) {
+	root := testPinRoot(t)
+	cfg := testConfig(true)
+	cfg.PinRoot, cfg.Logger, cfg.MigrateMaps = root, testLogger(t), true
+	cfg = cfg.withDefaults()
+	t.Cleanup(func() { _ = Uninstall(root) })
+
+	old, err := load(cfg, specWithPodsField(t, cfg, "pad", "reserved"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.PutPod(pod1, vethPod1, eniA); err != nil {
+		t.Fatal(err)
+	}
+	setPolicy(t, old, pod1, pod1Egress)
+	want := podFlags(t, old, pod1)
+	_ = old.Close()
+
+	d, err := load(cfg, mustSpec(t, cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	if pods, err := d.Pods(); err != nil || len(pods) != 0 {
+		t.Fatalf("the new pods map holds %v (%v); want it replaced, empty", pods, err)
+	}
+	// The journal's pods and ENIs written back, as the agent's Restore does.
+	putTestState(t, d)
+	if got := podFlags(t, d, pod1); got != want || got == 0 {
+		t.Fatalf("after the upgrade pod1's flags are %#x, want %#x as before it", got, want)
+	}
+	n := runNS(t, testVeths...)
+	runCases(t, d, n, []progCase{
+		{"pod1's egress still denies the VPC", fromPod, vethPod1, frame(pod1, vpcPeer, protoTCP, 40003, 443), tcActShot, VerdictFromPodEgressDenied},
+	})
+}
