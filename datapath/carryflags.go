@@ -2,8 +2,10 @@ package datapath
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -20,6 +22,9 @@ import (
 const (
 	podValueType  = "pod_value"
 	podFlagsField = "flags"
+	// shippedPodFlagsOffset is the flags' byte offset in every struct pod_value released so far (after
+	// host_ifindex and eni_ifindex).
+	shippedPodFlagsOffset = 8
 )
 
 // oldPodFlags reads each pod's policy flags from a pods map of another layout, by the BTF it was created
@@ -30,6 +35,11 @@ func oldPodFlags(m *ebpf.Map) (map[netip.Addr]uint32, error) {
 		return nil, fmt.Errorf("key of %d bytes, want a 16-byte struct ip_addr", m.KeySize())
 	}
 	off, err := podFlagsOffset(m)
+	if errors.Is(err, os.ErrPermission) {
+		// Opening BTF by id needs CAP_SYS_ADMIN, which the agent's container is not given (layout.go): the
+		// flags are where every layout shipped so far has them.
+		off, err = shippedPodFlagsOffset, nil
+	}
 	if err != nil {
 		return nil, err
 	}
