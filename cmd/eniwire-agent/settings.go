@@ -190,6 +190,7 @@ func parseSettings(args []string) (*settings, error) {
 	if err := s.checkServiceCIDRs(); err != nil {
 		errs = append(errs, err)
 	}
+	errs = append(errs, s.checkRanges()...)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("parsing settings: %v", errs)
 	}
