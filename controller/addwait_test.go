@@ -190,6 +190,34 @@ func TestADELEndsTheWaitOfItsADD(t *testing.T) {
 	}
 }
 
+// TestADELdADDIsNoDemand: ADDs that wait for an IP are demand the pool grows for; once their DELs end the wait,
+// nobody will retry them, and they stop counting at once (issue 36 item 19: five cancelled ADDs counted as
+// demand for 10 s, and the pool grew 5 IPs for pods that were gone).
+func TestADELdADDIsNoDemand(t *testing.T) {
+	_, r, _ := drainedNode(t, 1, 10*time.Minute, time.Hour)
+	const waiting = 5
+	adds := make([]<-chan addAnswer, waiting)
+	for i := range adds {
+		adds[i] = addAsync(r.node, fmt.Sprintf("gone-%d", i))
+	}
+	waitAddsWaiting(t, r.node, waiting)
+	if got := r.node.PodsWaitingForIP(); got != waiting {
+		t.Fatalf("%d pods waiting for an IP, want the %d ADDs in line", got, waiting)
+	}
+	for i, add := range adds {
+		cid := fmt.Sprintf("gone-%d", i)
+		if _, err := r.node.Release(context.Background(), api.ReleaseRequest{Attachment: api.Attachment{ContainerID: cid, IfName: "eth0"}}); err != nil {
+			t.Fatal(err)
+		}
+		if got := answer(t, cid, add); got.err == nil || !strings.Contains(got.err.Error(), "a DEL of the container came") {
+			t.Fatalf("%s got %+v, %v; want it superseded by its DEL", cid, got.a, got.err)
+		}
+		if got, want := r.node.PodsWaitingForIP(), waiting-1-i; got != want {
+			t.Fatalf("after %d DELs the pool grows for %d pods, want the %d still waiting", i+1, got, want)
+		}
+	}
+}
+
 // TestAnADDWaitsNoLongerThanTheSetting: growth is held (EC2 answers after the calls' deadline); an ADD with ENIWIRE_ADD_WAIT 10s is
 // answered "no IP" after 10 s, naming the setting.
 func TestAnADDWaitsNoLongerThanTheSetting(t *testing.T) {

@@ -86,6 +86,11 @@ func (p *ipam) waitForIP(ctx context.Context, t *turn) (now time.Time, view *poo
 			}
 		}
 		p.line.leave(w)
+		if errors.Is(err, errSuperseded) {
+			// Its pod's DEL came: nobody will retry this ADD, so it is no demand the pool should grow for.
+			p.metrics.assigns.WithLabelValues("error").Inc()
+			return now, nil, "", "", nil, err
+		}
 		p.line.answeredNoIP(p.clock.Now())
 		p.metrics.assigns.WithLabelValues("no_ip").Inc()
 		return now, nil, "", "", nil, err
