@@ -37,7 +37,9 @@ func (m *Manager) EnsureIPv6Prefix(ctx context.Context, eniID string) (bool, err
 		if err := m.ResumeIPOps(ctx); err != nil {
 			return false, err
 		}
-		return true, nil
+		// Settled: the pool looks again at once. Still pending (an assign whose /80 a lagging Describe does not
+		// show yet): the next round reads it again.
+		return !m.ipv6AssignPending(eniID), nil
 	}
 	ni, err := m.describeOne(ctx, eniID)
 	if err != nil {
@@ -46,7 +48,7 @@ func (m *Manager) EnsureIPv6Prefix(ctx context.Context, eniID string) (bool, err
 	if ni != nil && len(ni.Ipv6Prefixes) > 0 {
 		err := m.books.Update(ctx, func(st *journal.State) error {
 			if e := st.ENIByID(eniID); e != nil {
-				adoptIPv6Prefixes(st, e, ni)
+				m.adoptIPv6Prefixes(st, e, ni)
 			}
 			return nil
 		})
@@ -74,16 +76,27 @@ func (m *Manager) EnsureIPv6Prefix(ctx context.Context, eniID string) (bool, err
 	if err != nil {
 		return false, err
 	}
+	m.noteAssigned(prefixes) // a Describe that lags and lacks it is no removal made outside (staleips.go)
 	m.log.Info("IPv6 prefix assigned to ENI", "eni", eniID, "prefixes", prefixes)
 	return true, nil
 }
 
-// adoptIPv6Prefixes puts in the books every /80 EC2 shows on the ENI but one an unassign is taking away. It
-// runs inside a books update.
-func adoptIPv6Prefixes(st *journal.State, e *journal.ENI, ni *types.NetworkInterface) {
+// ipv6AssignPending reports whether an IPv6 assign of eniID is in the journal, its outcome not known yet.
+func (m *Manager) ipv6AssignPending(eniID string) bool {
+	pending := false
+	m.books.View(func(st *journal.State) {
+		pending = slices.ContainsFunc(st.IPOps, func(op journal.IPOp) bool { return op.IPv6 && op.ENI == eniID && op.Kind == journal.AssignIPs })
+	})
+	return pending
+}
+
+// adoptIPv6Prefixes puts in the books every /80 EC2 shows on the ENI but one an unassign is taking away and
+// one our own unassign took lately (a Describe that lags still lists it). It runs inside a books update.
+func (m *Manager) adoptIPv6Prefixes(st *journal.State, e *journal.ENI, ni *types.NetworkInterface) {
 	leaving := leavingIPs(st, e.ID)
+	now := m.clock.Now()
 	for _, p := range ipv6PrefixesOf(ni) {
-		if !slices.Contains(e.IPv6Prefixes, p) && !leaving[p] {
+		if !slices.Contains(e.IPv6Prefixes, p) && !leaving[p] && !m.unassignedRecently(st, p, now) {
 			e.IPv6Prefixes = append(e.IPv6Prefixes, p)
 		}
 	}
@@ -105,6 +118,16 @@ func ipv6PrefixesOf(ni *types.NetworkInterface) []string {
 // down: UnassignIpv6Addresses, journaled first; they leave the books with the op, so no pod gets one
 // meanwhile. It reports whether it gave any back.
 func (m *Manager) releaseSurplusIPv6(ctx context.Context, eniID string) (bool, error) {
+	// Most rounds find the one /80 and nothing to release: an update would journal (and fsync) an empty record
+	// each round, 60 a minute at a 1 s pool interval.
+	surplus := false
+	m.books.View(func(st *journal.State) {
+		e := st.ENIByID(eniID)
+		surplus = e != nil && len(e.IPv6Prefixes) >= 2
+	})
+	if !surplus {
+		return false, nil
+	}
 	var op journal.IPOp
 	err := m.books.Update(ctx, func(st *journal.State) error {
 		e := st.ENIByID(eniID)
@@ -175,6 +198,8 @@ func (m *Manager) unassignIPv6(ctx context.Context, op journal.IPOp) error {
 		if e := st.ENIByID(op.ENI); e != nil {
 			e.IPv6Prefixes = append(e.IPv6Prefixes, back...)
 		}
+		// What left is remembered as our own unassign, so that a Describe that lags does not bring it back.
+		m.rememberUnassigned(st, op.ENI, slices.DeleteFunc(slices.Clone(op.IPs), func(p string) bool { return slices.Contains(back, p) }))
 		st.IPOps = slices.DeleteFunc(st.IPOps, func(o journal.IPOp) bool { return o.OpID == op.OpID })
 		return nil
 	})
