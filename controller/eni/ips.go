@@ -210,11 +210,19 @@ func (m *Manager) ResumeIPOps(ctx context.Context) error {
 				errs = append(errs, err)
 				continue
 			}
+			now := m.clock.Now()
 			err = m.books.Update(ctx, func(st *journal.State) error {
 				switch e := st.ENIByID(op.ENI); {
 				case e == nil || ni == nil:
 				case op.IPv6:
-					adoptIPv6Prefixes(st, e, ni)
+					held := len(e.IPv6Prefixes)
+					m.adoptIPv6Prefixes(st, e, ni)
+					if len(e.IPv6Prefixes) == held && m.recent(op.Since, now) {
+						// No /80 shows yet, but a Describe may lag behind an assign EC2 applied: concluding
+						// "not applied" now sends a second AssignIpv6Addresses, and the first /80 appears
+						// later, outside the books. The op stands until the visibility grace has passed.
+						return nil
+					}
 				default:
 					m.fillIPs(e, slotsOf(ni), st)
 				}

@@ -240,7 +240,12 @@ func (m *Manager) reconcileAttached(st *journal.State, ni *types.NetworkInterfac
 	fillFromEC2(rec, ni)
 	rec.IPs = ips
 	m.fillIPs(rec, slotsOf(ni), st)
-	if gone := m.unlisted(rec, slotsOf(ni), st); len(gone) > 0 {
+	if len(rec.IPv6Prefixes) > 0 {
+		// An ENI whose /80s the node uses: a /80 EC2 shows beside them (one an assign whose answer was lost
+		// took, while a lagging Describe hid it) joins the books, and the pool gives back what it does not need.
+		m.adoptIPv6Prefixes(st, rec, ni)
+	}
+	if gone := m.unlisted(rec, listedSlots(ni), st); len(gone) > 0 {
 		suspects[id] = gone
 	}
 	if rec.SubnetCIDR == "" {

@@ -13,6 +13,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
 	"github.com/eniwire/eniwire/controller/journal"
 )
 
@@ -96,16 +98,22 @@ func leavingIPs(st *journal.State, eniID string) map[string]bool {
 	return leaving
 }
 
-// unlisted returns the books' IPs of e that EC2's list does not show, leaving out our own recent assigns (a
-// Describe that lags does not list them yet) and IPs an unassign is taking away. It runs inside a books
-// update.
+// listedSlots are the slots EC2 shows on an ENI: its secondary IPs and IPv4 prefixes (slotsOf), and its IPv6
+// /80s.
+func listedSlots(ni *types.NetworkInterface) []string {
+	return append(slotsOf(ni), ipv6PrefixesOf(ni)...)
+}
+
+// unlisted returns the books' slots of e (its IPs and its IPv6 /80s) that EC2's list (listedSlots) does not
+// show, leaving out our own recent assigns (a Describe that lags does not list them yet) and slots an unassign
+// is taking away. It runs inside a books update.
 func (m *Manager) unlisted(e *journal.ENI, ec2IPs []string, st *journal.State) []string {
 	leaving := leavingIPs(st, e.ID)
 	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []string
-	for _, ip := range e.IPs {
+	for _, ip := range slices.Concat(e.IPs, e.IPv6Prefixes) {
 		at, ok := m.addedAt[ip]
 		if !slices.Contains(ec2IPs, ip) && !leaving[ip] && !(ok && m.recent(at, now)) {
 			out = append(out, ip)
@@ -116,7 +124,9 @@ func (m *Manager) unlisted(e *journal.ENI, ec2IPs []string, st *journal.State) [
 
 // confirmGoneIPs reads each ENI whose IPs the list lacked by its id, and removes from the books the IPs that
 // read confirms gone. An IP a pod holds stays with its pod and is reported: the pod's traffic is broken and
-// only an operator (or the pod's deletion) can end that.
+// only an operator (or the pod's deletion) can end that. An IPv6 /80 confirmed gone leaves the books even while
+// pods hold addresses of it (they are reported): new pods must not get more of its addresses, and the pool
+// takes another /80 for them.
 func (m *Manager) confirmGoneIPs(ctx context.Context, suspects map[string][]string, rep *Report) error {
 	var errs []error
 	for eniID, ips := range suspects {
@@ -128,7 +138,7 @@ func (m *Manager) confirmGoneIPs(ctx context.Context, suspects map[string][]stri
 		if ni == nil {
 			continue // the ENI itself is gone: confirmMissing's business
 		}
-		listed := slotsOf(ni)
+		listed := listedSlots(ni)
 		var gone, held []string
 		err = m.books.Update(ctx, func(st *journal.State) error {
 			gone, held = nil, nil
@@ -137,16 +147,20 @@ func (m *Manager) confirmGoneIPs(ctx context.Context, suspects map[string][]stri
 				return nil
 			}
 			for _, ip := range ips {
-				if slices.Contains(listed, ip) || !slices.Contains(e.IPs, ip) {
+				slash80 := slices.Contains(e.IPv6Prefixes, ip)
+				if slices.Contains(listed, ip) || !slices.Contains(e.IPs, ip) && !slash80 {
 					continue
 				}
-				if slices.ContainsFunc(st.Assignments, func(a journal.Assignment) bool { return journal.Covers(ip, a.IP) }) {
+				if slices.ContainsFunc(st.Assignments, func(a journal.Assignment) bool { return journal.Covers(ip, a.IP) || journal.Covers(ip, a.IPv6) }) {
 					held = append(held, ip)
-					continue
+					if !slash80 {
+						continue
+					}
 				}
 				gone = append(gone, ip)
 			}
 			e.IPs = slices.DeleteFunc(e.IPs, func(ip string) bool { return slices.Contains(gone, ip) })
+			e.IPv6Prefixes = slices.DeleteFunc(e.IPv6Prefixes, func(p string) bool { return slices.Contains(gone, p) })
 			st.Cooldowns = slices.DeleteFunc(st.Cooldowns, func(c journal.Cooldown) bool { return journal.CoveredBy(gone, c.IP) })
 			return nil
 		})
