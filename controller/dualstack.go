@@ -32,6 +32,18 @@ func (p *ipam) pickDualStack(v *pool.View) (ip, ipv6 string, e *journal.ENI, ok 
 	return ip, ipv6, e, true
 }
 
+// dualStackWarm is how many new pods a dual-stack node can address now, given its free IPv4s: each pod needs
+// an address of a /80 too, so none while no ENI that pick may use holds one (the /80 not taken, or refused),
+// and no more than max pods leaves. It needs p.books.mu held.
+func (p *ipam) dualStackWarm(st *journal.State, ipv4Warm int) int {
+	for _, e := range st.ENIs {
+		if len(e.IPv6Prefixes) > 0 && e.Usable() && (p.avail == nil || p.avail(e.ID, "")) {
+			return min(ipv4Warm, max(p.targets.MaxPods-len(st.Assignments), 0))
+		}
+	}
+	return 0
+}
+
 // ipv6PrefixENI is the ENI whose /80 holds the address ip (a dual-stack pod's IPv6), or nil.
 func ipv6PrefixENI(st *journal.State, ip string) *journal.ENI {
 	a, err := netip.ParseAddr(ip)

@@ -77,6 +77,11 @@ func TestIPsOfAnENIWhoseInterfaceIsNotUpAreNotHandedOut(t *testing.T) {
 	if c := node.Snapshot().Cooldowns; len(c) != 0 {
 		t.Fatalf("%d IPs burned into cooldown by ADDs that failed in the datapath: %+v", len(c), c)
 	}
+	// The status counts as warm only what a pod can take now: none of the ENI that is not up (issue 36
+	// item 13: its IPs were counted, so the taint went early and the condition said ready).
+	if st := node.Status(); st.Warm != 0 {
+		t.Errorf("status counts %d IPs warm while the only free ones are on an ENI that is not up", st.Warm)
+	}
 	dp.present.Store(true)
 	a := assignRetrying(t, node, "burst-0")
 	if sec := secondary(node.Snapshot()); len(sec) == 0 || a.ENI != sec[0].ID {

@@ -82,6 +82,13 @@ func TestIPv6ModeGivesAFullNodeItsAddressesFromOneSlash80(t *testing.T) {
 	if !errors.Is(err, controller.ErrMaxPods) {
 		t.Errorf("pod %d: got %v, want ErrMaxPods", pods+1, err)
 	}
+	// The Node condition says the node is full (issue 36 item 18: it said True, PoolGrowing).
+	eventually(t, 10*time.Second, "the Node condition at max pods", func() error {
+		if v := nodeready.Judge(r.node.Status()); v.Ready || v.Reason != api.PoolMaxPods {
+			return fmt.Errorf("verdict %+v, want not ready with reason %s", v, api.PoolMaxPods)
+		}
+		return nil
+	})
 	t.Logf("%d pods addressed from %s in %v (wall), %d AssignIpv6Addresses, %d DescribeNetworkInterfaces",
 		pods, prefix, took.Round(time.Millisecond), counters["AssignIpv6Addresses"].Calls, counters["DescribeNetworkInterfaces"].Calls)
 

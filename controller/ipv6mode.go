@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/eniwire/eniwire/controller/api"
@@ -87,13 +88,14 @@ func (p *ipam) ipv6Counts(e *journal.ENI, st *journal.State) api.IPCounts {
 // stepIPv6 is the pool manager's round in IPv6 mode: the primary ENI holds the node's /80, or gets it. It
 // reports whether the books changed.
 func (m *poolManager) stepIPv6(ctx context.Context) bool {
-	primary := ""
+	primary, assigned := "", 0
 	m.books.View(func(st *journal.State) {
 		for _, e := range st.ENIs {
 			if e.Primary && e.Usable() {
 				primary = e.ID
 			}
 		}
+		assigned = len(st.Assignments)
 	})
 	if primary == "" {
 		m.resting.set("IPv6 mode: the primary ENI is not in the books yet")
@@ -108,5 +110,19 @@ func (m *poolManager) stepIPv6(ctx context.Context) bool {
 		m.lastFailure.set("")
 		m.pause.calm()
 	}
+	if m.ipv6 && assigned >= m.targets.MaxPods {
+		// IPv6 mode's pool is the /80, which never runs out: max pods is what stops new pods (in dual-stack
+		// mode the IPv4 round says it).
+		m.resting.setBecause(api.PoolMaxPods, maxPodsReached(assigned, m.targets.MaxPods).Error())
+	}
 	return changed
+}
+
+// holdsIPv6 reports whether a usable ENI holds a /80 (dual-stack pods' IPv6 addresses).
+func (m *poolManager) holdsIPv6() bool {
+	held := false
+	m.books.View(func(st *journal.State) {
+		held = slices.ContainsFunc(st.ENIs, func(e journal.ENI) bool { return e.Usable() && len(e.IPv6Prefixes) > 0 })
+	})
+	return held
 }

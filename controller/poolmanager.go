@@ -119,8 +119,15 @@ func (m *poolManager) step(ctx context.Context) bool {
 	if m.ipv6 {
 		return m.stepIPv6(ctx)
 	}
-	if m.dual && m.stepIPv6(ctx) {
-		return true
+	if m.dual {
+		if m.stepIPv6(ctx) {
+			return true
+		}
+		if !m.holdsIPv6() {
+			// Every pod needs an address of the /80 as well: IPv4 growth would address none, and the round
+			// would clear what stepIPv6 said of the /80 (the status and the Node condition must keep it).
+			return false
+		}
 	}
 	var d pool.Decision
 	var c pool.Counts
@@ -197,6 +204,31 @@ func (m *poolManager) step(ctx context.Context) bool {
 	}
 	m.surplusSince = time.Time{}
 	m.launch(ctx, op)
+	return true
+}
+
+// assignWhatFits asks again, at once, for as many of the n IPs as the subnet still has, after it refused all n
+// for want of addresses while pods wait for IPs (growth sized for them may ask for more than a nearly full
+// subnet holds, and a refusal pauses the pool for a minute while the waiting pod's address is free there). It reports
+// whether that assign succeeded. Single IPs only: a subnet's count of free addresses says nothing of free
+// /28s, and prefix mode falls back to single IPs on its own.
+func (m *poolManager) assignWhatFits(ctx context.Context, eniID, subnetID string, n int) bool {
+	// Only for pods that wait: growth toward a warm target alone can wait out the pause, and a read of the
+	// subnet per refusal would add a DescribeSubnets to every backoff round of a full subnet.
+	if n <= 1 || m.waiting == nil || m.waiting(m.clock.Now()) == 0 {
+		return false
+	}
+	fits := min(n-1, m.place.FreeAddresses(ctx, subnetID))
+	if fits <= 0 {
+		return false
+	}
+	if err := m.eni.AssignIPs(ctx, eniID, fits); err != nil {
+		m.log.Warn("assigning what the subnet still holds failed", "eni", eniID, "subnet", subnetID, "ips", fits, "error", err)
+		return false
+	}
+	m.log.Info("the subnet held fewer addresses than the growth asked for; assigned what it holds", "eni", eniID,
+		"subnet", subnetID, "asked", n, "assigned", fits)
+	m.refusals.accepted(actionAssign)
 	return true
 }
 
@@ -310,6 +342,8 @@ func (m *poolManager) grow(ctx context.Context, targets pool.Targets, limits poo
 					done(true, nil) // decide again: the deficit goes to secondary ENIs
 				case kind == kindSubnetFull && m.closeIfFull(ctx, a.eni, a.subnet, err):
 					done(true, nil) // decide again: the deficit goes to a new ENI in another subnet
+				case kind == kindSubnetFull && !prefixes && m.assignWhatFits(ctx, a.eni, a.subnet, a.n):
+					done(true, nil)
 				case !m.refuseIfDue(actionAssign, err).IsZero():
 					done(false, nil)
 				default:

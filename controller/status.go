@@ -47,7 +47,9 @@ func (n *Node) Status() *api.Status {
 					case pool.IPCooldown, pool.IPLeaving:
 						ps.Cooldown++
 					default:
-						if e.Usable() {
+						// Warm is what a pod can take now: not an IP of a retired ENI or of one whose
+						// datapath is down (what pick skips).
+						if e.Usable() && n.servable(e.ID, ip) {
 							ps.Warm++
 						}
 					}
@@ -59,7 +61,11 @@ func (n *Node) Status() *api.Status {
 				}
 			}
 			if e.Usable() {
-				es.Add(n.ipam.ipv6Counts(&e, st))
+				c := n.ipam.ipv6Counts(&e, st)
+				if !n.servable(e.ID, "") {
+					c.Warm = 0
+				}
+				es.Add(c)
 			}
 			out.Assigned += es.Assigned
 			out.Warm += es.Warm
@@ -82,6 +88,9 @@ func (n *Node) Status() *api.Status {
 			}
 			return k
 		})
+		if n.ipam.dual {
+			out.Warm = n.ipam.dualStackWarm(st, out.Warm)
+		}
 		for _, op := range st.IPOps {
 			out.Pending = append(out.Pending, api.PendingOp{OpID: op.OpID, ENI: op.ENI, State: string(op.Kind) + " IPs", Since: op.Since})
 		}
