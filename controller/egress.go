@@ -3,6 +3,7 @@ package controller
 import (
 	"errors"
 	"net/netip"
+	"time"
 
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/datapath/dptypes"
@@ -19,12 +20,18 @@ import (
 var ErrEgressRangeFull = errors.New("no free IPv4 egress address in " + dptypes.IPv4EgressRange.String())
 
 // pickEgressIP is the lowest address of dptypes.IPv4EgressRange, from its second on, that no assignment of st
-// holds. It needs the books' lock held. The address a released pod held may go to the next pod at once: the release
-// deleted the conntrack entries of its flows with its pods entry (datapath.DeletePod).
-func pickEgressIP(st *journal.State) (string, error) {
-	held := make(map[netip.Addr]bool, len(st.Assignments))
+// holds and that does not cool down at now. It needs the books' lock held. A released pod's address cools down
+// as its IPv6 does (IP_COOLDOWN_PERIOD): the node's SNAT conntrack entries of its flows outlive the release (the
+// kernel keeps a UDP or TCP entry for its own timeout), and the next pod at that address would get their replies.
+func pickEgressIP(st *journal.State, now time.Time) (string, error) {
+	held := make(map[netip.Addr]bool, len(st.Assignments)+len(st.Cooldowns))
 	for _, a := range st.Assignments {
 		if ip, err := netip.ParseAddr(a.EgressIP); err == nil {
+			held[ip] = true
+		}
+	}
+	for _, c := range st.Cooldowns {
+		if ip, err := netip.ParseAddr(c.IP); err == nil && now.Before(c.Until) && dptypes.IPv4EgressRange.Contains(ip) {
 			held[ip] = true
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/datapath/dptypes"
@@ -14,7 +15,7 @@ import (
 // TestIPv6PodsHoldDistinctIPv4EgressAddressesThatSurviveARestart: in IPv6 mode every pod's assignment also
 // carries a node-local IPv4 egress address of 169.254.172.0/22, no two pods the same; an agent started again
 // on the same journal answers each pod with the address it had, and a new pod gets none of theirs; a
-// released pod's address is the next pod's.
+// released pod's address cools down before another pod gets it.
 func TestIPv6PodsHoldDistinctIPv4EgressAddressesThatSurviveARestart(t *testing.T) {
 	w := newWorldWith(t, simworld.Options{Type: "m5.large", Factor: 200, DualStack: true})
 	r := w.start(ipv6Config(w.dir), nil, nil)
@@ -53,8 +54,15 @@ func TestIPv6PodsHoldDistinctIPv4EgressAddressesThatSurviveARestart(t *testing.T
 	if _, err := r.node.Release(context.Background(), api.ReleaseRequest{Attachment: api.Attachment{ContainerID: "pod-3", IfName: "eth0"}}); err != nil {
 		t.Fatal(err)
 	}
-	if a := assignRetrying(t, r.node, "pod-after"); a.EgressIP != freed {
-		t.Errorf("pod-after got egress address %s, want the lowest free one %s (pod-3's)", a.EgressIP, freed)
+	// Issue 36 item 17 changed this: a released pod's egress address cools down as its IPv6 does (the node's
+	// SNAT conntrack entries of its flows would deliver their replies to the next pod there), and is the
+	// lowest free one again once the cooldown is over.
+	if a := assignRetrying(t, r.node, "pod-after"); a.EgressIP == freed {
+		t.Errorf("pod-after got egress address %s, pod-3's a moment ago and still cooling down", a.EgressIP)
+	}
+	w.passVirtual(ipv6Config("").Cooldown+time.Second, nil)
+	if a := assignRetrying(t, r.node, "pod-later"); a.EgressIP != freed {
+		t.Errorf("after the cooldown pod-later got egress address %s, want the lowest free one %s (pod-3's)", a.EgressIP, freed)
 	}
 }
 

@@ -127,7 +127,7 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		IP: ip, IPv6: ipv6, ENI: e.ID, AssignedAt: now,
 	}
 	if p.ipv6 {
-		if a.EgressIP, err = pickEgressIP(p.books.st); err != nil {
+		if a.EgressIP, err = pickEgressIP(p.books.st, now); err != nil {
 			p.books.mu.Unlock()
 			p.metrics.assigns.WithLabelValues("error").Inc()
 			return nil, fmt.Errorf("assigning an IP to %s: %w", req.ContainerID, err)
@@ -229,6 +229,10 @@ func (p *ipam) release(ctx context.Context, att api.Attachment, cooldown bool) (
 			st.Cooldowns = append(st.Cooldowns, journal.Cooldown{IP: rel.IP, ENI: rel.ENI, Until: until})
 			if rel.IPv6 != "" {
 				st.Cooldowns = append(st.Cooldowns, journal.Cooldown{IP: rel.IPv6, ENI: out.IPv6ENI, Until: until})
+			}
+			if rel.EgressIP != "" {
+				// Node-local, on no ENI: pickEgressIP skips it until the cooldown ends (egress.go).
+				st.Cooldowns = append(st.Cooldowns, journal.Cooldown{IP: rel.EgressIP, Until: until})
 			}
 		}
 		return nil
