@@ -214,10 +214,10 @@
 //   - NetworkPolicy: the same judgement on 16-byte peers; an IPv6 ipBlock matches IPv6 peers only (policy.go
 //     keeps IPv4 out of ::/0), eniwire's conntrack entries of fast-path flows take the IPv6 tuple, and
 //     eniw_forward is linked at the IPv6 FORWARD hook beside IPv4's (links/forward6), so the IPv6 flows the
-//     host carries are judged too. Not family-agnostic yet: a pod's policy is set per address
-//     (SetPodPolicy on each of a dual-address pod's addresses, which the agent does not do yet), and
-//     eniw_forward takes an IPv6 packet's L4 header to follow its fixed header (an extension header
-//     leaves it judged without ports).
+//     host carries are judged too. A pod's policy is set per address: the agent writes it at each address
+//     a pod holds (a dual-stack pod's IPv4 and IPv6, an IPv6 pod's node-local IPv4 egress address), each
+//     compiled against the peers of its own family. Not family-agnostic yet: eniw_forward takes an IPv6
+//     packet's L4 header to follow its fixed header (an extension header leaves it judged without ports).
 //
 // The pod's IPv6 default route mirrors IPv4's. The CNI plugin gives the pod its /128 (no DAD: the address
 // is the node's to hand out) and a default route via fe80::1 on eth0 with a permanent neighbour entry

@@ -276,4 +276,14 @@ type PolicyExplanation struct {
 	AllowedBy []string `json:"allowedBy,omitempty"`
 	// Reason is one sentence for the operator.
 	Reason string `json:"reason"`
+	// Peer is the other end's side when the peer is a pod of this node: its own policy (its ingress for a
+	// flow to it, its egress for one from it) must allow the flow too, and Allowed says whether both do.
+	Peer *PeerExplanation `json:"peer,omitempty"`
+}
+
+// PeerExplanation is a peer pod's side of a flow: the pod (namespace/name) and its verdict on the reverse
+// flow ("from POD" for its ingress, "to POD" for its egress).
+type PeerExplanation struct {
+	Pod string `json:"pod"`
+	PolicyExplanation
 }

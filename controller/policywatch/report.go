@@ -52,6 +52,7 @@ func (w *Watcher) PolicyReport(_ context.Context, pod, flow string) (*api.Policy
 	}
 	if flow != "" {
 		out.Explanation = w.explain(f, flow, a, pp, out.Policies, out.Failure)
+		w.explainPeer(out.Explanation, f, addrs)
 	}
 	return out, nil
 }
