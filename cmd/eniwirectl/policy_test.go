@@ -85,7 +85,8 @@ ingress: isolated, 1 peer prefixes (the longest prefix holding a peer decides)
 egress: not isolated
 `},
 		{[]string{"policy", "shop/web", "--socket", sock, "--explain", "from 10.0.2.20 tcp/8080"},
-			"from 10.0.2.20 tcp/8080: allowed by shop/allow-client: its ingress rules allow 10.0.2.20 (entry 10.0.2.20/32: tcp/8080)\n"},
+			"from 10.0.2.20 tcp/8080: allowed by shop/allow-client: its ingress rules allow 10.0.2.20 (entry 10.0.2.20/32: tcp/8080); " +
+				"the peer is pod shop/client of node node-b, whose agent judges its side: eniwirectl policy shop/client --explain 'to 10.0.1.10 tcp/8080' there\n"},
 		{[]string{"policy", "--socket", sock, "shop/web", "--explain", "from 10.0.9.9 udp/53"},
 			"from 10.0.9.9 udp/53: denied: ingress is isolated by shop/allow-client, and no rule of theirs names a peer that holds 10.0.9.9\n"},
 	} {

@@ -286,10 +286,16 @@ func (s *Sim) describeNetworkInterfaces(r *request) (response, *APIError) {
 	}
 	lo, hi, next := pg.page(keys)
 	resp := &describeENIsResponse{NextToken: next}
-	lag := s.faults.unassignLagDelay()
+	lag, assignLag := s.faults.unassignLagDelay(), s.faults.ipv6AssignLagDelay()
 	for _, e := range out[lo:hi] {
 		x := s.eniXML(e)
 		x.PrivateIPs = append(x.PrivateIPs, s.laggingUnassigned(e, now, lag)...)
+		if assignLag > 0 {
+			x.IPv6Prefixes = slices.DeleteFunc(x.IPv6Prefixes, func(p xmlIPv6Prefix) bool {
+				i := slices.IndexFunc(e.IPv6Prefixes, func(q stamped[netip.Prefix]) bool { return q.V.String() == p.Ipv6Prefix })
+				return i >= 0 && now.Before(e.IPv6Prefixes[i].Since.Add(assignLag))
+			})
+		}
 		resp.NetworkInterfaces = append(resp.NetworkInterfaces, x)
 	}
 	return resp, nil

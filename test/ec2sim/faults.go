@@ -21,6 +21,8 @@ type Faults struct {
 	imdsLag    time.Duration
 	// unassignLag is how long Describe still lists an unassigned secondary IP on its ENI.
 	unassignLag time.Duration
+	// assignLag is how long Describe does not list an IPv6 /80 an assign just added.
+	assignLag time.Duration
 }
 
 func newFaults(seed int64) *Faults {
@@ -41,7 +43,7 @@ func (f *Faults) Reset() {
 	f.latency = map[string]time.Duration{}
 	f.drops = map[string]int{}
 	f.afterApply = map[string][]string{}
-	f.visibility, f.imdsLag, f.unassignLag = 0, 0, 0
+	f.visibility, f.imdsLag, f.unassignLag, f.assignLag = 0, 0, 0, 0
 }
 
 // Script makes the next n calls of action fail with code (queued after any earlier script).
@@ -137,16 +139,26 @@ func (f *Faults) SetUnassignLag(d time.Duration) {
 	f.unassignLag = d
 }
 
+// SetIPv6AssignLag makes DescribeNetworkInterfaces leave out, for d, an IPv6 /80 that AssignIpv6Addresses just
+// added to its ENI: EC2's eventual consistency right after an assign, which a client that lost the assign's
+// answer meets when it reads the ENI back.
+func (f *Faults) SetIPv6AssignLag(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.assignLag = d
+}
+
 // FaultsState is the current fault configuration (admin API, JSON).
 type FaultsState struct {
-	Scripts       map[string][]string           `json:"scripts"`
-	Probability   map[string]map[string]float64 `json:"probability"`
-	LatencyMS     map[string]int64              `json:"latencyMs"`
-	Drops         map[string]int                `json:"drops"`
-	AfterApply    map[string][]string           `json:"afterApply,omitempty"`
-	VisibilityMS  int64                         `json:"visibilityMs"`
-	IMDSLagMS     int64                         `json:"imdsLagMs"`
-	UnassignLagMS int64                         `json:"unassignLagMs,omitempty"`
+	Scripts         map[string][]string           `json:"scripts"`
+	Probability     map[string]map[string]float64 `json:"probability"`
+	LatencyMS       map[string]int64              `json:"latencyMs"`
+	Drops           map[string]int                `json:"drops"`
+	AfterApply      map[string][]string           `json:"afterApply,omitempty"`
+	VisibilityMS    int64                         `json:"visibilityMs"`
+	IMDSLagMS       int64                         `json:"imdsLagMs"`
+	UnassignLagMS   int64                         `json:"unassignLagMs,omitempty"`
+	IPv6AssignLagMS int64                         `json:"ipv6AssignLagMs,omitempty"`
 }
 
 // State returns the configured faults.
@@ -155,7 +167,8 @@ func (f *Faults) State() FaultsState {
 	defer f.mu.Unlock()
 	st := FaultsState{Scripts: map[string][]string{}, Probability: map[string]map[string]float64{},
 		LatencyMS: map[string]int64{}, Drops: map[string]int{}, VisibilityMS: f.visibility.Milliseconds(),
-		IMDSLagMS: f.imdsLag.Milliseconds(), UnassignLagMS: f.unassignLag.Milliseconds()}
+		IMDSLagMS: f.imdsLag.Milliseconds(), UnassignLagMS: f.unassignLag.Milliseconds(),
+		IPv6AssignLagMS: f.assignLag.Milliseconds()}
 	for k, v := range f.scripts {
 		st.Scripts[k] = append([]string(nil), v...)
 	}
@@ -241,6 +254,12 @@ func (f *Faults) unassignLagDelay() time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.unassignLag
+}
+
+func (f *Faults) ipv6AssignLagDelay() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.assignLag
 }
 
 func (f *Faults) imdsLagDelay() time.Duration {
