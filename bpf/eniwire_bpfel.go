@@ -78,9 +78,15 @@ const (
 type EniwirePolicyPeerKey struct {
 	_         structs.HostLayout
 	Prefixlen uint32
-	PolicyId  uint32
+	PeerSet   uint32
 	Direction EniwirePolicyDirection
 	Peer      EniwireIpAddr
+}
+
+type EniwirePolicyPeerSetIds struct {
+	_       structs.HostLayout
+	Ingress uint32
+	Egress  uint32
 }
 
 type EniwirePolicyPeerValue struct {
@@ -181,6 +187,7 @@ const (
 	EniwireMapPods               = "pods"
 	EniwireMapPolicyDenials      = "policy_denials"
 	EniwireMapPolicyGeneration   = "policy_generation"
+	EniwireMapPolicyPeerSets     = "policy_peer_sets"
 	EniwireMapPolicyPeers        = "policy_peers"
 	EniwireMapPolicyPorts        = "policy_ports"
 	EniwireMapRoutes             = "routes"
@@ -251,6 +258,7 @@ type EniwireMapSpecs struct {
 	Pods             *ebpf.MapSpec `ebpf:"pods"`
 	PolicyDenials    *ebpf.MapSpec `ebpf:"policy_denials"`
 	PolicyGeneration *ebpf.MapSpec `ebpf:"policy_generation"`
+	PolicyPeerSets   *ebpf.MapSpec `ebpf:"policy_peer_sets"`
 	PolicyPeers      *ebpf.MapSpec `ebpf:"policy_peers"`
 	PolicyPorts      *ebpf.MapSpec `ebpf:"policy_ports"`
 	Routes           *ebpf.MapSpec `ebpf:"routes"`
@@ -291,6 +299,7 @@ type EniwireMaps struct {
 	Pods             *ebpf.Map `ebpf:"pods"`
 	PolicyDenials    *ebpf.Map `ebpf:"policy_denials"`
 	PolicyGeneration *ebpf.Map `ebpf:"policy_generation"`
+	PolicyPeerSets   *ebpf.Map `ebpf:"policy_peer_sets"`
 	PolicyPeers      *ebpf.Map `ebpf:"policy_peers"`
 	PolicyPorts      *ebpf.Map `ebpf:"policy_ports"`
 	Routes           *ebpf.Map `ebpf:"routes"`
@@ -305,6 +314,7 @@ func (m *EniwireMaps) Close() error {
 		m.Pods,
 		m.PolicyDenials,
 		m.PolicyGeneration,
+		m.PolicyPeerSets,
 		m.PolicyPeers,
 		m.PolicyPorts,
 		m.Routes,

@@ -3,4 +3,4 @@
 // byte-for-byte reproducible, and CI fails when regenerating changes it.
 package bpf
 
-//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type ip_addr -type pod_value -type eni_value -type route_key -type route_value -type counter -type pod_traffic -type verdict -type route_kind -type policy_peer_key -type policy_peer_value -type policy_port_key -type policy_port_value -type policy_direction -type policy_denial Eniwire eniwire.c
+//go:generate go tool bpf2go -cc clang -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -target bpfel -type ip_addr -type pod_value -type eni_value -type route_key -type route_value -type counter -type pod_traffic -type verdict -type route_kind -type policy_peer_key -type policy_peer_value -type policy_peer_set_ids -type policy_port_key -type policy_port_value -type policy_direction -type policy_denial Eniwire eniwire.c

@@ -14,6 +14,8 @@
 #define ENIWIRE_MAX_ROUTES 1024
 #define ENIWIRE_MAX_POLICY_PEERS 131072
 #define ENIWIRE_MAX_POLICY_PORTS 131072
+/* policy ids: one per pod at most, and one more while a change writes a new id before the old is gone */
+#define ENIWIRE_MAX_POLICY_IDS (ENIWIRE_MAX_PODS + 1)
 
 /* An address, IPv4-mapped for IPv4. */
 struct ip_addr {
@@ -158,12 +160,18 @@ struct {
 	__type(value, struct pod_traffic);
 } pod_stats SEC(".maps");
 
-/* NetworkPolicy state. A judgment costs two lookups per isolated side, whatever the number of pods,
+/* NetworkPolicy state. A judgment costs three lookups per isolated side, whatever the number of pods,
  * policies, rules and CIDRs (an established flow is judged again only after a policy changed:
- * policy_generation): the pod's own entry (pods, already read) gives its policy id and isolation; the
- * peer's address takes the longest prefix of that id and direction in policy_peers, which names a port set;
- * the protocol and port take the longest prefix of that set in policy_ports. No cap on combinations: a
- * peer names one set, and a set holds any number of ranges, each split into at most 30 prefixes.
+ * policy_generation): the pod's own entry (pods, already read) gives its policy id and isolation; the id
+ * names a peer set per direction (policy_peer_sets); the peer's address takes the longest prefix of that
+ * set and direction in policy_peers, which names a port set; the protocol and port take the longest prefix
+ * of the policy's port set in policy_ports. No cap on combinations: a peer names one port set, and a port
+ * set holds any number of ranges, each split into at most 30 prefixes.
+ *
+ * A peer set is one direction's peers with the port set each names, stored once for every policy whose
+ * peers in that direction are the same (workloads allowing the same 5,000 pods on different ports share
+ * one copy): port sets are numbered in the order of the set's sorted peers, ingress from 1, egress from
+ * POLICY_EGRESS_PORT_SETS, so equal peers name equal numbers whatever the ports.
  *
  * A pod's flags: bits 0-29 its policy id, bit 30 egress isolated, bit 31 ingress isolated. Entries are
  * written under a new id before the pod's flags flip to it (one update of its pods entry, which packets
@@ -173,17 +181,26 @@ struct {
 #define POLICY_ID_MASK 0x3fffffff
 #define POLICY_EGRESS_ISOLATED (1u << 30)
 #define POLICY_INGRESS_ISOLATED (1u << 31)
+#define POLICY_EGRESS_PORT_SETS (1u << 31)
 
 enum policy_direction {
 	POLICY_INGRESS = 0, /* peers that may open a flow to the pod */
 	POLICY_EGRESS = 1,  /* peers the pod may open a flow to */
 };
 
-/* policy_peers: {policy id, direction, peer prefix} -> port set (LPM trie). prefixlen counts the id and
- * direction (64 bits) and then the address's bits (IPv4-mapped: 96 + IPv4 length). */
+/* policy_peer_sets: policy id -> the peer set of each direction (0: none, which allows nothing). */
+struct policy_peer_set_ids {
+	__u32 ingress;
+	__u32 egress;
+};
+
+/* policy_peers: {peer set, direction, peer prefix} -> port set (LPM trie). prefixlen counts the set and
+ * direction (64 bits) and then the address's bits (IPv4-mapped: 96 + IPv4 length). The bytes are those of
+ * the earlier layout whose first field was the policy id (datapath/policy.go recovers those entries as
+ * peer sets of their own). */
 struct policy_peer_key {
 	__u32 prefixlen;
-	__u32 policy_id;
+	__u32 peer_set;
 	enum policy_direction direction;
 	struct ip_addr peer;
 };
@@ -217,6 +234,14 @@ struct {
 	__type(key, struct policy_peer_key);
 	__type(value, struct policy_peer_value);
 } policy_peers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, ENIWIRE_MAX_POLICY_IDS);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, __u32);
+	__type(value, struct policy_peer_set_ids);
+} policy_peer_sets SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LPM_TRIE);

@@ -23,10 +23,14 @@ static __always_inline int side_allows(__u32 flags, enum policy_direction dir, c
 	__u32 isolated = dir == POLICY_INGRESS ? POLICY_INGRESS_ISOLATED : POLICY_EGRESS_ISOLATED;
 	if (!(flags & isolated))
 		return 1;
+	__u32 id = flags & POLICY_ID_MASK;
+	struct policy_peer_set_ids *sets = bpf_map_lookup_elem(&policy_peer_sets, &id);
+	if (!sets)
+		return 0;
 	struct policy_peer_key pk;
 	__builtin_memset(&pk, 0, sizeof(pk));
 	pk.prefixlen = POLICY_PEER_KEY_BITS;
-	pk.policy_id = flags & POLICY_ID_MASK;
+	pk.peer_set = dir == POLICY_INGRESS ? sets->ingress : sets->egress;
 	pk.direction = dir;
 	pk.peer = *peer;
 	struct policy_peer_value *pv = bpf_map_lookup_elem(&policy_peers, &pk);
@@ -35,7 +39,7 @@ static __always_inline int side_allows(__u32 flags, enum policy_direction dir, c
 	struct policy_port_key kk;
 	__builtin_memset(&kk, 0, sizeof(kk));
 	kk.prefixlen = POLICY_PORT_KEY_BITS;
-	kk.policy_id = pk.policy_id;
+	kk.policy_id = id;
 	kk.port_set = pv->port_set;
 	kk.protocol = protocol;
 	kk.port = port;

@@ -125,13 +125,18 @@ func sameLayout(old, new btf.Type) error {
 	return nil
 }
 
+// renamedMembers are fields whose name changed while their bytes and what recovery makes of them did not,
+// as struct.old -> new: policy_peer_key's policy_id became peer_set, and recoverPolicies gives each policy id
+// of an earlier agent the peer set of the same number (policy.go), so its entries are kept as they are.
+var renamedMembers = map[string]string{"policy_peer_key.policy_id": "peer_set"}
+
 func sameMembers(name string, oldSize, newSize uint32, old, new []btf.Member) error {
 	if oldSize != newSize || len(old) != len(new) {
 		return fmt.Errorf("%s: size or member count changed: %w", name, errLayoutChanged)
 	}
 	for i := range old {
 		o, n := old[i], new[i]
-		if o.Name != n.Name || o.Offset != n.Offset || o.BitfieldSize != n.BitfieldSize {
+		if (o.Name != n.Name && renamedMembers[name+"."+o.Name] != n.Name) || o.Offset != n.Offset || o.BitfieldSize != n.BitfieldSize {
 			return fmt.Errorf("%s.%s became %s.%s: %w", name, o.Name, name, n.Name, errLayoutChanged)
 		}
 		if err := sameLayout(o.Type, n.Type); err != nil {

@@ -2,6 +2,7 @@ package datapath
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -51,29 +52,41 @@ type policies struct {
 	ids       map[uint32]*policyEntries
 	byContent map[string]uint32 // pods with the same compiled policy share its id
 	next      uint32
+	peerSets  peerSets
 	// generation is the policy generation last written to the policy_generation map (generation.go).
 	generation uint32
 }
 
-// policyEntries are the map entries written under one policy id.
+// policyEntries are the map entries written under one policy id: its port sets and the peer set it names
+// per direction (peersets.go).
 type policyEntries struct {
-	content string // "" for ids found in the maps at load: not shared with new pods
-	refs    int
-	peers   []bpf.EniwirePolicyPeerKey
-	ports   []bpf.EniwirePolicyPortKey
+	content  string // "" for ids found in the maps at load: not shared with new pods
+	refs     int
+	peerSets [2]uint32 // by direction; 0: none
+	ports    []bpf.EniwirePolicyPortKey
 }
 
-// compiledPolicy is a PodPolicy as map entries, with policy id 0 until one is allocated.
+// compiledPolicy is a PodPolicy as map entries, with policy and peer set ids 0 until allocated.
 type compiledPolicy struct {
 	isolation uint32
-	peers     []bpf.EniwirePolicyPeerKey
-	sets      []uint32 // peers[i]'s port set
+	sides     [2]compiledPeerSet // by direction
 	ports     []bpf.EniwirePolicyPortKey
 	content   string
 }
 
+// compiledPeerSet is one direction's peers as policy_peers entries.
+type compiledPeerSet struct {
+	peers   []bpf.EniwirePolicyPeerKey
+	sets    []uint32 // peers[i]'s port set
+	content string   // the peers' digest; "" when there is none
+}
+
+// egressPortSets numbers the egress port sets (bpf/maps.h POLICY_EGRESS_PORT_SETS): each direction numbers
+// its own, so a peer set's entries do not depend on the other direction.
+const egressPortSets = 1 << 31
+
 // compilePolicy turns a pod's policy into map entries: one peer entry per prefix and direction, naming a
-// port set; identical port lists share a set; each range is split into prefixes of its ports.
+// port set; identical port lists of a direction share a set; each range is split into prefixes of its ports.
 func compilePolicy(p dptypes.PodPolicy) (compiledPolicy, error) {
 	var c compiledPolicy
 	if p.IngressIsolated {
@@ -82,18 +95,20 @@ func compilePolicy(p dptypes.PodPolicy) (compiledPolicy, error) {
 	if p.EgressIsolated {
 		c.isolation |= egressIsolated
 	}
-	// The content names the entries (the key pods with equal policies share an id by); it is built with
-	// appends, not fmt, and the peers sorted as prefixes, not strings: a policy of thousands of peers is
-	// compiled at every change of its peers.
-	setOf := map[string]uint32{}
-	content := strconv.AppendUint(nil, uint64(c.isolation), 16)
-	var name []byte
+	// The content names the entries (the key pods with equal policies share an id by, and policies with
+	// equal peers a peer set by); it is built with appends, not fmt, and the peers sorted as prefixes, not
+	// strings: a policy of thousands of peers is compiled at every change of its peers.
+	var name, content []byte
 	for _, d := range []struct {
 		dir   bpf.EniwirePolicyDirection
+		first uint32
 		peers []dptypes.PeerPorts
-	}{{policyDirIngress, p.Ingress}, {policyDirEgress, p.Egress}} {
+	}{{policyDirIngress, 1, p.Ingress}, {policyDirEgress, egressPortSets | 1, p.Egress}} {
+		side := &c.sides[d.dir]
+		setOf := map[string]uint32{}
 		peers := withIPv4Hole(d.peers)
 		slices.SortFunc(peers, func(a, b dptypes.PeerPorts) int { return comparePrefix(a.Peer, b.Peer) })
+		content = content[:0]
 		for _, pp := range peers {
 			k, err := peerKey(d.dir, pp.Peer)
 			if err != nil {
@@ -109,22 +124,32 @@ func compilePolicy(p dptypes.PodPolicy) (compiledPolicy, error) {
 				}
 				var ok bool
 				if set, ok = setOf[string(name)]; !ok {
-					set = uint32(len(setOf) + 1)
+					set = d.first + uint32(len(setOf))
 					setOf[string(name)] = set
 					for _, r := range ranges {
 						c.ports = append(c.ports, portKeys(set, r)...)
 					}
 				}
 			}
-			c.peers = append(c.peers, k)
-			c.sets = append(c.sets, set)
-			content = append(content, ';')
+			side.peers = append(side.peers, k)
+			side.sets = append(side.sets, set)
 			content = strconv.AppendUint(content, uint64(d.dir), 10)
 			content = append(content, ' ')
 			content = pp.Peer.Masked().AppendTo(content)
 			content = append(content, ' ')
 			content = strconv.AppendUint(content, uint64(set), 10)
+			content = append(content, ';')
 		}
+		if len(content) > 0 {
+			// Kept by its digest: a policy of thousands of peers is named by every policy sharing its peers.
+			sum := sha256.Sum256(content)
+			side.content = string(sum[:])
+		}
+	}
+	content = strconv.AppendUint(content[:0], uint64(c.isolation), 16)
+	for _, side := range c.sides {
+		content = append(content, '|')
+		content = append(content, side.content...)
 	}
 	for _, k := range c.ports {
 		for _, v := range []uint64{uint64(k.PortSet), uint64(k.Protocol), uint64(k.Prefixlen), uint64(k.Port)} {
@@ -248,30 +273,39 @@ func (d *Datapath) SetPodPolicy(ctx context.Context, pod netip.Addr, p dptypes.P
 		return err
 	}
 	id := ps.allocateID()
-	ps.ids[id] = &policyEntries{content: c.content} // reserved while written; no pod uses it yet
+	// Reserved while written, no pod using it yet; the peer sets other policies wrote are taken as they are.
+	e := &policyEntries{content: c.content}
+	var fresh [2]*peerSetEntries
+	for dir := range c.sides {
+		sid, isNew := ps.peerSets.acquire(c.sides[dir])
+		e.peerSets[dir] = sid
+		if isNew {
+			fresh[dir] = ps.peerSets.byID[sid]
+		}
+	}
+	ps.ids[id] = e
 	ps.mu.Unlock()
 
-	e, werr := d.writePolicy(id, c)
+	werr := d.writePolicy(id, c, e, fresh)
 
 	ps.mu.Lock()
+	e.refs = 1
 	if werr != nil {
 		// Fail closed: isolated both ways under id 0, which holds no entry, so nothing is allowed.
-		delete(ps.ids, id)
+		written := ps.release(id)
 		stale, err := d.flipPolicy(pod, key, ingressIsolated|egressIsolated)
 		ps.mu.Unlock()
-		d.deletePolicyEntries(e)
+		d.deletePolicyEntries(written)
 		d.deletePolicyEntries(stale)
 		if err != nil {
 			return fmt.Errorf("setting policy of pod %s: %w (isolating it after: %w)", pod, werr, err)
 		}
-		d.log.Warn("pod policy does not fit; the pod allows nothing", "pod", pod, "entries", len(c.peers)+len(c.ports), "err", werr)
+		d.log.Warn("pod policy does not fit; the pod allows nothing", "pod", pod, "entries", c.entries(), "err", werr)
 		if errors.Is(werr, unix.ENOSPC) || errors.Is(werr, unix.E2BIG) || errors.Is(werr, unix.ENOMEM) {
-			return &PolicyTooLargeError{Pod: pod, Entries: len(c.peers) + len(c.ports), Err: werr}
+			return &PolicyTooLargeError{Pod: pod, Entries: c.entries(), Err: werr}
 		}
 		return fmt.Errorf("setting policy of pod %s: %w", pod, werr)
 	}
-	e.refs = 1
-	ps.ids[id] = e
 	ps.byContent[c.content] = id
 	stale, err := d.flipPolicy(pod, key, id|c.isolation)
 	ps.mu.Unlock()
@@ -279,8 +313,15 @@ func (d *Datapath) SetPodPolicy(ctx context.Context, pod netip.Addr, p dptypes.P
 	if err != nil {
 		return err
 	}
-	d.log.Info("pod policy set", "pod", pod, "policy_id", id, "peers", len(c.peers), "port_prefixes", len(c.ports))
+	d.log.Info("pod policy set", "pod", pod, "policy_id", id, "ingress_peer_set", e.peerSets[policyDirIngress],
+		"egress_peer_set", e.peerSets[policyDirEgress], "peers", len(c.sides[0].peers)+len(c.sides[1].peers),
+		"new_peer_entries", fresh[0].count()+fresh[1].count(), "port_prefixes", len(c.ports))
 	return nil
+}
+
+// entries is how many map entries the policy needs when no peer set of it is shared.
+func (c compiledPolicy) entries() int {
+	return len(c.sides[0].peers) + len(c.sides[1].peers) + len(c.ports) + 1
 }
 
 // ClearPodPolicy makes the pod not isolated and deletes its policy's entries once no pod uses them.
@@ -302,28 +343,32 @@ func (d *Datapath) ClearPodPolicy(_ context.Context, pod netip.Addr) error {
 	return err
 }
 
-// writePolicy writes c's entries under id, the port sets before the peers that name them; on failure it
-// returns those it may have written, for the caller to delete.
-func (d *Datapath) writePolicy(id uint32, c compiledPolicy) (*policyEntries, error) {
-	e := &policyEntries{content: c.content, ports: slices.Clone(c.ports), peers: slices.Clone(c.peers)}
+// writePolicy writes c's entries under id: the port sets, the peer sets new to it (fresh, by direction),
+// then the policy's policy_peer_sets entry that names them. What it wrote is kept in e and the fresh sets,
+// for the caller to delete on failure.
+func (d *Datapath) writePolicy(id uint32, c compiledPolicy, e *policyEntries, fresh [2]*peerSetEntries) error {
+	e.ports = slices.Clone(c.ports)
 	portValues := make([]bpf.EniwirePolicyPortValue, len(e.ports))
 	for i := range e.ports {
 		e.ports[i].PolicyId = id
 		portValues[i].Allowed = 1
 	}
 	if err := updateAll(d.objs.PolicyPorts, e.ports, portValues); err != nil {
-		e.peers = nil
-		return e, fmt.Errorf("writing port entries of policy %d: %w", id, err)
+		return fmt.Errorf("writing port entries of policy %d: %w", id, err)
 	}
-	peerValues := make([]bpf.EniwirePolicyPeerValue, len(e.peers))
-	for i := range e.peers {
-		e.peers[i].PolicyId = id
-		peerValues[i].PortSet = c.sets[i]
+	for dir, pe := range fresh {
+		if pe == nil {
+			continue
+		}
+		if err := d.writePeerSet(e.peerSets[dir], c.sides[dir], pe); err != nil {
+			return fmt.Errorf("policy %d: %w", id, err)
+		}
 	}
-	if err := updateAll(d.objs.PolicyPeers, e.peers, peerValues); err != nil {
-		return e, fmt.Errorf("writing peer entries of policy %d: %w", id, err)
+	sets := bpf.EniwirePolicyPeerSetIds{Ingress: e.peerSets[policyDirIngress], Egress: e.peerSets[policyDirEgress]}
+	if err := d.objs.PolicyPeerSets.Update(id, sets, ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("writing the peer sets of policy %d: %w", id, err)
 	}
-	return e, nil
+	return nil
 }
 
 // updateAll writes keys[i] -> values[i] into m: in batches of one syscall where the kernel has them for
@@ -362,10 +407,18 @@ func deleteAll[K any](m *ebpf.Map, keys []K) error {
 	return errors.Join(errs...)
 }
 
+// staleEntries are map entries no pod uses any more, deleted once mu is let go: a policy id's
+// policy_peer_sets entry (0: none) and port sets, and the peer sets no other policy names.
+type staleEntries struct {
+	id    uint32
+	ports []bpf.EniwirePolicyPortKey
+	peers []bpf.EniwirePolicyPeerKey
+}
+
 // flipPolicy gives the pod its new flags (in its pods entry when it has one, and in memory for PutPod),
 // then releases the id it had, returning that id's entries when no pod uses them any more: the caller
 // deletes them once it no longer holds mu. The caller holds changeMu and mu.
-func (d *Datapath) flipPolicy(pod netip.Addr, key bpf.EniwireIpAddr, flags uint32) (*policyEntries, error) {
+func (d *Datapath) flipPolicy(pod netip.Addr, key bpf.EniwireIpAddr, flags uint32) (*staleEntries, error) {
 	ps := &d.policies
 	old, had := ps.flags[pod]
 	var v bpf.EniwirePodValue
@@ -394,8 +447,8 @@ func (d *Datapath) flipPolicy(pod netip.Addr, key bpf.EniwireIpAddr, flags uint3
 }
 
 // release drops one pod's use of a policy id and, when it was the last, forgets the id and returns its
-// entries for deletion. The caller holds mu.
-func (ps *policies) release(id uint32) *policyEntries {
+// entries for deletion, with those of the peer sets only it named. The caller holds mu.
+func (ps *policies) release(id uint32) *staleEntries {
 	e, ok := ps.ids[id]
 	if !ok {
 		return nil
@@ -407,19 +460,31 @@ func (ps *policies) release(id uint32) *policyEntries {
 	if ps.byContent[e.content] == id {
 		delete(ps.byContent, e.content)
 	}
-	return e
+	st := &staleEntries{id: id, ports: e.ports}
+	for _, sid := range e.peerSets {
+		if pe := ps.peerSets.release(sid); pe != nil {
+			st.peers = append(st.peers, pe.peers...)
+		}
+	}
+	return st
 }
 
-// deletePolicyEntries deletes the entries of a policy id no pod uses (nil: none).
-func (d *Datapath) deletePolicyEntries(e *policyEntries) {
-	if e == nil {
+// deletePolicyEntries deletes entries no pod uses (nil: none): the policy id's peer sets entry first, so
+// no lookup finds a peer set part way deleted through it.
+func (d *Datapath) deletePolicyEntries(st *staleEntries) {
+	if st == nil {
 		return
 	}
-	if err := deleteAll(d.objs.PolicyPeers, e.peers); err != nil {
-		d.log.Warn("deleting policy peer entries", "entries", len(e.peers), "err", err)
+	if st.id != 0 {
+		if err := d.objs.PolicyPeerSets.Delete(st.id); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			d.log.Warn("deleting a policy's peer sets entry", "policy_id", st.id, "err", err)
+		}
 	}
-	if err := deleteAll(d.objs.PolicyPorts, e.ports); err != nil {
-		d.log.Warn("deleting policy port entries", "entries", len(e.ports), "err", err)
+	if err := deleteAll(d.objs.PolicyPeers, st.peers); err != nil {
+		d.log.Warn("deleting policy peer entries", "entries", len(st.peers), "err", err)
+	}
+	if err := deleteAll(d.objs.PolicyPorts, st.ports); err != nil {
+		d.log.Warn("deleting policy port entries", "entries", len(st.ports), "err", err)
 	}
 }
 
@@ -437,11 +502,13 @@ func (ps *policies) allocateID() uint32 {
 func (ps *policies) podFlags(pod netip.Addr) uint32 { return ps.flags[pod] }
 
 // recoverPolicies rebuilds the policy state from the maps an earlier agent left: each pod's flags (from the
-// pods map, or carried from a replaced one's, carryflags.go), the entries under each id in use, and deletes
-// entries of ids no pod uses (a SetPodPolicy cut short).
+// pods map, or carried from a replaced one's, carryflags.go), the entries under each id and peer set in
+// use, and deletes entries of ids and peer sets no pod uses (a SetPodPolicy cut short). An id in use with
+// no policy_peer_sets entry was written by an agent from before peer sets, whose policy_peers entries are
+// keyed by the policy id where peer sets are now: it is given the peer set of its own number both ways.
 func (d *Datapath) recoverPolicies(carried map[netip.Addr]uint32) error {
 	ps := &d.policies
-	ps.flags, ps.ids, ps.byContent = map[netip.Addr]uint32{}, map[uint32]*policyEntries{}, map[string]uint32{}
+	ps.flags, ps.ids, ps.byContent, ps.peerSets = map[netip.Addr]uint32{}, map[uint32]*policyEntries{}, map[string]uint32{}, newPeerSets()
 	var (
 		k       bpf.EniwireIpAddr
 		v       bpf.EniwirePodValue
@@ -482,9 +549,51 @@ func (d *Datapath) recoverPolicies(carried map[netip.Addr]uint32) error {
 		ps.ids[id] = e
 		return e
 	}
+	named := map[uint32]bool{}
+	var (
+		id   uint32
+		sets bpf.EniwirePolicyPeerSetIds
+	)
+	it = d.objs.PolicyPeerSets.Iterate()
+	for it.Next(&id, &sets) {
+		entriesOf(id).peerSets = [2]uint32{sets.Ingress, sets.Egress}
+		named[id] = true
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("reading policies' peer sets: %w", err)
+	}
+	for id, e := range ps.ids {
+		if e.refs > 0 && !named[id] {
+			e.peerSets = [2]uint32{id, id}
+			sets := bpf.EniwirePolicyPeerSetIds{Ingress: id, Egress: id}
+			if err := d.objs.PolicyPeerSets.Update(id, sets, ebpf.UpdateAny); err != nil {
+				return fmt.Errorf("naming the peer sets of an earlier agent's policy %d: %w", id, err)
+			}
+			d.log.Info("policy of an agent from before peer sets: its peers taken as its own peer set", "policy_id", id)
+		}
+	}
+	for _, e := range ps.ids {
+		for _, sid := range e.peerSets {
+			if sid == 0 {
+				continue
+			}
+			pe := ps.peerSets.byID[sid]
+			if pe == nil {
+				pe = &peerSetEntries{}
+				ps.peerSets.byID[sid] = pe
+			}
+			if e.refs > 0 {
+				pe.refs++
+			}
+		}
+	}
 	if err := eachKey(d.objs.PolicyPeers, func(k bpf.EniwirePolicyPeerKey) {
-		e := entriesOf(k.PolicyId)
-		e.peers = append(e.peers, k)
+		pe := ps.peerSets.byID[k.PeerSet]
+		if pe == nil {
+			pe = &peerSetEntries{} // refs 0: deleted below
+			ps.peerSets.byID[k.PeerSet] = pe
+		}
+		pe.peers = append(pe.peers, k)
 	}); err != nil {
 		return fmt.Errorf("reading policy peers: %w", err)
 	}
@@ -497,8 +606,16 @@ func (d *Datapath) recoverPolicies(carried map[netip.Addr]uint32) error {
 	for id, e := range ps.ids {
 		if e.refs == 0 {
 			delete(ps.ids, id)
-			d.deletePolicyEntries(e)
+			d.deletePolicyEntries(&staleEntries{id: id, ports: e.ports})
 			d.log.Info("deleted the entries of a policy id no pod uses", "policy_id", id)
+		}
+	}
+	for sid, pe := range ps.peerSets.byID {
+		ps.peerSets.next = max(ps.peerSets.next, sid)
+		if pe.refs == 0 {
+			delete(ps.peerSets.byID, sid)
+			d.deletePolicyEntries(&staleEntries{peers: pe.peers})
+			d.log.Info("deleted the entries of a peer set no policy names", "peer_set", sid)
 		}
 	}
 	ps.next = highest

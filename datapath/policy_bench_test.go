@@ -149,10 +149,11 @@ func BenchmarkSetPodPolicy(b *testing.B) {
 			if err := d.PutPod(pod, 100, loIfindex); err != nil {
 				b.Fatal(err)
 			}
-			// Two policies that differ in one port, so that neither shares the other's entries.
+			// Two policies that differ in one peer and its ports, so that neither shares the other's entries
+			// (a peer set included: peersets.go).
 			policies := [2]dptypes.PodPolicy{policyOfRules(rules, sender), policyOfRules(rules, sender)}
 			last := &policies[1].Ingress[len(policies[1].Ingress)-1]
-			last.Ports = []dptypes.PortRange{tcp(0, 1023)}
+			last.Peer, last.Ports = netip.PrefixFrom(sender, 31).Masked(), []dptypes.PortRange{tcp(0, 1023)}
 			b.ResetTimer()
 			for i := range b.N {
 				if err := d.SetPodPolicy(b.Context(), pod, policies[i%2]); err != nil {

@@ -206,6 +206,19 @@ func policyEntryCount(t testing.TB, d *Datapath) (peers, ports int) {
 	return peers, ports
 }
 
+// peerSetOf is the peer set that the policy in a pod's flags names in direction dir.
+func peerSetOf(t testing.TB, d *Datapath, flags uint32, dir bpf.EniwirePolicyDirection) uint32 {
+	t.Helper()
+	var sets bpf.EniwirePolicyPeerSetIds
+	if err := d.objs.PolicyPeerSets.Lookup(flags&policyIDMask, &sets); err != nil {
+		t.Fatalf("peer sets of policy %d: %v", flags&policyIDMask, err)
+	}
+	if dir == policyDirIngress {
+		return sets.Ingress
+	}
+	return sets.Egress
+}
+
 func podFlags(t *testing.T, d *Datapath, ip netip.Addr) uint32 {
 	t.Helper()
 	pods, err := d.Pods()

@@ -28,7 +28,7 @@ func TestEstablishedFlowKeepsItsVerdictUntilAPolicyChanges(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.PolicyId = v.Flags & policyIDMask
+	k.PeerSet = peerSetOf(t, d, v.Flags, policyDirIngress)
 	if err := d.objs.PolicyPeers.Delete(k); err != nil {
 		t.Fatalf("deleting pod1's entry in pod2's policy: %v", err)
 	}

@@ -56,7 +56,7 @@ func Uninstall(pinRoot string) error {
 
 	mapDir := filepath.Join(pinRoot, mapsDir)
 	for _, name := range append([]string{bpf.EniwireMapPods, bpf.EniwireMapEnis, bpf.EniwireMapRoutes,
-		bpf.EniwireMapCounters, bpf.EniwireMapPodStats, bpf.EniwireMapPolicyPeers, bpf.EniwireMapPolicyPorts, bpf.EniwireMapPolicyGeneration, bpf.EniwireMapPolicyDenials,
+		bpf.EniwireMapCounters, bpf.EniwireMapPodStats, bpf.EniwireMapPolicyPeers, bpf.EniwireMapPolicyPeerSets, bpf.EniwireMapPolicyPorts, bpf.EniwireMapPolicyGeneration, bpf.EniwireMapPolicyDenials,
 		bpf.EniwireMapDenialBudgets}, retiredMaps...) {
 		if err := os.Remove(filepath.Join(mapDir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("unpinning map %s: %w", name, err))

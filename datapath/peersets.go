@@ -1,0 +1,94 @@
+package datapath
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/eniwire/eniwire/bpf"
+)
+
+// A peer set is one direction's peers of a policy as policy_peers entries, each naming a port set of the
+// policy (bpf/maps.h). It is written once for every policy whose peers in that direction are the same, and
+// each policy names its two in policy_peer_sets: the workloads of a namespace allowing the same 5,000 pods
+// on their own ports hold one copy of those pods, not one each (docs/benchmarks.md, policy capacity).
+
+// peerSets are the peer sets written, shared by content. The caller holds the policies' changeMu and mu.
+type peerSets struct {
+	byID      map[uint32]*peerSetEntries
+	byContent map[string]uint32
+	next      uint32
+}
+
+// peerSetEntries are the policy_peers entries of one peer set, and how many policy ids name it.
+type peerSetEntries struct {
+	content string // "" for sets found in the maps at load: not shared with new policies
+	refs    int
+	peers   []bpf.EniwirePolicyPeerKey
+}
+
+func newPeerSets() peerSets {
+	return peerSets{byID: map[uint32]*peerSetEntries{}, byContent: map[string]uint32{}}
+}
+
+// acquire takes a reference to the peer set with side's content, reserving a new id when there is none:
+// fresh says its entries are still to be written (writePeerSet). A side without peers is set 0, which
+// holds nothing.
+func (s *peerSets) acquire(side compiledPeerSet) (id uint32, fresh bool) {
+	if side.content == "" {
+		return 0, false
+	}
+	if id, ok := s.byContent[side.content]; ok {
+		s.byID[id].refs++
+		return id, false
+	}
+	for {
+		s.next = (s.next + 1) & policyIDMask
+		if _, used := s.byID[s.next]; s.next != 0 && !used {
+			break
+		}
+	}
+	s.byID[s.next] = &peerSetEntries{content: side.content, refs: 1}
+	s.byContent[side.content] = s.next
+	return s.next, true
+}
+
+// release drops one policy's reference to a peer set and returns its entries for deletion when it was the
+// last.
+func (s *peerSets) release(id uint32) *peerSetEntries {
+	e, ok := s.byID[id]
+	if !ok {
+		return nil
+	}
+	if e.refs--; e.refs > 0 {
+		return nil
+	}
+	delete(s.byID, id)
+	if s.byContent[e.content] == id {
+		delete(s.byContent, e.content)
+	}
+	return e
+}
+
+// writePeerSet writes side's entries under peer set id, keeping their keys in e for their deletion (even
+// those of a write that failed part way).
+func (d *Datapath) writePeerSet(id uint32, side compiledPeerSet, e *peerSetEntries) error {
+	keys := slices.Clone(side.peers)
+	values := make([]bpf.EniwirePolicyPeerValue, len(keys))
+	for i := range keys {
+		keys[i].PeerSet = id
+		values[i].PortSet = side.sets[i]
+	}
+	e.peers = keys
+	if err := updateAll(d.objs.PolicyPeers, keys, values); err != nil {
+		return fmt.Errorf("writing the %d entries of peer set %d: %w", len(keys), id, err)
+	}
+	return nil
+}
+
+// count is how many entries the set holds (0 for nil).
+func (e *peerSetEntries) count() int {
+	if e == nil {
+		return 0
+	}
+	return len(e.peers)
+}
