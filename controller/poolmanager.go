@@ -239,8 +239,12 @@ func (m *poolManager) atLimitNote(t pool.Targets, c pool.Counts) string {
 		s += ": " + f
 	}
 	if n := c.SingleSlots(); t.Prefixes && n > 0 {
-		s += fmt.Sprintf("; %d slots hold single IPs, so the node addresses %d IPs, not max pods %d, "+
-			"until they are free and given back for /28 prefixes", n, c.Total(), t.MaxPods)
+		slots := fmt.Sprintf("%d slots hold", n)
+		if n == 1 {
+			slots = "1 slot holds"
+		}
+		s += fmt.Sprintf("; %s single IPs, so the node can address %d pods, not max pods %d, "+
+			"until their pods go and each slot takes a /28 prefix", slots, c.Total(), t.MaxPods)
 	}
 	return s + "; more IPs need a larger instance type, ENABLE_PREFIX_DELEGATION, or MAX_ENI raised if it is set"
 }

@@ -205,12 +205,7 @@ func TestFragmentedSubnetFallsBackToSingleIPsAndReturnsToPrefixes(t *testing.T) 
 	}
 
 	// The legacy node goes: /28s are free again, and the next room after the retry time is a prefix.
-	api := w.ec2(nil)
-	for _, id := range legacy {
-		if _, err := api.DeleteNetworkInterface(context.Background(), &ec2.DeleteNetworkInterfaceInput{NetworkInterfaceId: aws.String(id)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	w.deleteENIs(legacy)
 	w.passVirtual(3*time.Minute, nil)
 	grow(8, 20)
 	eventually(t, 20*time.Second, "prefixes again", func() error {

@@ -3,6 +3,7 @@ package policywatch
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -59,14 +60,17 @@ func (w *Watcher) explainPeer(e *api.PolicyExplanation, f flowSpec, self []netip
 func (w *Watcher) anyPodAt(a netip.Addr) (podKey, *corev1.Pod, bool) {
 	pods, _ := w.factory.Core().V1().Pods().Lister().List(labels.Everything())
 	for _, p := range pods {
-		k := podKey{p.Namespace, p.Name}
-		for _, pa := range addrsOf(w.withAssigned(k, p)) {
-			if pa == a {
-				return k, p, true
-			}
+		if k := (podKey{p.Namespace, p.Name}); w.holds(k, p, a) {
+			return k, p, true
 		}
 	}
 	return podKey{}, nil, false
+}
+
+// holds reports whether pod p (key k) holds address a: by its status, or for a pod of this node by the
+// addresses the agent assigned it (withAssigned).
+func (w *Watcher) holds(k podKey, p *corev1.Pod, a netip.Addr) bool {
+	return slices.Contains(addrsOf(w.withAssigned(k, p)), a)
 }
 
 // sameFamily is the address of addrs of peer's family (a dual-stack pod has both), or the zero Addr.

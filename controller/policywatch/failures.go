@@ -93,10 +93,8 @@ func (w *Watcher) written(a netip.Addr, set bool, err error) {
 // podAt names the node's pod at address a, or "" ; mu held.
 func (w *Watcher) podAt(a netip.Addr) string {
 	for k, p := range w.local {
-		for _, ip := range addrsOf(w.withAssigned(k, p)) {
-			if ip == a {
-				return k.namespace + "/" + k.name
-			}
+		if w.holds(k, p, a) {
+			return k.namespace + "/" + k.name
 		}
 	}
 	return ""

@@ -82,6 +82,12 @@ func (c *cache) read(ctx context.Context, id string) (subnetInfo, error) {
 	if hasFailed && c.clock.Since(failed.at) < unreadableFor {
 		return subnetInfo{}, failed.err
 	}
+	return c.reread(ctx, id)
+}
+
+// reread reads the subnet with id from EC2 now, whatever the cache holds, and caches what it read; a failed
+// read is noted for read (unreadableFor) and logged.
+func (c *cache) reread(ctx context.Context, id string) (subnetInfo, error) {
 	out, err := describeSubnets(ctx, c.ec2, &ec2.DescribeSubnetsInput{SubnetIds: []string{id}})
 	if err == nil && len(out) == 0 {
 		err = fmt.Errorf("subnet %s not found", id)
@@ -95,7 +101,7 @@ func (c *cache) read(ctx context.Context, id string) (subnetInfo, error) {
 		}
 		return subnetInfo{}, err
 	}
-	sn = subnetFrom(out[0])
+	sn := subnetFrom(out[0])
 	c.put(sn)
 	return sn, nil
 }
