@@ -343,7 +343,9 @@ func TestCutRateGrowsBackOverTimeOnceThrottlesStop(t *testing.T) {
 	fake := newFakeEC2(clk)
 	const action = "DescribeNetworkInterfaces"
 	c, _ := newTestClient(t, fake, Config{Clock: clk, BackoffBase: 10 * time.Millisecond, MaxAttempts: 10,
-		RecoveryQuiet: 2 * time.Second, RecoveryDoubling: 500 * time.Millisecond,
+		// 20 s of quiet are 200 ms here: the rate must still be cut when read right after the call, however
+		// slow the machine.
+		RecoveryQuiet: 20 * time.Second, RecoveryDoubling: 500 * time.Millisecond,
 		Buckets: map[string]Bucket{action: {RatePerSec: 8, Burst: 2}}})
 	fake.fail(action, CodeRequestLimitExceeded, 6)
 	if _, err := c.DescribeNetworkInterfaces(context.Background(), &ec2.DescribeNetworkInterfacesInput{MaxResults: aws.Int32(5)}); err != nil {

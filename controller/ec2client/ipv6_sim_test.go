@@ -19,7 +19,9 @@ import (
 func TestIPv6CallsAreThrottledAndRetriedInTheirOwnBuckets(t *testing.T) {
 	w := simworld.New(t, simworld.Options{DualStack: true})
 	c, err := ec2client.New(w.Server.EC2Client(t, func(o *ec2.Options) { o.Retryer = ec2client.NewSDKRetryer(3) }),
-		ec2client.Config{Clock: clock.NewScaled(50), BackoffBase: 5 * time.Millisecond, BackoffCap: 20 * time.Millisecond},
+		// No recovery over time: at 50 x its 5 s of quiet are 100 ms, which a slow machine spends between the
+		// throttles and the reading of the rate.
+		ec2client.Config{Clock: clock.NewScaled(50), BackoffBase: 5 * time.Millisecond, BackoffCap: 20 * time.Millisecond, RecoveryDoubling: -1},
 		prometheus.NewRegistry(), nil)
 	if err != nil {
 		t.Fatalf("wrapping: %v", err)
