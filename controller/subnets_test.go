@@ -454,12 +454,12 @@ func TestAChangedENIConfigDrainsTheOldSubnetsENIs(t *testing.T) {
 				n++
 			}
 		}
-		enis := fmt.Sprintf("%d ENIs", n)
+		drain := fmt.Sprintf("%d ENIs in %s drain (3 pods)", n, podA1)
 		if n == 1 {
-			enis = "1 ENI"
+			drain = "1 ENI in " + podA1 + " drains (3 pods)"
 		}
 		got := customLine(r.node.Status())
-		for _, want := range []string{"ENIConfig two subnet " + podA2, enis + " in " + podA1 + " drains (3 pods)"} {
+		for _, want := range []string{"ENIConfig two subnet " + podA2, drain} {
 			if !strings.Contains(got, want) {
 				return fmt.Errorf("status %q lacks %q", got, want)
 			}

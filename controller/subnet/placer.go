@@ -259,11 +259,11 @@ func (p *Placer) CustomNetworkingStatus(st *journal.State, assigned func(eniID s
 	}
 	for _, sn := range slices.Sorted(maps.Keys(draining)) {
 		d := draining[sn]
-		noun := "ENIs"
+		enis := fmt.Sprintf("%d ENIs in %s drain", d.enis, sn)
 		if d.enis == 1 {
-			noun = "ENI"
+			enis = fmt.Sprintf("1 ENI in %s drains", sn)
 		}
-		parts = append(parts, fmt.Sprintf("%d %s in %s drains (%d pods)", d.enis, noun, sn, d.pods))
+		parts = append(parts, fmt.Sprintf("%s (%d pods)", enis, d.pods))
 	}
 	if blocked != "" {
 		parts = append(parts, blocked)
