@@ -1,8 +1,11 @@
 package datapath
 
 import (
+	"crypto/sha256"
 	"fmt"
+	"net/netip"
 	"slices"
+	"strconv"
 
 	"github.com/eniwire/eniwire/bpf"
 )
@@ -21,7 +24,7 @@ type peerSets struct {
 
 // peerSetEntries are the policy_peers entries of one peer set, and how many policy ids name it.
 type peerSetEntries struct {
-	content string // "" for sets found in the maps at load: not shared with new policies
+	content string // its digest (peerSetDigest); sets found in the maps at load get theirs back (recoveredContent)
 	refs    int
 	peers   []bpf.EniwirePolicyPeerKey
 }
@@ -91,4 +94,61 @@ func (e *peerSetEntries) count() int {
 		return 0
 	}
 	return len(e.peers)
+}
+
+// appendPeerLine appends one peer entry to a peer set's content: direction, prefix, port set. The peers
+// come sorted by prefix (comparePrefix), so equal sets have equal contents.
+func appendPeerLine(content []byte, dir bpf.EniwirePolicyDirection, peer netip.Prefix, set uint32) []byte {
+	content = strconv.AppendUint(content, uint64(dir), 10)
+	content = append(content, ' ')
+	content = peer.Masked().AppendTo(content)
+	content = append(content, ' ')
+	content = strconv.AppendUint(content, uint64(set), 10)
+	return append(content, ';')
+}
+
+// peerSetDigest names a peer set by its content's digest ("" for no peer): a set of thousands of peers is
+// named by every policy that shares it.
+func peerSetDigest(content []byte) string {
+	if len(content) == 0 {
+		return ""
+	}
+	sum := sha256.Sum256(content)
+	return string(sum[:])
+}
+
+// recoveredPeer is a policy_peers entry read back at load.
+type recoveredPeer struct {
+	key bpf.EniwirePolicyPeerKey
+	set uint32
+}
+
+// recoveredContent is the content a peer set read back from the maps was compiled from: each entry's
+// prefix as the compiler names it (an IPv4-mapped key of 96 bits or more is the IPv4 prefix: peerKey of
+// it gives the same key), so a policy compiled after a restart with the same peers shares the set again.
+func recoveredContent(entries []recoveredPeer) string {
+	type line struct {
+		dir    bpf.EniwirePolicyDirection
+		prefix netip.Prefix
+		set    uint32
+	}
+	lines := make([]line, len(entries))
+	for i, e := range entries {
+		a, bits := netip.AddrFrom16(e.key.Peer.Addr), int(e.key.Prefixlen)-64
+		if a.Is4In6() && bits >= mappedBits {
+			a, bits = a.Unmap(), bits-mappedBits
+		}
+		lines[i] = line{e.key.Direction, netip.PrefixFrom(a, bits), e.set}
+	}
+	slices.SortFunc(lines, func(a, b line) int {
+		if c := comparePrefix(a.prefix, b.prefix); c != 0 {
+			return c
+		}
+		return int(a.dir) - int(b.dir)
+	})
+	var content []byte
+	for _, l := range lines {
+		content = appendPeerLine(content, l.dir, l.prefix, l.set)
+	}
+	return peerSetDigest(content)
 }

@@ -97,9 +97,12 @@ func TestPoliciesWithTheSamePeersShareOnePeerSet(t *testing.T) {
 		{"pod3 still not on pod1's", fromPod, vethOther, frame(pod3, vpcPeer, protoTCP, 42002, 443), tcActShot, VerdictFromPodEgressDenied},
 	})
 
-	// A new policy with the same peers, set in the new agent, takes the set the old one wrote only when its
-	// content is known; either way the peers are judged right and the entries go with the last user.
+	// A new policy with the same peers, set in the new agent, takes the set the old one wrote: its content is
+	// read back with it.
 	setPolicy(t, d2, pod1, egressToPeers(peers, 443))
+	if got, _ := policyEntryCount(t, d2); got != peers {
+		t.Errorf("pod1's policy set again in the new agent: %d peer entries, want the one set of %d", got, peers)
+	}
 	judged(t, d2, 43000)
 	for _, p := range []netip.Addr{pod1, pod3} {
 		if err := d2.ClearPodPolicy(ctx, p); err != nil {

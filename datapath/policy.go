@@ -2,7 +2,6 @@ package datapath
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -133,18 +132,9 @@ func compilePolicy(p dptypes.PodPolicy) (compiledPolicy, error) {
 			}
 			side.peers = append(side.peers, k)
 			side.sets = append(side.sets, set)
-			content = strconv.AppendUint(content, uint64(d.dir), 10)
-			content = append(content, ' ')
-			content = pp.Peer.Masked().AppendTo(content)
-			content = append(content, ' ')
-			content = strconv.AppendUint(content, uint64(set), 10)
-			content = append(content, ';')
+			content = appendPeerLine(content, d.dir, pp.Peer, set)
 		}
-		if len(content) > 0 {
-			// Kept by its digest: a policy of thousands of peers is named by every policy sharing its peers.
-			sum := sha256.Sum256(content)
-			side.content = string(sum[:])
-		}
+		side.content = peerSetDigest(content)
 	}
 	content = strconv.AppendUint(content[:0], uint64(c.isolation), 16)
 	for _, side := range c.sides {
@@ -587,14 +577,22 @@ func (d *Datapath) recoverPolicies(carried map[netip.Addr]uint32) error {
 			}
 		}
 	}
-	if err := eachKey(d.objs.PolicyPeers, func(k bpf.EniwirePolicyPeerKey) {
-		pe := ps.peerSets.byID[k.PeerSet]
+	read := map[uint32][]recoveredPeer{}
+	var (
+		pk bpf.EniwirePolicyPeerKey
+		pv bpf.EniwirePolicyPeerValue
+	)
+	it = d.objs.PolicyPeers.Iterate()
+	for it.Next(&pk, &pv) {
+		pe := ps.peerSets.byID[pk.PeerSet]
 		if pe == nil {
 			pe = &peerSetEntries{} // refs 0: deleted below
-			ps.peerSets.byID[k.PeerSet] = pe
+			ps.peerSets.byID[pk.PeerSet] = pe
 		}
-		pe.peers = append(pe.peers, k)
-	}); err != nil {
+		pe.peers = append(pe.peers, pk)
+		read[pk.PeerSet] = append(read[pk.PeerSet], recoveredPeer{pk, pv.PortSet})
+	}
+	if err := it.Err(); err != nil {
 		return fmt.Errorf("reading policy peers: %w", err)
 	}
 	if err := eachKey(d.objs.PolicyPorts, func(k bpf.EniwirePolicyPortKey) {
@@ -616,6 +614,13 @@ func (d *Datapath) recoverPolicies(carried map[netip.Addr]uint32) error {
 			delete(ps.peerSets.byID, sid)
 			d.deletePolicyEntries(&staleEntries{peers: pe.peers})
 			d.log.Info("deleted the entries of a peer set no policy names", "peer_set", sid)
+			continue
+		}
+		// Shared again with what the watch compiles after the restart, instead of written a second time.
+		if pe.content = recoveredContent(read[sid]); pe.content != "" {
+			if _, taken := ps.peerSets.byContent[pe.content]; !taken {
+				ps.peerSets.byContent[pe.content] = sid
+			}
 		}
 	}
 	ps.next = highest
