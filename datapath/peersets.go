@@ -44,15 +44,10 @@ func (s *peerSets) acquire(side compiledPeerSet) (id uint32, fresh bool) {
 		s.byID[id].refs++
 		return id, false
 	}
-	for {
-		s.next = (s.next + 1) & policyIDMask
-		if _, used := s.byID[s.next]; s.next != 0 && !used {
-			break
-		}
-	}
-	s.byID[s.next] = &peerSetEntries{content: side.content, refs: 1}
-	s.byContent[side.content] = s.next
-	return s.next, true
+	id = nextFreeID(&s.next, s.byID)
+	s.byID[id] = &peerSetEntries{content: side.content, refs: 1}
+	s.byContent[side.content] = id
+	return id, true
 }
 
 // release drops one policy's reference to a peer set and returns its entries for deletion when it was the

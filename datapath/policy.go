@@ -479,11 +479,14 @@ func (d *Datapath) deletePolicyEntries(st *staleEntries) {
 }
 
 // allocateID returns an id no policy uses, never 0. The caller holds mu.
-func (ps *policies) allocateID() uint32 {
+func (ps *policies) allocateID() uint32 { return nextFreeID(&ps.next, ps.ids) }
+
+// nextFreeID advances *next to the next id (30 bits, never 0) that used does not hold, and returns it.
+func nextFreeID[V any](next *uint32, used map[uint32]V) uint32 {
 	for {
-		ps.next = (ps.next + 1) & policyIDMask
-		if _, used := ps.ids[ps.next]; ps.next != 0 && !used {
-			return ps.next
+		*next = (*next + 1) & policyIDMask
+		if _, taken := used[*next]; *next != 0 && !taken {
+			return *next
 		}
 	}
 }
