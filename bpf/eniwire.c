@@ -572,8 +572,10 @@ int eniw_from_pod(struct __sk_buff *skb)
 		return TC_ACT_UNSPEC;
 	}
 
+	/* A pod of a security-group set in strict mode, at either end, takes the VPC's way (POD_PATH_VPC). */
+	__u32 vpc_only = pod->path & POD_PATH_VPC;
 	struct pod_value *peer = bpf_map_lookup_elem(&pods, &p.dst);
-	if (peer && peer->host_ifindex)
+	if (peer && peer->host_ifindex && !vpc_only && !(peer->path & POD_PATH_VPC))
 		return into_pod(skb, &p, &p.dst, peer->host_ifindex, (struct ends){pod->flags, peer->flags, generation},
 				from_pod_to_peer);
 
@@ -582,7 +584,7 @@ int eniw_from_pod(struct __sk_buff *skb)
 	enum route_kind kind = route ? route->kind : 0;
 	/* IPv6 is never translated: a pod's address is globally routable, and a destination in no route leaves
 	 * by the pod's ENI, to the VPC's (egress-only) internet gateway, whatever snat_enabled says. */
-	if (kind == ROUTE_VPC || (kind == 0 && (!snat_enabled || p.family == FAMILY_IPV6))) {
+	if (kind == ROUTE_VPC || (kind == 0 && (!snat_enabled || p.family == FAMILY_IPV6 || vpc_only))) {
 		__u32 eni_ifindex = pod->eni_ifindex;
 		struct eni_value *eni = bpf_map_lookup_elem(&enis, &eni_ifindex);
 		if (!eni) {
@@ -639,16 +641,19 @@ int eniw_to_vpc(struct __sk_buff *skb)
 /* source_detour judges the source of a packet from the VPC before it may take the fast path into a pod, and
  * says, with the action in *act, when it may not (one routes lookup serves both checks):
  *   - a pod of this node never sends through the VPC to a pod of it (from_pod delivers it directly), so its
- *     address arriving from there is forged: dropped;
+ *     address arriving from there is forged: dropped; unless either end takes the VPC's way (POD_PATH_VPC:
+ *     from_pod sent it out of the sender's ENI, and EC2's source/destination check vouches for the source);
  *   - a source the routes map gives the host (the node's own addresses, host-only ranges) goes to the host,
  *     which drops its own addresses as martians, as a router does;
  *   - with SNAT, a source outside the VPC's routes (on-premises, a peered VPC, a client an NLB kept) goes to
  *     the host: the pod's reply goes there by its destination (from_pod) to be masqueraded, so the request
  *     must cross the host as well, or conntrack meets the flow at its reply (a SYN-ACK is INVALID, a UDP
- *     reply is translated). IPv6 is never translated, so this one is IPv4's alone. */
-static __always_inline int source_detour(struct packet *p, int *act)
+ *     reply is translated). IPv6 is never translated, so this one is IPv4's alone, nor a VPC-only pod's
+ *     flows (POD_PATH_VPC), which from_pod sends out of its ENI untranslated. */
+static __always_inline int source_detour(struct packet *p, struct pod_value *dst, int *act)
 {
-	if (bpf_map_lookup_elem(&pods, &p->src)) {
+	struct pod_value *src = bpf_map_lookup_elem(&pods, &p->src);
+	if (src && !((src->path | dst->path) & POD_PATH_VPC)) {
 		count(VERDICT_TO_POD_SPOOF, p->len);
 		*act = TC_ACT_SHOT;
 		return 1;
@@ -661,7 +666,7 @@ static __always_inline int source_detour(struct packet *p, int *act)
 		*act = TC_ACT_UNSPEC;
 		return 1;
 	}
-	if (snat_enabled && p->family == FAMILY_IPV4 && kind != ROUTE_VPC) {
+	if (snat_enabled && p->family == FAMILY_IPV4 && kind != ROUTE_VPC && !(dst->path & POD_PATH_VPC)) {
 		count(VERDICT_TO_POD_OUTSIDE_VPC, p->len);
 		*act = TC_ACT_UNSPEC;
 		return 1;
@@ -687,7 +692,7 @@ int eniw_to_pod(struct __sk_buff *skb)
 		return TC_ACT_UNSPEC;
 	}
 	int act;
-	if (source_detour(&p, &act))
+	if (source_detour(&p, pod, &act))
 		return act;
 	/* A reply to a flow the host translated (Service DNAT to a VPC host), or a packet of one it delivers
 	 * (NodePort, hostPort), detours: the host un-NATs it and keeps conntrack whole. */

@@ -53,7 +53,7 @@ type EniwirePodValue struct {
 	HostIfindex uint32
 	EniIfindex  uint32
 	Flags       uint32
-	Pad         uint32
+	Path        uint32
 }
 
 type EniwirePolicyDenial struct {

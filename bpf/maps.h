@@ -27,8 +27,15 @@ struct pod_value {
 	__u32 host_ifindex; /* host end of the pod's veth */
 	__u32 eni_ifindex;  /* the ENI whose address the pod holds; 0: an IPv6 pod's IPv4 egress address */
 	__u32 flags;        /* NetworkPolicy: the pod's policy id and isolation bits (POLICY_*); 0 when no policy selects it */
-	__u32 pad;
+	__u32 path;         /* how the pod's packets travel (POD_PATH_*); 0: as every pod's */
 };
+
+/* POD_PATH_VPC: a pod of a security-group set in strict mode (POD_SECURITY_GROUP_ENFORCING_MODE=strict).
+ * Every packet it sends, or another pod of the node sends it, leaves by the sender's ENI and comes back
+ * through the VPC, whose security groups then judge it: no same-node shortcut, and no SNAT (a destination
+ * outside the VPC is reached by the pod's own ENI, through a NAT gateway). The node's own packets to it
+ * (kubelet's probes) and its answers to them stay on the node. */
+#define POD_PATH_VPC 1
 
 /* enis: ENI ifindex -> how to leave through it. */
 struct eni_value {

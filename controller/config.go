@@ -98,6 +98,10 @@ type Config struct {
 	// the IPv4 number. It needs what the /80 needs (a Nitro type, an IPv6 /64 on the primary ENI's subnet) and
 	// excludes EnableIPv6 and CustomNetworking.
 	DualStack bool
+	// PodSecurityGroupsStandard is POD_SECURITY_GROUP_ENFORCING_MODE=standard: pods of a security-group set
+	// (Deps.PodSecurityGroups) reach pods of the node directly and are SNATed outside the VPC, as other pods;
+	// off (strict, the default) every packet of theirs goes through the VPC, whose groups judge it.
+	PodSecurityGroupsStandard bool
 	// VPCRefreshInterval: the VPC's CIDR blocks are read (DescribeVpcs) at start and then at most this often,
 	// with the reconcile (default 5 min).
 	VPCRefreshInterval time.Duration
@@ -131,6 +135,9 @@ type Deps struct {
 	ENIConfigs subnet.ENIConfigSource
 	// PodGate, if set, is passed by every ADD before the pod's datapath comes up (the agent's NetworkPolicy).
 	PodGate PodGate
+	// PodSecurityGroups, if set, decides each pod's security-group set at ADD (security groups for pods,
+	// ENABLE_POD_ENI): pods of a set take addresses of ENIs with exactly its groups (controller/sgpool).
+	PodSecurityGroups PodSecurityGroups
 	// WrapJournal, if set, wraps the opened journal (tests inject crashes with it).
 	WrapJournal func(Journal) Journal
 }

@@ -40,10 +40,21 @@ type workload struct {
 	points []string
 	// check, when set, is a promise of the workload beyond checkBooks, checked at the steady state.
 	check func(w *world, st *journal.State) error
+	// sets, when set, gives pods security-group sets (the world gets its groups first); checkSets then
+	// holds all along.
+	sets *podSets
 }
 
 // secondaryIPChurn: twelve pods on an m5.large with secondary IPs.
 var secondaryIPChurn = workload{itype: "m5.large", pods: churnPods, config: churnConfig}
+
+// setChurn: secondaryIPChurn's twelve pods on an m5.large, every other one of a security-group set: the
+// set's ENI is created with its groups on demand (create, attach, modify, journaled as any), its pods take
+// its addresses and the others the default pool's, then all go and the set's ENI is released. Whatever step
+// a crash hits, every pod of the set is on an ENI whose groups in EC2 are exactly the set's.
+var setChurn = workload{itype: "m5.large", pods: churnPods, config: churnConfig,
+	sets: &podSets{policy: "db-access", byPrefix: map[string][]string{"pod-0": {groupDBClients}, "pod-2": {groupDBClients},
+		"pod-4": {groupDBClients}, "pod-6": {groupDBClients}, "pod-8": {groupDBClients}, "pod-10": {groupDBClients}}}}
 
 // prefixChurn: in prefix mode on a t3.micro (one IPv4 slot per ENI), twenty pods fill the primary's /28 and
 // a second ENI is created with a prefix, attached and marked; then the pods go, the second ENI's prefix is
@@ -109,7 +120,13 @@ func runChurn(t *testing.T, wl workload, at int64) []string {
 	c := &crash{at: at}
 	api0 := w.ec2(nil)
 	churnConfig := wl.config
-	r := w.start(churnConfig(w.dir), crashEC2{EC2API: api0, c: c}, func(j controller.Journal) controller.Journal { return crashJournal{inner: j, c: c} })
+	var groups controller.PodSecurityGroups
+	if wl.sets != nil {
+		w.withSetGroups()
+		groups = &podSets{policy: wl.sets.policy, byPrefix: wl.sets.byPrefix}
+	}
+	r := w.startWith(churnConfig(w.dir), controller.Deps{EC2: crashEC2{EC2API: api0, c: c}, PodSecurityGroups: groups,
+		WrapJournal: func(j controller.Journal) controller.Journal { return crashJournal{inner: j, c: c} }})
 	restarted := false
 	answered := map[string]string{}
 	releasing := ""
@@ -119,7 +136,7 @@ func runChurn(t *testing.T, wl workload, at int64) []string {
 		}
 		restarted = true
 		r.stop()
-		r = w.start(churnConfig(w.dir), nil, nil)
+		r = w.startWith(churnConfig(w.dir), controller.Deps{PodSecurityGroups: groups})
 		waitReady(t, r.node)
 		st := r.node.Snapshot()
 		for cid, ip := range answered {
@@ -153,9 +170,15 @@ func runChurn(t *testing.T, wl workload, at int64) []string {
 	for i := range wl.pods {
 		cid := fmt.Sprintf("pod-%d", i)
 		step("assigning "+cid, func(n *controller.Node) error {
-			a, err := n.Assign(context.Background(), api.AssignRequest{Attachment: api.Attachment{ContainerID: cid, IfName: "eth0"}})
+			a, err := n.Assign(context.Background(), api.AssignRequest{Attachment: api.Attachment{ContainerID: cid, IfName: "eth0"},
+				Pod: api.PodIdentity{Namespace: "default", Name: cid}})
 			if err != nil {
 				return err
+			}
+			if wl.sets != nil {
+				if err := w.onItsSetsENI(n.Snapshot(), wl.sets, cid, a); err != nil {
+					t.Fatalf("crash at %d: %v", at, err)
+				}
 			}
 			got := dualAddrs(a.IP, a.IPv6)
 			for other, addrs := range answered {
@@ -210,6 +233,10 @@ func runChurn(t *testing.T, wl workload, at int64) []string {
 
 func TestCrashAtEveryStepLosesNothing(t *testing.T) {
 	crashEveryStep(t, secondaryIPChurn)
+}
+
+func TestCrashAtEveryStepOfASecurityGroupSetLosesNothing(t *testing.T) {
+	crashEveryStep(t, setChurn)
 }
 
 func TestCrashAtEveryStepOfPrefixModeLosesNothing(t *testing.T) {

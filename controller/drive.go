@@ -89,6 +89,14 @@ func (m *poolManager) drive(ctx context.Context, opID string) (moved bool) {
 		}
 		kind := refusalOf(err)
 		switch {
+		case rec.State == journal.Planned && rec.GroupSet != "" && (kind == kindDefinite || kind == kindUnauthorized):
+			// The create dropped its plan; the refusal is the set's groups' (one that does not exist, one the
+			// IAM policy does not allow: deploy/iam-policy.json admits groups tagged for the cluster), not the
+			// node's (refusals.go).
+			m.metrics.stepErrors.WithLabelValues(string(rec.State), refusalCode(err)).Inc()
+			m.setRefused(rec, err)
+			m.drives.clear(opID)
+			return moved
 		case rec.State == journal.Planned && kind == kindNoPrefix:
 			// The plan goes only now that the fallback holds: the pool plans again at once, with single IPs.
 			m.fallback.refused(rec.SubnetID, m.clock.Now(), err)

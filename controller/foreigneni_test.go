@@ -25,20 +25,7 @@ func TestAForeignENIOnTheInstanceCountsAgainstTheENILimit(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := newWorld(t, "m5.large", 200)
-			outsider := w.ec2(nil)
-			ctx := context.Background()
-			attachForeign := func() string {
-				out, err := outsider.CreateNetworkInterface(ctx, &ec2.CreateNetworkInterfaceInput{SubnetId: aws.String(w.inst.SubnetID)})
-				if err != nil {
-					t.Fatal(err)
-				}
-				id := aws.ToString(out.NetworkInterface.NetworkInterfaceId)
-				if _, err := outsider.AttachNetworkInterface(ctx, &ec2.AttachNetworkInterfaceInput{NetworkInterfaceId: aws.String(id),
-					InstanceId: aws.String(w.inst.ID), DeviceIndex: aws.Int32(1)}); err != nil {
-					t.Fatal(err)
-				}
-				return id
-			}
+			attachForeign := func() string { return w.attachForeignENI(1) }
 			var foreign string
 			if c.before {
 				foreign = attachForeign()
@@ -72,4 +59,22 @@ func TestAForeignENIOnTheInstanceCountsAgainstTheENILimit(t *testing.T) {
 			}
 		})
 	}
+}
+
+// attachForeignENI creates an ENI as an operator would (no eniwire tags) and attaches it to the world's
+// instance at deviceIndex; it returns its id.
+func (w *world) attachForeignENI(deviceIndex int32) string {
+	w.t.Helper()
+	outsider := w.ec2(nil)
+	ctx := context.Background()
+	out, err := outsider.CreateNetworkInterface(ctx, &ec2.CreateNetworkInterfaceInput{SubnetId: aws.String(w.inst.SubnetID)})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	id := aws.ToString(out.NetworkInterface.NetworkInterfaceId)
+	if _, err := outsider.AttachNetworkInterface(ctx, &ec2.AttachNetworkInterfaceInput{NetworkInterfaceId: aws.String(id),
+		InstanceId: aws.String(w.inst.ID), DeviceIndex: aws.Int32(deviceIndex)}); err != nil {
+		w.t.Fatal(err)
+	}
+	return id
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/controller/pool"
+	"github.com/eniwire/eniwire/controller/sgpool"
 	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/internal/clock"
@@ -73,6 +74,12 @@ type ipam struct {
 	ipv6 bool
 	// dual: pods take an IPv4 of the warm pool and an address of the primary ENI's /80 (Config.DualStack).
 	dual bool
+	// podGroups decides each pod's security-group set (nil: security groups for pods are off); sets is the
+	// ADDs waiting for an address of their set (setwait.go).
+	podGroups PodSecurityGroups
+	sets      *sgpool.Line
+	// strictSets: the sets' pods take the VPC's way for every packet (Config.PodSecurityGroupsStandard off).
+	strictSets bool
 }
 
 func validAttachment(a api.Attachment) error {
@@ -100,9 +107,19 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		return nil, fmt.Errorf("assigning an IP to %s: %w", req.ContainerID, err)
 	}
 	defer p.turns.finish(req.Attachment, t)
-	p.line.arrive()
-	p.books.mu.Lock()
-	p.line.arrived()
+	set, err := p.setOf(ctx, req.Pod.Namespace, req.Pod.Name, req.Pod.UID)
+	if err != nil {
+		p.metrics.assigns.WithLabelValues("no_ip").Inc()
+		return nil, fmt.Errorf("assigning an IP to %s: %w", req.ContainerID, err)
+	}
+	inSet := len(set.groups) > 0
+	if inSet {
+		p.books.mu.Lock()
+	} else {
+		p.line.arrive() // the default pool's demand
+		p.books.mu.Lock()
+		p.line.arrived()
+	}
 	if a := p.books.st.Assignment(req.ContainerID, req.IfName); a != nil {
 		out := p.toAPI(*a)
 		seq := p.books.seq
@@ -117,7 +134,17 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		}
 		return out, supersededErr(t, out.IP)
 	}
-	now, view, ip, ipv6, e, err := p.waitForIP(ctx, t)
+	var (
+		now      time.Time
+		view     *pool.View
+		ip, ipv6 string
+		e        *journal.ENI
+	)
+	if inSet {
+		now, view, ip, e, err = p.waitForSetIP(ctx, t, set)
+	} else {
+		now, view, ip, ipv6, e, err = p.waitForIP(ctx, t)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +180,8 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 	if ipv6 != "" {
 		view.Assigned(ipv6)
 	}
-	short := !p.ipv6 && p.targets.Short(p.limits, view.Counts()) > 0
+	// A set's pod took one of its set's addresses: the set's pool looks whether to bring the next.
+	short := inSet || !p.ipv6 && p.targets.Short(p.limits, view.Counts()) > 0
 	p.books.mu.Unlock()
 	if short {
 		p.wake()
@@ -178,9 +206,12 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		p.metrics.assigns.WithLabelValues("error").Inc()
 		return nil, fmt.Errorf("setting up datapath for %s: %w", ip, err)
 	}
+	if inSet {
+		p.podGroups.Started(req.Pod.Namespace, req.Pod.Name, req.Pod.UID, set.groups)
+	}
 	p.metrics.assigns.WithLabelValues("ok").Inc()
 	p.log.Info("IP assigned", "container", req.ContainerID, "ifname", req.IfName, "ip", ip, "ipv6", ipv6, "eni", eniID,
-		"pod", req.Pod.Namespace+"/"+req.Pod.Name)
+		"pod", req.Pod.Namespace+"/"+req.Pod.Name, "securityGroups", set.groups)
 	return out, nil
 }
 
@@ -247,6 +278,10 @@ func (p *ipam) release(ctx context.Context, att api.Attachment, cooldown bool) (
 	}
 	if !cooldown {
 		p.line.pokeFirst() // the IP is free at once: the ADD waiting first may take it
+		p.sets.Poke()
+	}
+	if p.podGroups != nil && rel.PodName != "" {
+		p.podGroups.Stopped(rel.PodNamespace, rel.PodName, rel.PodUID)
 	}
 	if err := p.podDown(ctx, *out); err != nil {
 		p.log.Warn("tearing down pod datapath", "ip", rel.IP, "error", err)
@@ -330,6 +365,8 @@ func (p *ipam) toAPI(a journal.Assignment) *api.Assignment {
 	if e := p.books.st.ENIByID(a.ENI); e != nil {
 		out.ENIMAC, out.DeviceIndex, out.SubnetCIDR = e.MAC, e.DeviceIndex, e.SubnetCIDR
 		out.Gateway = subnet.Gateway(e.SubnetCIDR)
+		out.SecurityGroupSet = e.GroupSet
+		out.StrictSecurityGroups = e.GroupSet != "" && p.strictSets
 	}
 	return out
 }
@@ -354,7 +391,7 @@ func podOf(a api.Assignment) (dptypes.Pod, error) {
 		}
 	}
 	pod := dptypes.Pod{ContainerID: a.ContainerID, IfName: a.IfName, Netns: a.Netns, IP: ip, EgressIP: egress, HostVeth: a.HostVeth,
-		HostIfindex: a.HostIfindex, ENI: eni}
+		HostIfindex: a.HostIfindex, ENI: eni, VPCOnly: a.StrictSecurityGroups}
 	if a.IPv6 != "" {
 		if pod.IPv6, err = netip.ParseAddr(a.IPv6); err != nil || !pod.IPv6.Is6() {
 			return dptypes.Pod{}, fmt.Errorf("reading the IPv6 address %q of pod %s: not IPv6", a.IPv6, a.ContainerID)

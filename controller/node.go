@@ -18,6 +18,7 @@ import (
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/controller/metadata"
 	"github.com/eniwire/eniwire/controller/pool"
+	"github.com/eniwire/eniwire/controller/sgpool"
 	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/internal/clock"
@@ -60,6 +61,9 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	}
 	if err := checkIPv6Mode(cfg, deps.Node); err != nil {
 		return nil, fmt.Errorf("building node controller: %w", err)
+	}
+	if deps.PodSecurityGroups != nil && (cfg.EnableIPv6 || cfg.DualStack) {
+		return nil, fmt.Errorf("building node controller: %w", ErrPodSecurityGroupsIPv6)
 	}
 	if cfg.CustomNetworking && deps.ENIConfigs == nil {
 		return nil, errors.New("building node controller: custom networking needs an ENIConfig source")
@@ -123,7 +127,8 @@ func New(cfg Config, deps Deps) (*Node, error) {
 	}
 	n.ipam = &ipam{books: n.books, dp: deps.Datapath, gate: deps.PodGate, cooldown: cfg.Cooldown, targets: targets, limits: limits,
 		podMTU: cfg.PodMTU, clock: deps.Clock, log: log, metrics: m, ready: n.Ready, wake: n.Wake, avail: n.servable,
-		poolStatus: n.status.compose, addWait: cfg.AddWait, ipv6: cfg.EnableIPv6, dual: cfg.DualStack}
+		poolStatus: n.status.compose, addWait: cfg.AddWait, ipv6: cfg.EnableIPv6, dual: cfg.DualStack,
+		podGroups: deps.PodSecurityGroups, sets: &sgpool.Line{}, strictSets: !cfg.PodSecurityGroupsStandard}
 	if r, ok := deps.Datapath.(interface{ RemovesHostVeth() bool }); ok {
 		n.ipam.removesVeth = r.RemovesHostVeth()
 	}
@@ -135,7 +140,8 @@ func New(cfg Config, deps Deps) (*Node, error) {
 		cameUp: n.repair.eniUp}
 	n.pool = (&poolManager{books: n.books, eni: n.eni, targets: targets, limits: limits, releaseDelay: cfg.ReleaseDelay,
 		poolInterval: cfg.PoolInterval, subnetID: deps.Node.SubnetID, urgent: deps.Urgent, clock: deps.Clock, log: log,
-		metrics: m, wake: n.Wake, place: n.place, waiting: n.ipam.line.demand, ipv6: cfg.EnableIPv6, dual: cfg.DualStack}).withParts()
+		metrics: m, wake: n.Wake, place: n.place, waiting: n.ipam.line.demand, ipv6: cfg.EnableIPv6, dual: cfg.DualStack,
+		sets: n.ipam.sets}).withParts()
 	n.ipam.blocked = n.pool.blocked
 	n.house = &housekeeping{eni: n.eni, reconcileInterval: cfg.ReconcileInterval,
 		maxReconcileInterval: cfg.MaxReconcileInterval, orphanSweepInterval: cfg.OrphanSweepInterval,
@@ -217,6 +223,7 @@ func (n *Node) GC(ctx context.Context, req api.GCRequest) (*api.GCResponse, erro
 // Run sets the datapath up from the books, then runs the pool manager until ctx ends, or until the journal
 // fails: then it returns that failure (see Healthy) and makes no further EC2 call.
 func (n *Node) Run(ctx context.Context) error {
+	n.ipam.tellRunningSets()
 	n.place.Observe(ctx)
 	n.enis.sync(ctx)
 	n.repair.all()
@@ -278,6 +285,12 @@ func (n *Node) tick(ctx context.Context) {
 		n.enis.sync(ctx)
 		n.ipam.line.pokeFirst()
 	}
+	for range 4 {
+		if ctx.Err() != nil || !n.pool.stepSets(ctx) {
+			break
+		}
+	}
+	n.ipam.sets.Poke()
 	n.repair.run(ctx)
 	// The ADD waiting first looks again: IPs may have landed, or the pool may have found it cannot grow.
 	n.ipam.line.pokeFirst()

@@ -13,6 +13,7 @@ import (
 	"github.com/eniwire/eniwire/controller/eni"
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/controller/pool"
+	"github.com/eniwire/eniwire/controller/sgpool"
 	"github.com/eniwire/eniwire/controller/subnet"
 	"github.com/eniwire/eniwire/internal/clock"
 )
@@ -60,6 +61,10 @@ type poolManager struct {
 	resting, lastFailure statusNote
 	// held is the refusal that held the last growth back (every call it needed was paused), or "".
 	held statusNote
+	// sets is the ADDs waiting for an address of their pod security-group set (nil: security groups for pods
+	// are off); setIdle, since when each set's ENI has held no pod (setpools.go). Run loop only.
+	sets    *sgpool.Line
+	setIdle sgpool.Idle
 }
 
 // withParts makes m's parts and returns m.

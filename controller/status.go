@@ -9,6 +9,7 @@ import (
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/journal"
 	"github.com/eniwire/eniwire/controller/pool"
+	"github.com/eniwire/eniwire/controller/sgpool"
 )
 
 // Status is the node's view for `eniwirectl status` and the status endpoint.
@@ -27,6 +28,9 @@ func (n *Node) Status() *api.Status {
 		VPCCIDRs: n.vpc.list(), AddsWaiting: n.ipam.line.waiting()}
 	if n.policyStatus != nil {
 		out.NetworkPolicy = n.policyStatus()
+	}
+	if r, ok := n.ipam.podGroups.(interface{ Status() string }); ok {
+		out.PodSecurityGroups = r.Status()
 	}
 	n.pool.report(out, n.clock.Now())
 	out.Subnets = n.place.Candidates()
@@ -67,9 +71,12 @@ func (n *Node) Status() *api.Status {
 				}
 				es.Add(c)
 			}
+			es.SecurityGroupSet = e.GroupSet
 			out.Assigned += es.Assigned
-			out.Warm += es.Warm
 			out.Cooldown += es.Cooldown
+			if e.GroupSet == "" {
+				out.Warm += es.Warm // a set's warm IPs serve its pods alone (Status.SecurityGroupSets)
+			}
 			out.ENIs = append(out.ENIs, es)
 			if e.State != journal.Ready && !e.Primary {
 				state := string(e.State)
@@ -94,6 +101,7 @@ func (n *Node) Status() *api.Status {
 		for _, op := range st.IPOps {
 			out.Pending = append(out.Pending, api.PendingOp{OpID: op.OpID, ENI: op.ENI, State: string(op.Kind) + " IPs", Since: op.Since})
 		}
+		out.SecurityGroupSets = sgpool.Report(st, v, n.ipam.sets, n.clock.Now(), n.servable)
 	})
 	slices.SortFunc(out.ENIs, func(a, b api.ENIStatus) int { return cmp.Compare(a.DeviceIndex, b.DeviceIndex) })
 	return out

@@ -73,10 +73,19 @@ func (d *Datapath) Mode() AttachMode {
 	return d.mode
 }
 
+// podPathVPC is bpf/maps.h's POD_PATH_VPC.
+const podPathVPC = 1
+
 // PutPod writes or replaces a pod's entry: packets from ip are accepted on its veth and leave by the ENI
 // eniIfindex; packets to ip are redirected into hostIfindex's peer. The entry carries the pod's policy as
 // SetPodPolicy last set it, even when that came first: a pod is isolated from its first packet.
 func (d *Datapath) PutPod(ip netip.Addr, hostIfindex, eniIfindex int) error {
+	return d.PutPodEntry(Pod{IP: ip, HostIfindex: hostIfindex, ENIIfindex: eniIfindex})
+}
+
+// PutPodEntry is PutPod with the pod's path (Pod.VPCOnly); p.Flags is not read (the policy sets them).
+func (d *Datapath) PutPodEntry(p Pod) error {
+	ip, hostIfindex, eniIfindex := p.IP, p.HostIfindex, p.ENIIfindex
 	k, err := addrKey(ip)
 	if err != nil {
 		return fmt.Errorf("putting pod %s: %w", ip, err)
@@ -84,6 +93,9 @@ func (d *Datapath) PutPod(ip netip.Addr, hostIfindex, eniIfindex int) error {
 	d.policies.mu.Lock()
 	defer d.policies.mu.Unlock()
 	v := bpf.EniwirePodValue{HostIfindex: uint32(hostIfindex), EniIfindex: uint32(eniIfindex), Flags: d.policies.podFlags(ip)}
+	if p.VPCOnly {
+		v.Path = podPathVPC
+	}
 	if err := d.objs.Pods.Put(k, v); err != nil {
 		return fmt.Errorf("putting pod %s: %w", ip, err)
 	}
@@ -93,7 +105,7 @@ func (d *Datapath) PutPod(ip netip.Addr, hostIfindex, eniIfindex int) error {
 			return fmt.Errorf("putting pod %s: %w", ip, err)
 		}
 	}
-	d.log.Info("pod entry written", "ip", ip, "host_ifindex", hostIfindex, "eni_ifindex", eniIfindex)
+	d.log.Info("pod entry written", "ip", ip, "host_ifindex", hostIfindex, "eni_ifindex", eniIfindex, "vpc_only", p.VPCOnly)
 	return nil
 }
 

@@ -127,8 +127,9 @@ func sameLayout(old, new btf.Type) error {
 
 // renamedMembers are fields whose name changed while their bytes and what recovery makes of them did not,
 // as struct.old -> new: policy_peer_key's policy_id became peer_set, and recoverPolicies gives each policy id
-// of an earlier agent the peer set of the same number (policy.go), so its entries are kept as they are.
-var renamedMembers = map[string]string{"policy_peer_key.policy_id": "peer_set"}
+// of an earlier agent the peer set of the same number (policy.go), so its entries are kept as they are;
+// pod_value's pad became path, which an earlier agent always wrote 0 (every pod's path).
+var renamedMembers = map[string]string{"policy_peer_key.policy_id": "peer_set", "pod_value.pad": "path"}
 
 func sameMembers(name string, oldSize, newSize uint32, old, new []btf.Member) error {
 	if oldSize != newSize || len(old) != len(new) {

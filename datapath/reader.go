@@ -65,7 +65,8 @@ func (r *Reader) Pods() ([]Pod, error) {
 	)
 	it := r.pods.Iterate()
 	for it.Next(&k, &v) {
-		out = append(out, Pod{IP: addrFromKey(k), HostIfindex: int(v.HostIfindex), ENIIfindex: int(v.EniIfindex), Flags: v.Flags})
+		out = append(out, Pod{IP: addrFromKey(k), HostIfindex: int(v.HostIfindex), ENIIfindex: int(v.EniIfindex), Flags: v.Flags,
+			VPCOnly: v.Path&podPathVPC != 0})
 	}
 	if err := it.Err(); err != nil {
 		return nil, fmt.Errorf("iterating pods: %w", err)

@@ -64,7 +64,7 @@ func (d *Datapath) Restore(enis []ENI, pods []Pod) error {
 		}
 	}
 	for _, p := range pods {
-		if err := d.PutPod(p.IP, p.HostIfindex, p.ENIIfindex); err != nil {
+		if err := d.PutPodEntry(p); err != nil {
 			return fmt.Errorf("restoring: %w", err)
 		}
 	}

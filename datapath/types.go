@@ -14,6 +14,8 @@ type Pod struct {
 	HostIfindex int // host end of the pod's veth
 	ENIIfindex  int // the ENI whose secondary IP the pod holds
 	Flags       uint32
+	// VPCOnly: the pod's packets take the VPC's way (POD_PATH_VPC in bpf/maps.h).
+	VPCOnly bool
 }
 
 // ENI is one entry of the enis map.

@@ -141,7 +141,7 @@ func TestUpgradeChangingThePodsLayoutDropsNoPodPacket(t *testing.T) {
 	serveUDPEcho(t, f.vpc, echoAt)
 
 	// The earlier agent: its pods map has a field the new one renamed.
-	old := loadIn(specWithPodsField(t, cfg, "pad", "reserved"))
+	old := loadIn(specWithPodsField(t, cfg, "path", "reserved"))
 	f.nodeDo(t, "attaching the earlier programs", old.Attach)
 	f.wire(t, old)
 	if err := udpExchange(f.pod1, netip.Addr{}, echoAt, 5*time.Second); err != nil {
@@ -192,7 +192,7 @@ func TestUpgradeChangingThePodsLayoutDropsNoPodPacket(t *testing.T) {
 	t.Run("Attach before the restore drops the pod's packets as spoofed", func(t *testing.T) {
 		var d *Datapath
 		f.nodeDo(t, "loading another layout", func() (err error) {
-			d, err = load(cfg, specWithPodsField(t, cfg, "pad", "spare"))
+			d, err = load(cfg, specWithPodsField(t, cfg, "path", "spare"))
 			return err
 		})
 		t.Cleanup(func() { _ = d.Close() })
@@ -227,7 +227,7 @@ func TestAnUpgradeReplacingThePodsMapKeepsEveryPodsPolicy(t *testing.T) {
 	cfg = cfg.withDefaults()
 	t.Cleanup(func() { _ = Uninstall(root) })
 
-	old, err := load(cfg, specWithPodsField(t, cfg, "pad", "reserved"))
+	old, err := load(cfg, specWithPodsField(t, cfg, "path", "reserved"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,30 +1,86 @@
 package deploy
 
 import (
+	"maps"
 	"path/filepath"
+	"slices"
 	"testing"
 
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 )
 
-// The ENIConfig resource the agent watches (controller/eniconfig), as the AWS VPC CNI defines it.
+// The custom resources the agent watches, as their owners define them: the ENIConfig of custom networking
+// (controller/eniconfig) is the AWS VPC CNI's, the SecurityGroupPolicy of security groups for pods
+// (controller/podsg) the AWS VPC resource controller's.
 const (
 	eniConfigGroup  = "crd.k8s.amazonaws.com"
 	eniConfigPlural = "eniconfigs"
+	sgpGroup        = "vpcresources.k8s.aws"
+	sgpPlural       = "securitygrouppolicies"
 )
 
-func TestTheENIConfigCRDIsTheAWSVPCCNIs(t *testing.T) {
-	crd := theOne(t, "CustomResourceDefinition", decodeAll(t, readDir(t, "manifests")).crds)
+// crdFiles are each CRD's manifest and the chart's copy of it.
+var crdFiles = []struct{ manifest, chart string }{
+	{"eniconfig-crd.yaml", "eniconfig.yaml"},
+	{"securitygrouppolicy-crd.yaml", "securitygrouppolicy.yaml"},
+}
+
+// crdNamed returns the manifests' CRD of that name, failing the test when there is none.
+func crdNamed(t *testing.T, name string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	crds := decodeAll(t, readDir(t, "manifests")).crds
+	for i := range crds {
+		if crds[i].Name == name {
+			return &crds[i]
+		}
+	}
+	t.Fatalf("the manifests have no CRD %s", name)
+	return nil
+}
+
+// checkCRD checks a CRD's names, scope and its one version, served and stored, whose schema must be
+// structural (or the API server refuses the CRD), and returns that schema's spec.
+func checkCRD(t *testing.T, group, plural, kind, version string, scope apiextensionsv1.ResourceScope) apiextensionsv1.JSONSchemaProps {
+	t.Helper()
+	crd := crdNamed(t, plural+"."+group)
 	s := crd.Spec
-	if crd.Name != eniConfigPlural+"."+eniConfigGroup || s.Group != eniConfigGroup || s.Scope != apiextensionsv1.ClusterScoped ||
-		s.Names.Kind != "ENIConfig" || s.Names.Plural != eniConfigPlural {
-		t.Errorf("name %s, group %s, scope %s, names %+v", crd.Name, s.Group, s.Scope, s.Names)
+	if s.Group != group || s.Scope != scope || s.Names.Kind != kind || s.Names.Plural != plural || s.Names.ListKind != kind+"List" {
+		t.Errorf("group %s, scope %s, names %+v", s.Group, s.Scope, s.Names)
 	}
-	if len(s.Versions) != 1 || s.Versions[0].Name != "v1alpha1" || !s.Versions[0].Served || !s.Versions[0].Storage ||
+	if len(s.Versions) != 1 || s.Versions[0].Name != version || !s.Versions[0].Served || !s.Versions[0].Storage ||
 		s.Versions[0].Schema == nil || s.Versions[0].Schema.OpenAPIV3Schema == nil {
-		t.Fatalf("versions %+v, want v1alpha1 served and stored, with a schema", s.Versions)
+		t.Fatalf("versions %+v, want %s served and stored, with a schema", s.Versions, version)
 	}
-	spec := s.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	root := s.Versions[0].Schema.OpenAPIV3Schema
+	var internal apiextensions.JSONSchemaProps
+	if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(root, &internal, nil); err != nil {
+		t.Fatal(err)
+	}
+	structural, err := structuralschema.NewStructural(&internal)
+	if err != nil {
+		t.Fatalf("the schema is not structural: %v", err)
+	}
+	if errs := structuralschema.ValidateStructural(nil, structural); len(errs) > 0 {
+		t.Errorf("the schema is not structural: %v", errs.ToAggregate())
+	}
+	return root.Properties["spec"]
+}
+
+func TestTheManifestsHoldTheCRDsTheAgentWatches(t *testing.T) {
+	var names []string
+	for _, crd := range decodeAll(t, readDir(t, "manifests")).crds {
+		names = append(names, crd.Name)
+	}
+	slices.Sort(names)
+	if want := []string{eniConfigPlural + "." + eniConfigGroup, sgpPlural + "." + sgpGroup}; !slices.Equal(names, want) {
+		t.Errorf("CRDs %v, want %v", names, want)
+	}
+}
+
+func TestTheENIConfigCRDIsTheAWSVPCCNIs(t *testing.T) {
+	spec := checkCRD(t, eniConfigGroup, eniConfigPlural, "ENIConfig", "v1alpha1", apiextensionsv1.ClusterScoped)
 	if spec.Properties["subnet"].Type != "string" || len(spec.Required) != 1 || spec.Required[0] != "subnet" {
 		t.Errorf("spec.subnet %+v, required %v: want a required string", spec.Properties["subnet"], spec.Required)
 	}
@@ -33,7 +89,52 @@ func TestTheENIConfigCRDIsTheAWSVPCCNIs(t *testing.T) {
 	}
 }
 
-// Helm installs the chart's crds/ before its templates and never deletes them; they are the manifest's.
-func TestTheChartCarriesTheManifestsCRD(t *testing.T) {
-	sameFile(t, filepath.Join("manifests", "eniconfig-crd.yaml"), filepath.Join(chartDir, "crds", "eniconfig.yaml"))
+// The fields of aws/amazon-vpc-resource-controller-k8s's apis/vpcresources/v1beta1 SecurityGroupPolicySpec:
+// two optional label selectors and the group ids, at least one.
+func TestTheSecurityGroupPolicyCRDIsTheAWSVPCResourceControllers(t *testing.T) {
+	spec := checkCRD(t, sgpGroup, sgpPlural, "SecurityGroupPolicy", "v1beta1", apiextensionsv1.NamespaceScoped)
+	if len(spec.Required) != 0 {
+		t.Errorf("spec requires %v; every field is optional (the agent ignores a policy without a selector or groups)", spec.Required)
+	}
+	for _, name := range []string{"podSelector", "serviceAccountSelector"} {
+		t.Run(name+" is a label selector", func(t *testing.T) {
+			sel := spec.Properties[name]
+			labels := sel.Properties["matchLabels"]
+			if sel.Type != "object" || labels.Type != "object" || labels.AdditionalProperties == nil ||
+				labels.AdditionalProperties.Schema == nil || labels.AdditionalProperties.Schema.Type != "string" {
+				t.Errorf("%s is of type %q, its matchLabels %q of %v: want an object whose matchLabels map strings to strings",
+					name, sel.Type, labels.Type, labels.AdditionalProperties)
+			}
+			exprs := sel.Properties["matchExpressions"]
+			if exprs.Type != "array" || exprs.Items == nil || exprs.Items.Schema == nil {
+				t.Fatalf("matchExpressions is of type %q, want an array", exprs.Type)
+			}
+			req := exprs.Items.Schema
+			if !slices.Equal(req.Required, []string{"key", "operator"}) || req.Properties["key"].Type != "string" ||
+				req.Properties["operator"].Type != "string" || req.Properties["values"].Type != "array" ||
+				req.Properties["values"].Items == nil || req.Properties["values"].Items.Schema.Type != "string" {
+				t.Errorf("a matchExpressions requirement requires %v, has %v: want key and operator required, values strings",
+					req.Required, slices.Sorted(maps.Keys(req.Properties)))
+			}
+		})
+	}
+	groups := spec.Properties["securityGroups"].Properties["groupIds"]
+	if groups.Type != "array" || groups.Items == nil || groups.Items.Schema.Type != "string" || groups.MinItems == nil || *groups.MinItems != 1 {
+		t.Errorf("spec.securityGroups.groupIds is of type %q, minItems %v: want an array of at least one string", groups.Type, groups.MinItems)
+	}
+	crd := crdNamed(t, sgpPlural+"."+sgpGroup)
+	if !slices.Equal(crd.Spec.Names.ShortNames, []string{"sgp"}) || crd.Spec.Names.Singular != "securitygrouppolicy" {
+		t.Errorf("names %+v, want singular securitygrouppolicy and short name sgp, as EKS's", crd.Spec.Names)
+	}
+}
+
+// Helm installs the chart's crds/ before its templates and never deletes them; they are the manifests'.
+func TestTheChartCarriesTheManifestsCRDs(t *testing.T) {
+	for _, f := range crdFiles {
+		sameFile(t, filepath.Join("manifests", f.manifest), filepath.Join(chartDir, "crds", f.chart))
+	}
+	copies, err := filepath.Glob(filepath.Join(chartDir, "crds", "*.yaml"))
+	if err != nil || len(copies) != len(crdFiles) {
+		t.Errorf("the chart's crds/ holds %v, want exactly the copies of %v", copies, crdFiles)
+	}
 }

@@ -64,7 +64,7 @@ func checkDeployment(t *testing.T, objs objects) {
 			t.Errorf("the ServiceAccount must not hand its token to pods other than the agent's")
 		}
 	})
-	t.Run("the agent may read Nodes, ENIConfigs, Pods, Namespaces and NetworkPolicies, patch Nodes and their status, write Events, and nothing else", func(t *testing.T) {
+	t.Run("the agent may read Nodes, ENIConfigs, Pods, Namespaces, NetworkPolicies, SecurityGroupPolicies and ServiceAccounts, patch Nodes and their status, write Events, and nothing else", func(t *testing.T) {
 		role := theOne(t, "ClusterRole", objs.clusterRoles)
 		read := []string{"get", "list", "watch"}
 		want := []rbacv1.PolicyRule{
@@ -73,6 +73,8 @@ func checkDeployment(t *testing.T, objs objects) {
 			{APIGroups: []string{eniConfigGroup}, Resources: []string{eniConfigPlural}, Verbs: read},
 			{APIGroups: []string{""}, Resources: []string{"pods", "namespaces"}, Verbs: read},
 			{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: read},
+			{APIGroups: []string{sgpGroup}, Resources: []string{sgpPlural}, Verbs: read},
+			{APIGroups: []string{""}, Resources: []string{"serviceaccounts"}, Verbs: read},
 			{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		}
 		if !reflect.DeepEqual(role.Rules, want) {

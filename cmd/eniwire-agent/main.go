@@ -21,6 +21,7 @@ import (
 	"github.com/eniwire/eniwire/controller/cniinstall"
 	"github.com/eniwire/eniwire/controller/ec2client"
 	"github.com/eniwire/eniwire/controller/metadata"
+	"github.com/eniwire/eniwire/controller/podsg"
 	"github.com/eniwire/eniwire/controller/policywatch"
 	"github.com/eniwire/eniwire/controller/pool"
 	"github.com/eniwire/eniwire/controller/subnet"
@@ -104,7 +105,8 @@ func run() error {
 		OrphanSweepInterval: s.orphanSweep, PoolInterval: s.poolInterval, AddWait: s.addWait, ReleaseDelay: s.releaseDelay,
 		GCGrace: s.gcGrace, StartJitter: s.jitter, JournalSync: s.journalSync,
 		// The pods' veths follow AWS_VPC_ENI_MTU, capped by the primary ENI's: every assignment says it.
-		PodMTU: nodenet.PodMTU(meta.PrimaryMAC, s.eniMTU, log),
+		PodMTU:                    nodenet.PodMTU(meta.PrimaryMAC, s.eniMTU, log),
+		PodSecurityGroupsStandard: s.podSGMode == podSGStandard,
 	}
 
 	var eniConfigs subnet.ENIConfigSource
@@ -160,9 +162,18 @@ func run() error {
 		}
 		gate = policies
 	}
+	// Security groups for pods: each ADD's pod gets the set its SecurityGroupPolicies give it.
+	var podGroups *podsg.Watcher
+	var groupsOf controller.PodSecurityGroups
+	if s.podENI {
+		if podGroups, err = s.newPodSecurityGroups(reg, log); err != nil {
+			return err
+		}
+		groupsOf = podGroups
+	}
 	node, err := controller.New(ccfg, controller.Deps{
 		EC2: api, IMDS: imds, Node: *meta, Clock: clk, Registerer: reg, Logger: log,
-		Datapath: dp, ENIConfigs: eniConfigs, PodGate: gate,
+		Datapath: dp, ENIConfigs: eniConfigs, PodGate: gate, PodSecurityGroups: groupsOf,
 		Urgent: func(ctx context.Context) context.Context { return ec2client.WithPriority(ctx, ec2client.Urgent) },
 	})
 	if err != nil {
@@ -218,6 +229,10 @@ func run() error {
 				log.Warn("denied flows are no longer logged", "err", err)
 			}
 		}()
+	}
+	if podGroups != nil {
+		parts++
+		go func() { errc <- podGroups.Run(ctx) }()
 	}
 	go func() { errc <- node.Run(ctx) }()
 	go func() { errc <- agent.Serve(ctx, sock, handler) }()

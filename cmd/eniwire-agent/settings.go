@@ -37,6 +37,10 @@ type settings struct {
 	// Custom networking: the node's ENIConfig, read from the Kubernetes API (package eniconfig).
 	customNetwork                                             bool
 	nodeName, eniConfigLabel, eniConfigAnnotation, kubeconfig string
+
+	// Security groups for pods (podsecuritygroups.go): the SecurityGroupPolicy watch, and its mode.
+	podENI    bool
+	podSGMode string
 }
 
 // The MTUs a VPC carries: IPv4's minimum and EC2's jumbo frames.
@@ -91,6 +95,8 @@ var table = []setting{
 	{"custom-network", "AWS_VPC_K8S_CNI_CUSTOM_NETWORK_CFG", "false", "true: new ENIs take the subnet and security groups of the node's ENIConfig (crd.k8s.amazonaws.com/v1alpha1), read from the Kubernetes API"},
 	{"eni-config-label", "ENI_CONFIG_LABEL_DEF", eniconfig.DefaultLabel, "custom networking: the node label whose value names the node's ENIConfig (e.g. topology.kubernetes.io/zone); a node with neither it nor the annotation gets the ENIConfig named default"},
 	{"eni-config-annotation", "ENI_CONFIG_ANNOTATION_DEF", eniconfig.DefaultAnnotation, "custom networking: the node annotation whose value names the node's ENIConfig; it wins over the label"},
+	{"enable-pod-eni", "ENABLE_POD_ENI", "false", "true: security groups for pods: a pod that SecurityGroupPolicies (vpcresources.k8s.aws/v1beta1) select takes its IP from an ENI carrying exactly the union of their groups, created on demand and given back once its pods are gone (needs --node-name, IPv4 mode)"},
+	{"pod-security-group-enforcing-mode", "POD_SECURITY_GROUP_ENFORCING_MODE", "strict", "strict: every packet of a pod with security groups, to the node's other pods too, goes through the VPC, whose groups judge it, and none is SNATed (the bpf datapath; outside the VPC it needs a NAT gateway); standard: same-node traffic and SNAT as for other pods, which the groups then do not see"},
 	{"enable-network-policy", "ENABLE_NETWORK_POLICY", "true", "true: the bpf datapath enforces NetworkPolicy (networking.k8s.io/v1) on the node's pods, from the Pods, Namespaces and NetworkPolicies the agent watches (needs --node-name); false: no enforcement at all, every flow allowed (other datapaths never enforce)"},
 	{"node-name", "MY_NODE_NAME", "", "this node's name in Kubernetes (the DaemonSet sets it from spec.nodeName): the agent keeps its eniwire.io/IPAMReady condition and removes its startup taint; custom networking watches it; NetworkPolicy enforcement compiles this node's pods (empty: none of these)"},
 	{"kubeconfig", "KUBECONFIG", "", "kubeconfig file for the Kubernetes API (empty: the pod's in-cluster service account)"},
@@ -150,6 +156,7 @@ func parseSettings(args []string) (*settings, error) {
 		cniBinDir: str("cni-bin-dir"), cniConfDir: str("cni-conf-dir"), cniConflist: str("cni-conflist"),
 		cniPlugin: str("cni-plugin"), nodeName: str("node-name"), eniConfigLabel: str("eni-config-label"),
 		eniConfigAnnotation: str("eni-config-annotation"), kubeconfig: str("kubeconfig"),
+		podSGMode: str("pod-security-group-enforcing-mode"),
 	}
 	if s.prefixDelegation, err = strconv.ParseBool(str("enable-prefix-delegation")); err != nil {
 		errs = append(errs, fmt.Errorf("--enable-prefix-delegation: %w", err))
@@ -176,6 +183,12 @@ func parseSettings(args []string) (*settings, error) {
 		}
 	}
 	if err := s.checkIPv6Mode(); err != nil {
+		errs = append(errs, err)
+	}
+	if s.podENI, err = strconv.ParseBool(str("enable-pod-eni")); err != nil {
+		errs = append(errs, fmt.Errorf("--enable-pod-eni: %w", err))
+	}
+	if err := s.checkPodENI(); err != nil {
 		errs = append(errs, err)
 	}
 	if s.subnetDiscovery, err = strconv.ParseBool(str("enable-subnet-discovery")); err != nil {

@@ -85,10 +85,10 @@ func printPods(out io.Writer, pods []api.Assignment) error {
 // /28 prefix, whose IPS are its 16 addresses.
 func printENIs(out io.Writer, enis []api.ENIStatus) error {
 	tw := table(out)
-	fmt.Fprintln(tw, "ENI\tDEVICE\tSTATE\tPRIMARY\tDELETE-ON-TERM\tSUBNET\tIPS\tASSIGNED\tWARM\tCOOLDOWN")
+	fmt.Fprintln(tw, "ENI\tDEVICE\tSTATE\tPRIMARY\tDELETE-ON-TERM\tSUBNET\tIPS\tASSIGNED\tWARM\tCOOLDOWN\tSECURITY GROUP SET")
 	for _, e := range enis {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%v\t%v\t%s\t%d\t%d\t%d\t%d\n", dash(e.ID), e.DeviceIndex, e.State, e.Primary,
-			e.DeleteOnTermination, dash(e.SubnetCIDR), len(e.IPs), e.Assigned, e.Warm, e.Cooldown)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%v\t%v\t%s\t%d\t%d\t%d\t%d\t%s\n", dash(e.ID), e.DeviceIndex, e.State, e.Primary,
+			e.DeleteOnTermination, dash(e.SubnetCIDR), len(e.IPs), e.Assigned, e.Warm, e.Cooldown, dash(e.SecurityGroupSet))
 		for _, p := range e.Prefixes {
 			fmt.Fprintf(tw, "  prefix %s\t\t\t\t\t\t%d\t%d\t%d\t%d\n", p.CIDR, p.Assigned+p.Warm+p.Cooldown, p.Assigned, p.Warm, p.Cooldown)
 		}
@@ -124,6 +124,7 @@ func printStatus(out io.Writer, s *api.Status, pods []api.Assignment) error {
 	if s.NetworkPolicy != "" {
 		fmt.Fprintf(out, "network policy: %s\n", s.NetworkPolicy)
 	}
+	printSecurityGroupSets(out, s)
 	if len(s.Subnets) > 0 {
 		var subnets []string
 		for _, sn := range s.Subnets {
@@ -153,4 +154,23 @@ func printStatus(out io.Writer, s *api.Status, pods []api.Assignment) error {
 	}
 	fmt.Fprintln(out)
 	return printPods(out, pods)
+}
+
+// printSecurityGroupSets prints the SecurityGroupPolicy watch's line and a line per pod security-group set:
+// its ENIs, its addresses, the ADDs waiting for it and why it cannot have one.
+func printSecurityGroupSets(out io.Writer, s *api.Status) {
+	if s.PodSecurityGroups != "" {
+		fmt.Fprintf(out, "security groups for pods: %s\n", s.PodSecurityGroups)
+	}
+	for _, g := range s.SecurityGroupSets {
+		line := fmt.Sprintf("security group set %s: ENIs %s; IPs: %d assigned, %d warm, %d cooldown", g.Set,
+			dash(strings.Join(g.ENIs, ", ")), g.Assigned, g.Warm, g.Cooldown)
+		if g.Waiting > 0 {
+			line += fmt.Sprintf("; %d ADDs waiting", g.Waiting)
+		}
+		if g.Blocked != "" {
+			line += "; blocked: " + g.Blocked
+		}
+		fmt.Fprintln(out, line)
+	}
 }

@@ -56,8 +56,8 @@ func TestStatusShowsTheLiveAgentsPool(t *testing.T) {
 				eniRow = line
 			}
 		}
-		if f := strings.Fields(eniRow); len(f) != 10 || f[1] != "0" || f[3] != "true" || f[7] != "1" {
-			t.Fatalf("primary ENI row %q: want device 0, primary, 1 assigned", eniRow)
+		if f := strings.Fields(eniRow); len(f) != 11 || f[1] != "0" || f[3] != "true" || f[7] != "1" || f[10] != "-" {
+			t.Fatalf("primary ENI row %q: want device 0, primary, 1 assigned, of no security group set", eniRow)
 		}
 	})
 	t.Run("JSON carries the status and the assignments", func(t *testing.T) {

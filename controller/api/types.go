@@ -84,6 +84,11 @@ type Assignment struct {
 	// primary ENI's MTU when that is smaller. The agent is its one source (no conflist carries it); 0, from
 	// an agent that predates the field, leaves the kernel's veth default (1500).
 	MTU int `json:"mtu,omitempty"`
+	// SecurityGroupSet is the pod's security-group set when SecurityGroupPolicies gave it one (its ENI's
+	// groups, the sorted ids joined by commas); StrictSecurityGroups says its packets all take the VPC's way
+	// (POD_SECURITY_GROUP_ENFORCING_MODE=strict: no same-node shortcut, no SNAT).
+	SecurityGroupSet     string `json:"securityGroupSet,omitempty"`
+	StrictSecurityGroups bool   `json:"strictSecurityGroups,omitempty"`
 }
 
 // ReleaseRequest gives an attachment's IP back. Releasing an unknown attachment succeeds with Released false.
@@ -141,6 +146,20 @@ type ENIStatus struct {
 	IPCounts
 	// Prefixes are the /28 prefixes among IPs, each with its own counts.
 	Prefixes []PrefixStatus `json:"prefixes,omitempty"`
+	// SecurityGroupSet, when set, makes the ENI the pool of that pod security-group set (its key: the
+	// sorted group ids joined by commas); its warm IPs serve that set's pods alone.
+	SecurityGroupSet string `json:"securityGroupSet,omitempty"`
+}
+
+// SecurityGroupSetStatus is what one pod security-group set holds (security groups for pods).
+type SecurityGroupSetStatus struct {
+	// Set is the key: the sorted group ids joined by commas.
+	Set  string   `json:"set"`
+	ENIs []string `json:"enis"`
+	IPCounts
+	// Waiting are the ADDs waiting for an address of the set; Blocked, why it cannot have one now.
+	Waiting int    `json:"waiting,omitempty"`
+	Blocked string `json:"blocked,omitempty"`
 }
 
 // IPCounts are how many pod IPs are assigned, warm (free and usable) and cooling down.
@@ -213,6 +232,11 @@ type Status struct {
 	// NetworkPolicy is the enforcement's status line while it is on: the watch's state, the pods isolated,
 	// and the pods whose policy could not be written (isolated, allowing nothing).
 	NetworkPolicy string `json:"networkPolicy,omitempty"`
+	// SecurityGroupSets are the pod security-group sets the node holds ENIs for or ADDs wait for, by key
+	// (security groups for pods; Warm and Assigned above leave their addresses out).
+	SecurityGroupSets []SecurityGroupSetStatus `json:"securityGroupSets,omitempty"`
+	// PodSecurityGroups is the SecurityGroupPolicy watch's status line while security groups for pods are on.
+	PodSecurityGroups string `json:"podSecurityGroups,omitempty"`
 }
 
 // Why the pool rests short of IPs or cannot grow, as Status.PoolReason: CamelCase, as a Kubernetes

@@ -22,6 +22,9 @@ type Placement struct {
 	SubnetCIDR string
 	// SecurityGroups of the new ENI; empty: Config.SecurityGroups.
 	SecurityGroups []string
+	// GroupSet makes the ENI the pool of a pod security-group set (journal.ENI.GroupSet); SecurityGroups are
+	// then the set's groups.
+	GroupSet string
 }
 
 // Plan journals the decision to add an ENI holding wantIPs secondary IPs at at, and returns its operation id.
@@ -47,7 +50,7 @@ func (m *Manager) plan(ctx context.Context, want journal.ENI, at Placement) (str
 	rec := journal.ENI{
 		OpID: opID, ClientToken: ClientToken(opID), State: journal.Planned, WantIPs: want.WantIPs, WantPrefixes: want.WantPrefixes,
 		SubnetID: at.SubnetID, SubnetCIDR: at.SubnetCIDR, DeviceIndex: -1, CreatedAt: now, Since: now,
-		SecurityGroups: slices.Clone(at.SecurityGroups),
+		SecurityGroups: slices.Clone(at.SecurityGroups), GroupSet: at.GroupSet,
 	}
 	for _, t := range m.tags(rec) {
 		rec.Tags = append(rec.Tags, journal.Tag{Key: aws.ToString(t.Key), Value: aws.ToString(t.Value)})
@@ -59,7 +62,8 @@ func (m *Manager) plan(ctx context.Context, want journal.ENI, at Placement) (str
 	if err != nil {
 		return "", fmt.Errorf("journaling planned ENI: %w", err)
 	}
-	m.log.Info("ENI planned", "op", opID, "ips", want.WantIPs, "prefixes", want.WantPrefixes, "subnet", at.SubnetID)
+	m.log.Info("ENI planned", "op", opID, "ips", want.WantIPs, "prefixes", want.WantPrefixes, "subnet", at.SubnetID,
+		"securityGroupSet", at.GroupSet)
 	return opID, nil
 }
 
@@ -106,6 +110,9 @@ func (m *Manager) tags(rec journal.ENI) []types.Tag {
 	}
 	if m.cfg.Cluster != "" {
 		t = append(t, types.Tag{Key: aws.String(TagCluster), Value: aws.String(m.cfg.Cluster)})
+	}
+	if rec.GroupSet != "" {
+		t = append(t, types.Tag{Key: aws.String(TagGroupSet), Value: aws.String(rec.GroupSet)})
 	}
 	return t
 }

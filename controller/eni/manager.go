@@ -26,6 +26,8 @@ const (
 	TagCluster   = "eniwire.io/cluster"
 	TagCreatedAt = "eniwire.io/created-at"
 	TagOpID      = "eniwire.io/op-id"
+	// TagGroupSet marks the ENI of a pod security-group set (journal.ENI.GroupSet), its value the set's key.
+	TagGroupSet = "eniwire.io/security-group-set"
 )
 
 // Books is the controller's journaled state as the Manager sees it.

@@ -56,6 +56,16 @@ func tagValue(ni *types.NetworkInterface, key string) string {
 	return ""
 }
 
+// groupIDsOf returns the security group ids EC2 lists on an ENI, sorted.
+func groupIDsOf(ni *types.NetworkInterface) []string {
+	var out []string
+	for _, g := range ni.Groups {
+		out = append(out, aws.ToString(g.GroupId))
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Reconcile compares the books with EC2 (and IMDS, which only informs): it adopts attached ENIs carrying our
 // tags, finishes records whose answers were lost, notes ENIs attached by others, sends unfinished ENIs back to
 // be attached, and deletes our own available ENIs that nobody holds once they are older than GCGrace.
@@ -230,7 +240,10 @@ func (m *Manager) reconcileAttached(st *journal.State, ni *types.NetworkInterfac
 		}
 		created, _ := time.Parse(time.RFC3339, tagValue(ni, TagCreatedAt))
 		st.ENIs = append(st.ENIs, journal.ENI{OpID: opID, State: journal.Attached, Primary: primary, Adopted: !primary,
-			CreatedAt: created, Since: now})
+			CreatedAt: created, Since: now, GroupSet: tagValue(ni, TagGroupSet)})
+		if rec := &st.ENIs[len(st.ENIs)-1]; rec.GroupSet != "" {
+			rec.SecurityGroups = groupIDsOf(ni)
+		}
 		rec = &st.ENIs[len(st.ENIs)-1]
 		if !primary {
 			rep.Adopted = append(rep.Adopted, id)

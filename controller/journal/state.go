@@ -2,6 +2,7 @@ package journal
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -62,11 +63,15 @@ type ENI struct {
 	// SecurityGroups and Tags are the create's, as planned: a replay of its ClientToken sends them again,
 	// whatever the agent's settings became since (EC2 answers a token reused with other parameters with
 	// IdempotentParameterMismatch). Empty in records of older builds, whose create uses the settings.
-	SecurityGroups      []string `json:"securityGroups,omitempty"`
-	Tags                []Tag    `json:"tags,omitempty"`
-	AttachmentID        string   `json:"attachmentID,omitempty"`
-	DeviceIndex         int      `json:"deviceIndex"`
-	DeleteOnTermination bool     `json:"deleteOnTermination,omitempty"`
+	SecurityGroups []string `json:"securityGroups,omitempty"`
+	Tags           []Tag    `json:"tags,omitempty"`
+	// GroupSet, when set, makes the ENI the pool of one security-group set for pods (controller/sgpool): only
+	// pods that SecurityGroupPolicies give exactly its groups take its addresses. It is the set's key, the
+	// sorted group ids joined by commas, and is tagged on the ENI (eni.TagGroupSet) so an adopted ENI keeps it.
+	GroupSet            string `json:"groupSet,omitempty"`
+	AttachmentID        string `json:"attachmentID,omitempty"`
+	DeviceIndex         int    `json:"deviceIndex"`
+	DeleteOnTermination bool   `json:"deleteOnTermination,omitempty"`
 	// AttachTried is set before AttachNetworkInterface is called: a resumed attach reads EC2 first.
 	AttachTried bool        `json:"attachTried,omitempty"`
 	ReleaseStep ReleaseStep `json:"releaseStep,omitempty"`
@@ -234,4 +239,18 @@ func (s *State) Clone() *State {
 	c.Cooldowns = slices.Clone(s.Cooldowns)
 	c.Unassigned = slices.Clone(s.Unassigned)
 	return &c
+}
+
+// GroupSetKey names a security-group set (ENI.GroupSet): its group ids sorted, without repeats or empty
+// ids, joined by commas. Two pods whose policies name the same groups in any order are of one set.
+func GroupSetKey(groups []string) string {
+	out := slices.DeleteFunc(slices.Clone(groups), func(g string) bool { return g == "" })
+	slices.Sort(out)
+	return strings.Join(slices.Compact(out), ",")
+}
+
+// ServesSet reports whether pods of set may take the ENI's addresses: it is usable, of that set ("" the
+// default pool), and for a set its groups are the set's (an adopted ENI whose groups someone changed is not).
+func (e *ENI) ServesSet(set string) bool {
+	return e.Usable() && e.GroupSet == set && (set == "" || GroupSetKey(e.SecurityGroups) == set)
 }

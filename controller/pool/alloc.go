@@ -74,13 +74,14 @@ func (v *View) State(ip string) IPState {
 	return IPFree
 }
 
-// usableENIs returns the usable ENIs, primary first then by device index: pods are packed onto the first
-// ENIs so that the last ones empty out and can be released.
-func (v *View) usableENIs() []*journal.ENI {
+// usableENIs returns the usable ENIs of a pool, primary first then by device index: pods are packed onto
+// the first ENIs so that the last ones empty out and can be released. set names the pool: "" is the node's
+// default pool, any other the ENIs of that security-group set (journal.ENI.GroupSet).
+func (v *View) usableENIs(set string) []*journal.ENI {
 	var out []*journal.ENI
 	for i := range v.st.ENIs {
-		if v.st.ENIs[i].Usable() {
-			out = append(out, &v.st.ENIs[i])
+		if e := &v.st.ENIs[i]; e.ServesSet(set) {
+			out = append(out, e)
 		}
 	}
 	slices.SortFunc(out, func(a, b *journal.ENI) int { return cmp.Compare(a.DeviceIndex, b.DeviceIndex) })
@@ -93,7 +94,12 @@ func (v *View) usableENIs() []*journal.ENI {
 // (the prefix with the most addresses in use); among slots with none in use, single IPs before prefixes, so
 // that empty prefixes stay empty and can be released.
 func (v *View) Pick(avail func(eniID, ip string) bool) (ip string, eni *journal.ENI, ok bool) {
-	for _, e := range v.usableENIs() {
+	return v.PickInSet("", avail)
+}
+
+// PickInSet is Pick among the ENIs of a security-group set (journal.ENI.GroupSet; "" is the default pool).
+func (v *View) PickInSet(set string, avail func(eniID, ip string) bool) (ip string, eni *journal.ENI, ok bool) {
+	for _, e := range v.usableENIs(set) {
 		slots := slices.Clone(e.IPs)
 		used := make(map[string]int, len(slots))
 		for _, s := range slots {
@@ -160,9 +166,13 @@ func (v *View) Counts() Counts {
 	for i := range v.st.ENIs {
 		e := &v.st.ENIs[i]
 		switch {
+		case (e.State == journal.Planned || e.State == journal.Created) && e.GroupSet != "":
+			c.PendingENIs++ // a slot, but none of its addresses is the default pool's
 		case e.State == journal.Planned || e.State == journal.Created:
 			c.PendingENIs++
 			c.PendingIPs += max(e.WantIPs+e.WantPrefixes*journal.PrefixAddrs, len(e.Addrs()))
+		case e.Usable() && e.GroupSet != "":
+			c.ENIs = append(c.ENIs, v.setENICount(e))
 		case e.Usable():
 			ec := ENICount{ID: e.ID, Primary: e.Primary, Subnet: e.SubnetID, Slots: len(e.IPs)}
 			for _, slot := range e.IPs {
@@ -186,7 +196,7 @@ func (v *View) Counts() Counts {
 		}
 	}
 	for _, op := range v.st.IPOps {
-		if op.Kind == journal.AssignIPs {
+		if e := v.st.ENIByID(op.ENI); op.Kind == journal.AssignIPs && (e == nil || e.GroupSet == "") {
 			c.PendingIPs += op.Addrs() // none for an IPv6 /80
 		}
 	}
@@ -199,7 +209,7 @@ func (v *View) Counts() Counts {
 // goes next, rather than one of an earlier ENI, which would leave the last ENI holding the pool.
 func (v *View) Releasable(n int, prefixesOnly bool) map[string][]string {
 	out := map[string][]string{}
-	enis := v.usableENIs()
+	enis := v.usableENIs("")
 	for i := len(enis) - 1; i >= 0 && n > 0; i-- {
 		e := enis[i]
 		if i < len(enis)-1 && v.emptying(enis[i+1]) {
@@ -219,4 +229,21 @@ func (v *View) Releasable(n int, prefixesOnly bool) map[string][]string {
 		}
 	}
 	return out
+}
+
+// setENICount is how the default pool's arithmetic sees the ENI of a security-group set: its slot counts
+// against the ENI limit and its pods against max pods, but its free addresses are its set's alone and it
+// takes no growth of the default pool; the set's pool (controller/sgpool) grows it and gives it back.
+func (v *View) setENICount(e *journal.ENI) ENICount {
+	ec := ENICount{ID: e.ID, Subnet: e.SubnetID, Slots: len(e.IPs), Closed: true, Set: true}
+	for _, ip := range e.Addrs() {
+		switch v.State(ip) {
+		case IPAssigned:
+			ec.Assigned++
+		case IPCooldown, IPLeaving:
+			ec.Cooldown++
+		}
+	}
+	ec.IPs = ec.Assigned + ec.Cooldown
+	return ec
 }

@@ -14,7 +14,7 @@ import (
 // name can be in use, so the walk ends within that many steps.
 func (v *View) PickIPv6(avail func(eniID, ip string) bool) (ip string, eni *journal.ENI, ok bool) {
 	steps := len(v.assigned) + len(v.cooling) + len(v.leaving) + 1
-	for _, e := range v.usableENIs() {
+	for _, e := range v.usableENIs("") {
 		for _, s := range e.IPv6Prefixes {
 			p, err := netip.ParsePrefix(s)
 			if err != nil || !p.Addr().Is6() {

@@ -57,6 +57,9 @@ type ENICount struct {
 	// Retired: pods may no longer take its addresses (custom networking moved to another subnet); its free
 	// addresses do not count, and once empty it goes whatever the targets.
 	Retired bool
+	// Set: the ENI of a pod security-group set (View.setENICount): Closed, its IPs only those in use, never
+	// released by this arithmetic.
+	Set bool
 }
 
 // Counts summarises a pool.
@@ -158,7 +161,8 @@ func (t Targets) warmFree(l Limits) int {
 	return t.WarmENI * l.IPsPerENI * t.slotAddrs()
 }
 
-func (t Targets) maxENIs(l Limits) int {
+// MaxENIsFor is how many ENIs the node may hold, primary included: the instance's limit, or MAX_ENI below it.
+func (t Targets) MaxENIsFor(l Limits) int {
 	if t.MaxENI > 0 && t.MaxENI < l.MaxENIs {
 		return t.MaxENI
 	}
@@ -171,7 +175,7 @@ func (t Targets) MaxPodsFor(l Limits) int {
 	if t.MaxPods > 0 {
 		return t.MaxPods
 	}
-	return t.maxENIs(l)*l.IPsPerENI*t.slotAddrs() + 2
+	return t.MaxENIsFor(l)*l.IPsPerENI*t.slotAddrs() + 2
 }
 
 // spare is the free IPs left once the pods waiting have theirs (negative when they are more than the free).
@@ -239,7 +243,7 @@ func (t Targets) Decide(l Limits, c Counts) Decision {
 		if short <= c.PendingENIs*perENI*grain-c.PendingIPs {
 			return d // an ENI on its way has room for the rest: it gets the IPs once usable
 		}
-		if len(c.ENIs)+c.PendingENIs >= t.maxENIs(l) {
+		if len(c.ENIs)+c.PendingENIs >= t.MaxENIsFor(l) {
 			// An empty retired ENI holds the slot a new one needs.
 			if id := emptyRetired(c); id != "" {
 				d.ReleaseENI = id
@@ -288,7 +292,7 @@ func (t Targets) Decide(l Limits, c Counts) Decision {
 		return d
 	}
 	for _, e := range c.ENIs {
-		if e.Primary || e.Assigned > 0 || e.Cooldown > 0 {
+		if e.Primary || e.Set || e.Assigned > 0 || e.Cooldown > 0 {
 			continue
 		}
 		rest := Counts{PendingENIs: c.PendingENIs, Waiting: c.Waiting}
@@ -325,7 +329,7 @@ func emptyRetired(c Counts) string {
 // prefixes in their slots as its targets ask.
 func (t Targets) repack(l Limits, c Counts) int {
 	if !t.Prefixes || t.Fallback || c.PendingENIs > 0 || c.PendingIPs > 0 || c.Total() >= t.MaxPodsFor(l) ||
-		len(c.ENIs) < t.maxENIs(l) || t.room(l, c) > 0 {
+		len(c.ENIs) < t.MaxENIsFor(l) || t.room(l, c) > 0 {
 		return 0
 	}
 	singles := 0

@@ -51,6 +51,9 @@ type Pod struct {
 	HostIfindex int
 	// ENI is the ENI whose address the pod holds; its MAC is nil when the books no longer know the ENI.
 	ENI ENI
+	// VPCOnly: every packet of the pod's IPv4 takes the VPC's way, to and from the node's other pods too,
+	// and none is SNATed (a pod of a security-group set in strict mode, whose groups the VPC applies).
+	VPCOnly bool
 }
 
 // Driver is how the controller moves packets for pods and ENIs; the agent wires an implementation. Every

@@ -188,7 +188,7 @@ func (b *BPF) PodUp(ctx context.Context, pod dptypes.Pod) error {
 		return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
 	}
 	for _, entry := range entries {
-		if err := b.dp.PutPod(entry.IP, entry.HostIfindex, entry.ENIIfindex); err != nil {
+		if err := b.dp.PutPodEntry(entry); err != nil {
 			return fmt.Errorf("setting up pod %s: %w", pod.IP, err)
 		}
 	}

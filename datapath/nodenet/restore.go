@@ -90,7 +90,7 @@ func podEntries(pod dptypes.Pod) ([]datapath.Pod, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ENI %s: %w", pod.ENI.ID, err)
 	}
-	entries := []datapath.Pod{{IP: pod.IP, HostIfindex: host, ENIIfindex: eni.Attrs().Index}}
+	entries := []datapath.Pod{{IP: pod.IP, HostIfindex: host, ENIIfindex: eni.Attrs().Index, VPCOnly: pod.VPCOnly}}
 	if pod.IPv6.IsValid() {
 		eni6, err := linkByMAC(pod.IPv6ENI.MAC)
 		if err != nil {
