@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 )
@@ -110,13 +111,11 @@ func (s *Sim) createNetworkInterface(r *request) (response, *APIError) {
 	if len(groups) == 0 {
 		groups = []string{s.vpcs[sn.VPCID].SG}
 	}
-	for _, g := range groups {
-		switch sg := s.groups[g]; {
-		case sg == nil:
-			return nil, errGroupNotFound(g)
-		case sg.VPCID != sn.VPCID:
-			return nil, errGroupNotInVPC(g, sn.VPCID)
-		}
+	if err := s.checkENIGroupsLocked(groups, sn.VPCID, func(quota int) *APIError {
+		// CreateNetworkInterface words the quota so (aws/amazon-vpc-resource-controller-k8s#583).
+		return apiErr(CodeInvalidParameterValue, "user %s exceeded limit %d on the number of interface security group memberships", s.cfg.AccountID, quota)
+	}); err != nil {
+		return nil, err
 	}
 	// Addresses: an optional primary, explicit secondaries, a count; prefixes explicit or counted.
 	var primary netip.Addr
@@ -437,6 +436,13 @@ func (s *Sim) modifyNetworkInterfaceAttribute(r *request) (response, *APIError) 
 	if len(desc) > 255 {
 		return nil, apiErr(CodeInvalidParameterValue, "The description must be at most 255 characters long.")
 	}
+	if len(groups) > 0 {
+		if err := s.checkENIGroupsLocked(groups, e.VPCID, func(int) *APIError {
+			return apiErr(CodeSecurityGroupsPerInterfaceLimit, "The maximum number of security groups per interface has been reached.")
+		}); err != nil {
+			return nil, err
+		}
+	}
 	if hasDot {
 		e.Att.DeleteOnTermination = dot
 	}
@@ -448,6 +454,8 @@ func (s *Sim) modifyNetworkInterfaceAttribute(r *request) (response, *APIError) 
 	}
 	if len(groups) > 0 {
 		e.Groups = groups
+		s.emit(ENISecurityGroupsChanged{InstanceID: eventInstance(e), ENIID: e.ID, Groups: slices.Clone(groups)})
+		s.log.Info("eni security groups set", "eni", e.ID, "groups", groups)
 	}
 	return ok()
 }

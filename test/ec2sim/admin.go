@@ -20,7 +20,7 @@ import (
 //	POST   /subnets               {"id","vpcId","cidr","az","tags","ipv6Cidr"}
 //	POST   /subnets/{id}/exhaust  {"keepFree"} -> {"taken"}: its free addresses taken
 //	POST   /subnets/{id}/refill   -> {"released"}: what exhaust took given back
-//	POST   /security-groups       {"id","vpcId","name","description","tags"} -> {"id"}
+//	POST   /security-groups       {"id","vpcId","name","description","tags","rules"} -> {"id"} (no rules: all traffic)
 //	POST   /tags/{id}             {"key": "value", ...} on a VPC, subnet, group, instance or ENI
 //	GET    /faults                the configured faults
 //	POST   /faults/script         {"action","code","n"}

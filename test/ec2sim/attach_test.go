@@ -172,6 +172,11 @@ func TestTerminatingAnInstanceDeletesOnlyENIsWithDeleteOnTermination(t *testing.
 func TestModifyTagsAndExplicitAddresses(t *testing.T) {
 	w := newWorld(t, nil)
 	ctx := ctxT(t)
+	for _, g := range []string{"sg-0000000000000000a", "sg-0000000000000000b"} {
+		if _, err := w.sim.AddSecurityGroup(SecurityGroupSpec{ID: g, VPCID: DefaultVPC}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	ni := w.createENI(t, &ec2.CreateNetworkInterfaceInput{
 		PrivateIpAddresses: []types.PrivateIpAddressSpecification{
 			{PrivateIpAddress: aws.String("10.0.1.10"), Primary: aws.Bool(true)},

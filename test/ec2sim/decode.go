@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,6 +24,19 @@ var commonParams = []string{"Action", "Version", "DryRun", "X-Amz-Algorithm", "X
 	"SignatureMethod", "SignatureVersion", "Signature", "Timestamp"}
 
 var filterParams = []string{"Filter.N.Name", "Filter.N.Value.N", "MaxResults", "NextToken"}
+
+var tagSpecParams = []string{"TagSpecification.N.ResourceType", "TagSpecification.N.Tag.N.Key", "TagSpecification.N.Tag.N.Value"}
+
+// permissionParams are IpPermissions.N as the SDK and the AWS CLI send them (UserIdGroupPairs go as Groups).
+var permissionParams = []string{"IpPermissions.N.IpProtocol", "IpPermissions.N.FromPort", "IpPermissions.N.ToPort",
+	"IpPermissions.N.IpRanges.N.CidrIp", "IpPermissions.N.IpRanges.N.Description",
+	"IpPermissions.N.Ipv6Ranges.N.CidrIpv6", "IpPermissions.N.Ipv6Ranges.N.Description",
+	"IpPermissions.N.Groups.N.GroupId", "IpPermissions.N.Groups.N.GroupName", "IpPermissions.N.Groups.N.UserId",
+	"IpPermissions.N.Groups.N.Description"}
+
+// topLevelPermissionParams state one ingress permission outside IpPermissions, the older form.
+var topLevelPermissionParams = []string{"IpProtocol", "FromPort", "ToPort", "CidrIp", "SourceSecurityGroupName",
+	"SourceSecurityGroupOwnerId"}
 
 // actionParams lists, per action, the parameter shapes it takes (list indices written as N).
 var actionParams = map[string][]string{
@@ -50,10 +64,17 @@ var actionParams = map[string][]string{
 	"DescribeSubnets":                 append([]string{"SubnetId.N"}, filterParams...),
 	"DescribeVpcs":                    append([]string{"VpcId.N"}, filterParams...),
 	"DescribeSecurityGroups":          append([]string{"GroupId.N", "GroupName.N"}, filterParams...),
-	"CreateSubnetCidrReservation": {"SubnetId", "Cidr", "ReservationType", "Description",
-		"TagSpecification.N.ResourceType", "TagSpecification.N.Tag.N.Key", "TagSpecification.N.Tag.N.Value"},
-	"GetSubnetCidrReservations":   append([]string{"SubnetId"}, filterParams...),
-	"DeleteSubnetCidrReservation": {"SubnetCidrReservationId"},
+	"CreateSubnetCidrReservation":     append([]string{"SubnetId", "Cidr", "ReservationType", "Description"}, tagSpecParams...),
+	"GetSubnetCidrReservations":       append([]string{"SubnetId"}, filterParams...),
+	"DeleteSubnetCidrReservation":     {"SubnetCidrReservationId"},
+	"CreateSecurityGroup":             append([]string{"GroupName", "GroupDescription", "VpcId"}, tagSpecParams...),
+	"DeleteSecurityGroup":             {"GroupId", "GroupName"},
+	"AuthorizeSecurityGroupIngress": slices.Concat([]string{"GroupId", "GroupName"}, permissionParams,
+		topLevelPermissionParams, tagSpecParams),
+	"AuthorizeSecurityGroupEgress": slices.Concat([]string{"GroupId"}, permissionParams, tagSpecParams),
+	"RevokeSecurityGroupIngress": slices.Concat([]string{"GroupId", "GroupName", "SecurityGroupRuleId.N"},
+		permissionParams, topLevelPermissionParams),
+	"RevokeSecurityGroupEgress": slices.Concat([]string{"GroupId", "SecurityGroupRuleId.N"}, permissionParams),
 }
 
 var allowedParams = func() map[string]map[string]bool {

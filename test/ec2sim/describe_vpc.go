@@ -1,8 +1,8 @@
 package ec2sim
 
 import (
-	"fmt"
 	"sort"
+	"strconv"
 )
 
 // DescribeVpcs and DescribeSecurityGroups: ids, filters and pages as the other describes.
@@ -135,13 +135,15 @@ func (s *Sim) describeVpcs(r *request) (response, *APIError) {
 }
 
 type xmlSecurityGroup struct {
-	OwnerID          string   `xml:"ownerId"`
-	GroupID          string   `xml:"groupId"`
-	GroupName        string   `xml:"groupName"`
-	GroupDescription string   `xml:"groupDescription"`
-	VpcID            string   `xml:"vpcId"`
-	SecurityGroupArn string   `xml:"securityGroupArn"`
-	Tags             []xmlTag `xml:"tagSet>item"`
+	OwnerID             string            `xml:"ownerId"`
+	GroupID             string            `xml:"groupId"`
+	GroupName           string            `xml:"groupName"`
+	GroupDescription    string            `xml:"groupDescription"`
+	VpcID               string            `xml:"vpcId"`
+	SecurityGroupArn    string            `xml:"securityGroupArn"`
+	IPPermissions       []xmlIPPermission `xml:"ipPermissions>item"`
+	IPPermissionsEgress []xmlIPPermission `xml:"ipPermissionsEgress>item"`
+	Tags                []xmlTag          `xml:"tagSet>item"`
 }
 
 type describeSecurityGroupsResponse struct {
@@ -150,12 +152,36 @@ type describeSecurityGroupsResponse struct {
 	NextToken      string             `xml:"nextToken,omitempty"`
 }
 
-var groupAttrs = map[string]attrFunc[*secGroup]{
-	"group-id":    func(g *secGroup) []string { return one(g.ID) },
-	"group-name":  func(g *secGroup) []string { return one(g.Name) },
-	"vpc-id":      func(g *secGroup) []string { return one(g.VPCID) },
-	"description": func(g *secGroup) []string { return one(g.Description) },
-}
+var groupAttrs = func() map[string]attrFunc[*secGroup] {
+	m := map[string]attrFunc[*secGroup]{
+		"group-id":    func(g *secGroup) []string { return one(g.ID) },
+		"group-name":  func(g *secGroup) []string { return one(g.Name) },
+		"vpc-id":      func(g *secGroup) []string { return one(g.VPCID) },
+		"description": func(g *secGroup) []string { return one(g.Description) },
+	}
+	// The rule filters, ingress as ip-permission.*, egress as egress.ip-permission.*.
+	for prefix, egress := range map[string]bool{"ip-permission.": false, "egress.ip-permission.": true} {
+		for name, get := range map[string]func(rule) string{
+			"protocol":  func(x rule) string { return x.Protocol },
+			"from-port": func(x rule) string { f, _ := rulePorts(x); return strconv.Itoa(f) },
+			"to-port":   func(x rule) string { _, t := rulePorts(x); return strconv.Itoa(t) },
+			"cidr":      func(x rule) string { return cidrOf(x, true) },
+			"ipv6-cidr": func(x rule) string { return cidrOf(x, false) },
+			"group-id":  func(x rule) string { return x.Group },
+		} {
+			m[prefix+name] = func(g *secGroup) []string {
+				var out []string
+				for _, x := range g.Rules {
+					if v := get(x); x.Egress == egress && v != "" {
+						out = append(out, v)
+					}
+				}
+				return out
+			}
+		}
+	}
+	return m
+}()
 
 func (s *Sim) describeSecurityGroups(r *request) (response, *APIError) {
 	ids, names := r.list("GroupId"), r.list("GroupName")
@@ -220,9 +246,9 @@ func (s *Sim) describeSecurityGroups(r *request) (response, *APIError) {
 	resp := &describeSecurityGroupsResponse{NextToken: next}
 	for _, g := range out[lo:hi] {
 		resp.SecurityGroups = append(resp.SecurityGroups, xmlSecurityGroup{OwnerID: s.cfg.AccountID, GroupID: g.ID,
-			GroupName: g.Name, GroupDescription: g.Description, VpcID: g.VPCID,
-			SecurityGroupArn: fmt.Sprintf("arn:aws:ec2:%s:%s:security-group/%s", s.cfg.Region, s.cfg.AccountID, g.ID),
-			Tags:             sortedTags(g.Tags)})
+			GroupName: g.Name, GroupDescription: g.Description, VpcID: g.VPCID, SecurityGroupArn: s.groupARN(g.ID),
+			IPPermissions: s.permissionsXML(g.Rules, false), IPPermissionsEgress: s.permissionsXML(g.Rules, true),
+			Tags: sortedTags(g.Tags)})
 	}
 	return resp, nil
 }

@@ -222,6 +222,18 @@ func (s *Sim) dispatch(r *request) (response, *APIError) {
 		return s.getSubnetCidrReservations(r)
 	case "DeleteSubnetCidrReservation":
 		return s.deleteSubnetCidrReservation(r)
+	case "CreateSecurityGroup":
+		return s.createSecurityGroup(r)
+	case "DeleteSecurityGroup":
+		return s.deleteSecurityGroup(r)
+	case "AuthorizeSecurityGroupIngress":
+		return s.authorizeSecurityGroup(r, false)
+	case "AuthorizeSecurityGroupEgress":
+		return s.authorizeSecurityGroup(r, true)
+	case "RevokeSecurityGroupIngress":
+		return s.revokeSecurityGroup(r, false)
+	case "RevokeSecurityGroupEgress":
+		return s.revokeSecurityGroup(r, true)
 	}
 	return nil, apiErr(CodeInvalidAction, "The action %s is not valid for this web service.", clip(r.Action))
 }

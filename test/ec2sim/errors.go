@@ -57,6 +57,18 @@ const (
 	CodeServiceUnavailable           = "ServiceUnavailable"
 	CodeUnavailable                  = "Unavailable"
 	CodeIncorrectState               = "IncorrectState"
+
+	// Security groups and their rules (docs/ec2-facts.md, "Error codes").
+	CodeInvalidGroupDuplicate              = "InvalidGroup.Duplicate"
+	CodeDependencyViolation                = "DependencyViolation"
+	CodeCannotDelete                       = "CannotDelete"
+	CodeVPCIDNotSpecified                  = "VPCIdNotSpecified"
+	CodeInvalidPermissionDuplicate         = "InvalidPermission.Duplicate"
+	CodeInvalidPermissionNotFound          = "InvalidPermission.NotFound"
+	CodeInvalidPermissionMalformed         = "InvalidPermission.Malformed"
+	CodeInvalidSecurityGroupRuleIDNotFound = "InvalidSecurityGroupRuleId.NotFound"
+	CodeRulesPerSecurityGroupLimit         = "RulesPerSecurityGroupLimitExceeded"
+	CodeSecurityGroupsPerInterfaceLimit    = "SecurityGroupsPerInterfaceLimitExceeded"
 )
 
 // statusOf is the HTTP status EC2 sends with a code: server errors are 5xx, authorization 403, the
@@ -134,6 +146,12 @@ func errGroupNotFound(id string) *APIError {
 // is the one EC2 uses for a group it cannot find in the VPC the request is about.
 func errGroupNotInVPC(id, vpcID string) *APIError {
 	return apiErr(CodeInvalidGroupNotFound, "The security group '%s' does not exist in VPC '%s'", id, vpcID)
+}
+
+// errGroupNameOutsideDefaultVPC refuses a group named by name: names resolve only in a default VPC, and
+// the simulator's VPCs are not default ones (EC2's wording, seen in the field).
+func errGroupNameOutsideDefaultVPC(name string) *APIError {
+	return apiErr(CodeInvalidGroupNotFound, "The security group '%s' does not exist in default VPC 'none'", clip(name))
 }
 
 func errMissing(name string) *APIError {

@@ -51,12 +51,30 @@ type InstanceTerminated struct {
 	DeletedENIs []string
 }
 
-func (InstanceAdded) EventKind() string      { return "InstanceAdded" }
-func (ENIAttached) EventKind() string        { return "ENIAttached" }
-func (ENIDetached) EventKind() string        { return "ENIDetached" }
-func (IPsAssigned) EventKind() string        { return "IPsAssigned" }
-func (IPsUnassigned) EventKind() string      { return "IPsUnassigned" }
-func (InstanceTerminated) EventKind() string { return "InstanceTerminated" }
+// SecurityGroupChanged: a security group was added, its rules changed, or it was deleted (Deleted, with
+// no Rules). Rules are all of the group's rules after the change.
+type SecurityGroupChanged struct {
+	GroupID, VPCID string
+	Rules          SecurityGroupRules
+	Deleted        bool
+}
+
+// ENISecurityGroupsChanged: the security groups an ENI carries were replaced (ModifyNetworkInterfaceAttribute).
+// InstanceID is empty when the ENI is not attached; an ENI's groups at its attachment are those of
+// Sim.ENI, as ENIAttached does not carry them.
+type ENISecurityGroupsChanged struct {
+	InstanceID, ENIID string
+	Groups            []string
+}
+
+func (InstanceAdded) EventKind() string            { return "InstanceAdded" }
+func (ENIAttached) EventKind() string              { return "ENIAttached" }
+func (ENIDetached) EventKind() string              { return "ENIDetached" }
+func (IPsAssigned) EventKind() string              { return "IPsAssigned" }
+func (IPsUnassigned) EventKind() string            { return "IPsUnassigned" }
+func (InstanceTerminated) EventKind() string       { return "InstanceTerminated" }
+func (SecurityGroupChanged) EventKind() string     { return "SecurityGroupChanged" }
+func (ENISecurityGroupsChanged) EventKind() string { return "ENISecurityGroupsChanged" }
 
 // subscriber queues without bound so that emitting never blocks the state lock, and a pump goroutine
 // hands events to the channel in order.

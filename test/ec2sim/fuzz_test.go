@@ -69,6 +69,7 @@ func FuzzDecodeRequest(f *testing.F) {
 		f.Fatal(err)
 	}
 	eni := "&NetworkInterfaceId=" + inst.PrimaryENI // the IPv6 seeds reach past the ENI lookup
+	sg := "&GroupId=" + inst.SecurityGroups[0]      // and the security group seeds past the group lookup
 	for _, seed := range []string{
 		"Action=CreateNetworkInterface&ClientToken=tok-123&Description=d&SecondaryPrivateIpAddressCount=9&SecurityGroupId.1=sg-0123456789abcdef0&SubnetId=" + DefaultSubnetA + "&TagSpecification.1.ResourceType=network-interface&TagSpecification.1.Tag.1.Key=k&TagSpecification.1.Tag.1.Value=v&Version=2016-11-15",
 		"Action=CreateNetworkInterface&Ipv4PrefixCount=1&SubnetId=" + DefaultSubnetA + "&Version=2016-11-15",
@@ -94,6 +95,14 @@ func FuzzDecodeRequest(f *testing.F) {
 		"Action=DescribeVpcs&Filter.1.Name=cidr-block-association.cidr-block&Filter.1.Value.1=100.64.0.0%2F16&VpcId.1=" + DefaultVPC,
 		"Action=DescribeSecurityGroups&Filter.1.Name=vpc-id&Filter.1.Value.1=" + DefaultVPC + "&GroupId.1=sg-1&MaxResults=5",
 		"Action=DescribeSecurityGroups&GroupName.1=default",
+		"Action=CreateSecurityGroup&GroupDescription=d&GroupName=db&TagSpecification.1.ResourceType=security-group&TagSpecification.1.Tag.1.Key=k&TagSpecification.1.Tag.1.Value=v&VpcId=" + DefaultVPC,
+		"Action=AuthorizeSecurityGroupIngress&IpPermissions.1.FromPort=5432&IpPermissions.1.Groups.1.GroupId=" + inst.SecurityGroups[0] +
+			"&IpPermissions.1.IpProtocol=tcp&IpPermissions.1.IpRanges.1.CidrIp=10.0.0.0%2F16&IpPermissions.1.Ipv6Ranges.1.CidrIpv6=%3A%3A%2F0&IpPermissions.1.ToPort=5432" + sg,
+		"Action=AuthorizeSecurityGroupIngress&CidrIp=10.0.0.0%2F8&FromPort=53&IpProtocol=udp&ToPort=53" + sg,
+		"Action=AuthorizeSecurityGroupEgress&IpPermissions.1.FromPort=8&IpPermissions.1.IpProtocol=icmp&IpPermissions.1.IpRanges.1.CidrIp=0.0.0.0%2F0&IpPermissions.1.ToPort=-1" + sg,
+		"Action=RevokeSecurityGroupEgress&IpPermissions.1.IpProtocol=-1&IpPermissions.1.IpRanges.1.CidrIp=0.0.0.0%2F0" + sg,
+		"Action=RevokeSecurityGroupIngress&SecurityGroupRuleId.1=sgr-0123456789abcdef0" + sg,
+		"Action=DeleteSecurityGroup" + sg,
 		"Action=Nope", "", "%zz", "Action=DescribeSubnets&Filter.0.Name=x", "Action=DescribeSubnets&DryRun=true",
 		"Action=DescribeSubnets&Action=DescribeInstances", "Action=DeleteNetworkInterface&NetworkInterfaceId=eni-" + strings.Repeat("a", 200),
 	} {

@@ -72,6 +72,11 @@ func (s *Sim) addInstance(spec InstanceSpec) (Instance, error) {
 	if len(sgs) == 0 {
 		sgs = []string{s.vpcs[sn.VPCID].SG}
 	}
+	if err := s.checkENIGroupsLocked(sgs, sn.VPCID, func(quota int) *APIError {
+		return apiErr(CodeSecurityGroupsPerInterfaceLimit, "More than %d security groups per interface.", quota)
+	}); err != nil {
+		return Instance{}, fmt.Errorf("adding instance %s: %s: %w", spec.ID, err.Message, ErrInvalid)
+	}
 	now := s.clk.Now()
 	inst := &instance{ID: spec.ID, Type: it.Name, AZ: sn.AZ, SubnetID: sn.ID, VPCID: sn.VPCID, SGs: slices.Clone(sgs),
 		State: "running", Launched: now, attached: map[string]*eni{}, Tags: map[string]string{}, Metadata: defaultMetadataOptions()}

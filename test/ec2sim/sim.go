@@ -43,6 +43,9 @@ type Config struct {
 	// counted /28 prefixes can fail with InsufficientCidrBlocks while addresses remain. Seed makes the
 	// order reproducible.
 	ScatterAddresses bool
+	// SecurityGroupsPerENI is how many security groups one ENI may carry: EC2's quota, 5 unless raised (to
+	// at most 16); 0 means 5.
+	SecurityGroupsPerENI int
 	// Seed makes ids, MACs and random faults reproducible.
 	Seed int64
 	// Logger receives one line per state change; nil discards.
@@ -80,6 +83,8 @@ type Sim struct {
 	rng         *rand.Rand
 	vpcs        map[string]*vpc
 	groups      map[string]*secGroup
+	ruleOwner   map[string]*secGroup // security group rule id -> its group
+	ruleSeq     uint64
 	subnets     map[string]*subnet
 	instances   map[string]*instance
 	enis        map[string]*eni
@@ -178,6 +183,7 @@ func New(cfg Config) *Sim {
 		rng:         rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5eed)),
 		vpcs:        map[string]*vpc{},
 		groups:      map[string]*secGroup{},
+		ruleOwner:   map[string]*secGroup{},
 		subnets:     map[string]*subnet{},
 		instances:   map[string]*instance{},
 		enis:        map[string]*eni{},
@@ -255,7 +261,7 @@ func (s *Sim) newMAC() string {
 	}
 }
 
-// AddVPC adds a VPC with its primary CIDR (and a default security group).
+// AddVPC adds a VPC with its primary CIDR (and a default security group that admits all traffic).
 func (s *Sim) AddVPC(id, cidr string) error {
 	p, err := netip.ParsePrefix(cidr)
 	if err != nil || !p.Addr().Is4() {
@@ -272,9 +278,13 @@ func (s *Sim) AddVPC(id, cidr string) error {
 	v := &vpc{ID: id, CIDR: p.Masked(), Tags: map[string]string{}}
 	v.Blocks = []cidrBlock{{AssociationID: associationID(id, v.CIDR), CIDR: v.CIDR}}
 	v.SG = s.newID("sg", func(x string) bool { return s.groups[x] != nil })
+	// EC2's default group admits only its own members; this one admits everything, as the simulator's
+	// VPCs always have, so that worlds that never name a group pass all traffic.
+	sg := &secGroup{ID: v.SG, VPCID: id, Name: "default", Description: "default VPC security group", Tags: map[string]string{}}
+	if err := s.addGroupLocked(sg, allowAll()); err != nil {
+		return fmt.Errorf("adding VPC %s: its default security group: %s: %w", id, err.Message, ErrInvalid)
+	}
 	s.vpcs[id] = v
-	s.groups[v.SG] = &secGroup{ID: v.SG, VPCID: id, Name: "default", Description: "default VPC security group",
-		Tags: map[string]string{}}
 	s.log.Info("vpc added", "vpc", id, "cidr", v.CIDR)
 	return nil
 }

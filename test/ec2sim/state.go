@@ -8,16 +8,17 @@ import (
 // State is the whole simulated world at one moment, for the admin dump, tests and the vpcfabric's
 // initial sync.
 type State struct {
-	Region     string              `json:"region"`
-	AccountID  string              `json:"accountId"`
-	Now        time.Time           `json:"now"`
-	Throttling bool                `json:"throttling"`
-	VPCs       []VPCState          `json:"vpcs"`
-	Groups     []SecurityGroupSpec `json:"securityGroups"`
-	Subnets    []SubnetState       `json:"subnets"`
-	Instances  []InstanceState     `json:"instances"`
-	ENIs       []ENIState          `json:"enis"`
-	Faults     FaultsState         `json:"faults"`
+	Region     string     `json:"region"`
+	AccountID  string     `json:"accountId"`
+	Now        time.Time  `json:"now"`
+	Throttling bool       `json:"throttling"`
+	VPCs       []VPCState `json:"vpcs"`
+	// Groups carry their rules (SecurityGroupSpec.Rules is never nil here).
+	Groups    []SecurityGroupSpec `json:"securityGroups"`
+	Subnets   []SubnetState       `json:"subnets"`
+	Instances []InstanceState     `json:"instances"`
+	ENIs      []ENIState          `json:"enis"`
+	Faults    FaultsState         `json:"faults"`
 }
 
 type VPCState struct {
@@ -120,8 +121,7 @@ func (s *Sim) Snapshot() State {
 	}
 	sort.Slice(st.VPCs, func(i, j int) bool { return st.VPCs[i].ID < st.VPCs[j].ID })
 	for _, g := range s.groups {
-		st.Groups = append(st.Groups, SecurityGroupSpec{ID: g.ID, VPCID: g.VPCID, Name: g.Name,
-			Description: g.Description, Tags: cloneMap(g.Tags)})
+		st.Groups = append(st.Groups, g.spec())
 	}
 	sort.Slice(st.Groups, func(i, j int) bool { return st.Groups[i].ID < st.Groups[j].ID })
 	for _, sn := range s.subnets {

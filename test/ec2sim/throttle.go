@@ -37,6 +37,15 @@ var uncategorizedBuckets = map[string]BucketSpec{
 	"DeleteTags":                      {100, 10},
 }
 
+// resourceIntensiveBuckets are AWS's "resource-intensive actions" that eniwire's simulator serves. Their
+// category's default happens to equal the mutating actions' (50, refill 5); they are listed so that the
+// buckets read as AWS's table. The other security group actions (CreateSecurityGroup, DeleteSecurityGroup,
+// AuthorizeSecurityGroupEgress, RevokeSecurityGroupEgress) are plain mutating actions.
+var resourceIntensiveBuckets = map[string]BucketSpec{
+	"AuthorizeSecurityGroupIngress": {50, 5},
+	"RevokeSecurityGroupIngress":    {50, 5},
+}
+
 // unfilteredDescribes have a smaller bucket when called with neither a filter nor pagination.
 var unfilteredDescribes = map[string]bool{"DescribeInstances": true, "DescribeNetworkInterfaces": true,
 	"DescribeSecurityGroups": true}
@@ -45,6 +54,9 @@ var unfilteredDescribes = map[string]bool{"DescribeInstances": true, "DescribeNe
 func DefaultBucket(key string) BucketSpec {
 	action, unfiltered := strings.CutSuffix(key, "/unfiltered")
 	if b, ok := uncategorizedBuckets[action]; ok {
+		return b
+	}
+	if b, ok := resourceIntensiveBuckets[action]; ok {
 		return b
 	}
 	for _, p := range []string{"Describe", "List", "Search", "Get"} {

@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// A VPC's IPv4 CIDR blocks, its security groups, tags on VPCs and groups, and subnets run dry on demand:
-// the admin side of what DescribeVpcs, DescribeSecurityGroups and DescribeSubnets answer.
+// A VPC's IPv4 CIDR blocks, tags on VPCs and groups, and subnets run dry on demand: the admin side of what
+// DescribeVpcs, DescribeSecurityGroups and DescribeSubnets answer (security groups: secgroup.go).
 
 // maxVPCBlocks is EC2's default quota of IPv4 CIDR blocks per VPC (the primary included).
 const maxVPCBlocks = 5
@@ -74,54 +74,6 @@ func (s *Sim) AddVPCCIDRBlock(vpcID, cidr string) (string, error) {
 	v.Blocks = append(v.Blocks, b)
 	s.log.Info("vpc cidr block associated", "vpc", vpcID, "cidr", p, "association", b.AssociationID)
 	return b.AssociationID, nil
-}
-
-// secGroup is a security group: it belongs to one VPC. Rules are not modelled.
-type secGroup struct {
-	ID, VPCID, Name, Description string
-	Tags                         map[string]string
-}
-
-// SecurityGroupSpec describes a security group to add. ID is generated when empty; Name defaults to the id.
-type SecurityGroupSpec struct {
-	ID          string            `json:"id,omitempty"`
-	VPCID       string            `json:"vpcId"`
-	Name        string            `json:"name,omitempty"`
-	Description string            `json:"description,omitempty"`
-	Tags        map[string]string `json:"tags,omitempty"`
-}
-
-// AddSecurityGroup adds a security group to a VPC and returns its id. Names are unique within a VPC.
-func (s *Sim) AddSecurityGroup(spec SecurityGroupSpec) (string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.vpcs[spec.VPCID] == nil {
-		return "", fmt.Errorf("adding security group %s: VPC %q: %w", spec.Name, spec.VPCID, ErrNotFound)
-	}
-	if spec.ID == "" {
-		spec.ID = s.newID("sg", func(x string) bool { return s.groups[x] != nil })
-	}
-	if !reGroup.MatchString(spec.ID) {
-		return "", fmt.Errorf("adding security group %q: id: %w", spec.ID, ErrInvalid)
-	}
-	if s.groups[spec.ID] != nil {
-		return "", fmt.Errorf("adding security group %s: %w", spec.ID, ErrExists)
-	}
-	if spec.Name == "" {
-		spec.Name = spec.ID
-	}
-	for _, g := range s.groups {
-		if g.VPCID == spec.VPCID && g.Name == spec.Name {
-			return "", fmt.Errorf("adding security group %s: name %q is taken in VPC %s: %w", spec.ID, spec.Name, spec.VPCID, ErrExists)
-		}
-	}
-	g := &secGroup{ID: spec.ID, VPCID: spec.VPCID, Name: spec.Name, Description: spec.Description, Tags: map[string]string{}}
-	for k, v := range spec.Tags {
-		g.Tags[k] = v
-	}
-	s.groups[g.ID] = g
-	s.log.Info("security group added", "group", g.ID, "vpc", g.VPCID, "name", g.Name)
-	return g.ID, nil
 }
 
 // SetTags adds (or overwrites) tags on a VPC, subnet, security group, instance or ENI, as CreateTags does.

@@ -16,7 +16,8 @@
 //	                      lo: a node reaches them through its default route, and IMDS answers as the instance
 //	                      whose ENI holds the caller's address (a pod's, SNATed or not, is its node's ENI's),
 //	                      its token answers with the instance's hop limit as their TTL.
-//	<name>-vpchost        a remote host inside the VPC.
+//	                      Every ENI's security groups are enforced there, statefully (secgroups.go).
+//	<name>-vpchost        a remote host inside the VPC, unfiltered unless given security groups.
 //	<name>-inet           an internet host that accepts only packets from a node's primary IP.
 //	<name>-onprem         a host outside the VPC's CIDRs that the router reaches both ways, as over a VPN or
 //	                      a peering: it opens connections to pods by their own addresses.
@@ -124,6 +125,7 @@ type Fabric struct {
 	closed  bool
 	nodes   map[string]*node
 	enis    map[string]*eniState
+	sg      *securityGroups
 	routes  map[netip.Prefix]string // destination -> ENI id whose veth carries it
 	changed chan struct{}           // closed and replaced on every applied change
 	errs    []error
@@ -137,7 +139,11 @@ type eniState struct {
 	nodeLink            string
 	gateway             netip.Addr
 	dsts                map[netip.Prefix]bool
+	groups              []string // the security groups it carries
 }
+
+// vpcHostLink is the router's link to the VPC host.
+const vpcHostLink = "vpchost"
 
 // New builds the router, the VPC host and the internet host, wires every running instance of sim, then
 // follows sim's events in order on a goroutine until Close or ctx ends. Secondary ENIs and IPs that already
@@ -176,7 +182,10 @@ func New(ctx context.Context, sim *ec2sim.Sim, opts Options) (_ *Fabric, err err
 	if err := f.installSourceCheck(); err != nil {
 		return nil, err
 	}
-	if f.vpchost, f.vpcHost, err = f.addHost("vpchost", "vpchost", vpcHost); err != nil {
+	if err := f.installSecurityGroups(); err != nil {
+		return nil, err
+	}
+	if f.vpchost, f.vpcHost, err = f.addHost("vpchost", vpcHostLink, vpcHost); err != nil {
 		return nil, err
 	}
 	if f.inet, f.internet, err = f.addHost("inet", "inet", inetHost); err != nil {
@@ -187,7 +196,7 @@ func New(ctx context.Context, sim *ec2sim.Sim, opts Options) (_ *Fabric, err err
 		host    *Host
 		link    string
 		address string
-	}{{f.vpchost, &f.vpcHost, "vpchost", opts.VPCHostIPv6}, {f.inet, &f.internet, "inet", opts.InternetIPv6}} {
+	}{{f.vpchost, &f.vpcHost, vpcHostLink, opts.VPCHostIPv6}, {f.inet, &f.internet, "inet", opts.InternetIPv6}} {
 		a, err := netip.ParsePrefix(h.address)
 		if err != nil || !a.Addr().Is6() {
 			return nil, fmt.Errorf("parsing IPv6 host %q: %w", h.address, ErrInvalidOptions)
@@ -278,7 +287,11 @@ func (f *Fabric) apply(ev ec2sim.Event) error {
 		err = f.unassignLocked(e.ENIID, slices.Concat(e.IPs, e.IPv6s), slices.Concat(e.Prefixes, e.IPv6Prefixes))
 	case ec2sim.InstanceTerminated:
 		err = f.removeNodeLocked(e.InstanceID)
+	case ec2sim.SecurityGroupChanged, ec2sim.ENISecurityGroupsChanged:
+		f.noteGroupEventLocked(ev)
 	}
+	// Any event may change what the groups admit: an ENI's groups or addresses, a group's rules.
+	err = errors.Join(err, f.enforceLocked())
 	if err != nil {
 		err = fmt.Errorf("applying %s: %w", ev.EventKind(), err)
 		f.errs = append(f.errs, err)
@@ -478,7 +491,7 @@ func (f *Fabric) SetVPCHostHopMTU(mtu int) error {
 	if err := f.usable(); err != nil {
 		return err
 	}
-	link, err := f.vpc.nl.LinkByName("vpchost")
+	link, err := f.vpc.nl.LinkByName(vpcHostLink)
 	if err != nil {
 		return fmt.Errorf("finding the router's link to the VPC host: %w", err)
 	}

@@ -92,7 +92,13 @@ func (w *world) ec2Client() *ec2.Client {
 // echoServer accepts TCP connections inside a netns and reports each peer's address.
 func echoServer(t *testing.T, nsPath string, ip netip.Addr) (netip.AddrPort, <-chan netip.Addr) {
 	t.Helper()
-	l, err := Listen(nsPath, "tcp", netip.AddrPortFrom(ip, 0).String())
+	return echoServerAt(t, nsPath, netip.AddrPortFrom(ip, 0))
+}
+
+// echoServerAt is echoServer on a given port (0: any).
+func echoServerAt(t *testing.T, nsPath string, at netip.AddrPort) (netip.AddrPort, <-chan netip.Addr) {
+	t.Helper()
+	l, err := Listen(nsPath, "tcp", at.String())
 	if err != nil {
 		t.Fatal(err)
 	}

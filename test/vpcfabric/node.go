@@ -160,6 +160,10 @@ func (f *Fabric) attachLocked(ev ec2sim.ENIAttached) error {
 	e := &eniState{id: ev.ENIID, instanceID: ev.InstanceID, mac: ev.MAC, deviceIndex: ev.DeviceIndex,
 		routerLink: routerLinkName(ev.ENIID), nodeLink: fmt.Sprintf("eth%d", ev.DeviceIndex), gateway: gw,
 		dsts: map[netip.Prefix]bool{}}
+	// ENIAttached does not carry the groups; later changes come as ENISecurityGroupsChanged.
+	if st, ok := f.sim.ENI(ev.ENIID); ok {
+		e.groups = st.Groups
+	}
 	if err := f.addVeth(e.routerLink, n.ns, e.nodeLink, mac); err != nil {
 		f.deleteRouterLink(e.routerLink)
 		return fmt.Errorf("attaching ENI %s: %w", ev.ENIID, err)
