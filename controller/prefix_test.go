@@ -44,7 +44,7 @@ func assignPods(t *testing.T, n *controller.Node, answered map[string]string, fr
 	}
 }
 
-func releasePod(t *testing.T, n *controller.Node, cid string) {
+func releasePod(t testing.TB, n *controller.Node, cid string) {
 	t.Helper()
 	if _, err := n.Release(context.Background(), api.ReleaseRequest{Attachment: api.Attachment{ContainerID: cid, IfName: "eth0"}}); err != nil {
 		t.Fatalf("releasing %s: %v", cid, err)

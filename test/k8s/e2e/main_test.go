@@ -172,6 +172,7 @@ func TestKubernetesNode(t *testing.T) {
 	results.run(t, "7. Helm chart (helm's own engine) installs a working eniwire", s.helm)
 	results.run(t, "8. prefix delegation: 110 pods on an m5.large", s.prefixDelegation)
 	results.run(t, customNetworkingCase, s.customNetworking)
+	results.run(t, podSecurityGroupsCase, s.podSecurityGroups)
 	results.run(t, burstPrefixCase, s.burstCase(true))
 	results.run(t, burstSecondaryCase, s.burstCase(false))
 	writeReport(t)
