@@ -35,6 +35,10 @@ type metrics struct {
 	// are computed from.
 	maxENIs   prometheus.Gauge
 	ipsPerENI prometheus.Gauge
+	// setIPs are the pod security-group sets' addresses by set and state; setsBlocked the sets that cannot
+	// have one now (no ENI slot, EC2 refusing their groups).
+	setIPs      *prometheus.GaugeVec
+	setsBlocked prometheus.Gauge
 	// journalHealthy is read at each scrape: a broken journal stops the node's rounds, which set the rest.
 	journalHealthy prometheus.GaugeFunc
 }
@@ -43,6 +47,10 @@ type metrics struct {
 // writes.
 func newMetrics(reg prometheus.Registerer, journalBroken func() error) (*metrics, error) {
 	m := &metrics{
+		setIPs: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eniwire_security_group_set_ips",
+			Help: "Pod IPs of the ENIs of each pod security-group set (security groups for pods), by set (its sorted group ids) and state (assigned, warm, cooldown)."}, []string{"set", "state"}),
+		setsBlocked: prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_security_group_sets_blocked",
+			Help: "Pod security-group sets whose pods' ADDs fail now: no ENI slot for them, or EC2 refusing their groups."}),
 		ips:         prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eniwire_ips", Help: "Pod IPs in the books (secondary IPs and the addresses of /28 prefixes) by state (assigned, warm, cooldown)."}, []string{"state"}),
 		enis:        prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "eniwire_enis", Help: "ENIs in the books by commit state."}, []string{"state"}),
 		foreign:     prometheus.NewGauge(prometheus.GaugeOpts{Name: "eniwire_foreign_enis", Help: "ENIs attached to the instance by someone else, left alone."}),
@@ -83,7 +91,7 @@ func newMetrics(reg prometheus.Registerer, journalBroken func() error) (*metrics
 				return 1
 			}),
 	}
-	for _, c := range []prometheus.Collector{m.ips, m.enis, m.foreign, m.assigns, m.releases, m.reconciles, m.adopted,
+	for _, c := range []prometheus.Collector{m.ips, m.enis, m.setIPs, m.setsBlocked, m.foreign, m.assigns, m.releases, m.reconciles, m.adopted,
 		m.collected, m.imdsMissing, m.ipsGone, m.podIPsLost, m.stepErrors, m.poolBackoffs, m.refusals, m.vanished, m.orphans, m.ready, m.prefixFallback, m.maxPods,
 		m.maxENIs, m.ipsPerENI, m.journalHealthy} {
 		if err := reg.Register(c); err != nil {
@@ -138,6 +146,17 @@ func (m *metrics) refresh(s *api.Status) {
 	for _, e := range s.ENIs {
 		m.enis.WithLabelValues(e.State).Inc()
 	}
+	m.setIPs.Reset()
+	blocked := 0
+	for _, g := range s.SecurityGroupSets {
+		m.setIPs.WithLabelValues(g.Set, "assigned").Set(float64(g.Assigned))
+		m.setIPs.WithLabelValues(g.Set, "warm").Set(float64(g.Warm))
+		m.setIPs.WithLabelValues(g.Set, "cooldown").Set(float64(g.Cooldown))
+		if g.Blocked != "" {
+			blocked++
+		}
+	}
+	m.setsBlocked.Set(float64(blocked))
 	if s.Ready {
 		m.ready.Set(1)
 	}

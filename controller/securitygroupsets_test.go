@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/eniwire/eniwire/controller"
 	"github.com/eniwire/eniwire/controller/api"
 	"github.com/eniwire/eniwire/controller/journal"
@@ -132,7 +134,8 @@ func TestPodsOfASetTakeAddressesOfAnENIWithExactlyItsGroups(t *testing.T) {
 		"db-":    {groupDBClients, groupCache, groupDBClients},
 		"cache-": {groupCache},
 	}}
-	r := w.startWith(setsConfig(w.dir), controller.Deps{PodSecurityGroups: sets})
+	reg := prometheus.NewRegistry()
+	r := w.startWith(setsConfig(w.dir), controller.Deps{PodSecurityGroups: sets, Registerer: reg})
 	waitReady(t, r.node)
 	dbSet := groupCache + "," + groupDBClients
 
@@ -176,6 +179,13 @@ func TestPodsOfASetTakeAddressesOfAnENIWithExactlyItsGroups(t *testing.T) {
 	if dbStatus == nil || dbStatus.Assigned != 2 || !slices.Equal(dbStatus.ENIs, []string{db1.ENI}) {
 		t.Errorf("status of set %s is %+v, want 2 assigned on %s (all sets: %+v)", dbSet, dbStatus, db1.ENI, status.SecurityGroupSets)
 	}
+
+	eventually(t, 10*time.Second, "eniwire_security_group_set_ips says the set's pods", func() error {
+		if got := setIPsMetric(t, reg, dbSet, "assigned"); got != 2 {
+			return fmt.Errorf("eniwire_security_group_set_ips{set=%q,state=assigned} = %v, want 2", dbSet, got)
+		}
+		return nil
+	})
 
 	releasePod(t, r.node, "db-1")
 	releasePod(t, r.node, "db-2")
@@ -291,4 +301,28 @@ func (w *world) onItsSetsENI(st *journal.State, sets *podSets, cid string, a *ap
 		return fmt.Errorf("%s (set %q) got %s of ENI %s, whose groups in EC2 are %v", cid, set, a.IP, a.ENI, w.simGroups(a.ENI))
 	}
 	return nil
+}
+
+// setIPsMetric reads eniwire_security_group_set_ips{set, state} from reg (-1 when it is not served).
+func setIPsMetric(t testing.TB, reg *prometheus.Registry, set, state string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "eniwire_security_group_set_ips" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["set"] == set && labels["state"] == state {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
 }

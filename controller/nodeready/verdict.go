@@ -42,7 +42,21 @@ type Verdict struct {
 // Judge turns the agent's status into the condition's verdict. Free IPs make the node ready even while the
 // pool cannot grow (the message then says why it cannot); no free IP with a reason the pool cannot grow
 // (max pods, the ENI limit, a full subnet, EC2 refusing) makes it not ready, with that reason.
+//
+// A pod security-group set that cannot have an address (no ENI slot, EC2 refusing its groups) does not
+// change the verdict, since the node's other pods still get theirs: the message names it after the rest.
 func Judge(st *api.Status) Verdict {
+	v := judgePool(st)
+	for _, g := range st.SecurityGroupSets {
+		if g.Blocked != "" {
+			v.Message += fmt.Sprintf("; pods of security-group set %s get no IP: %s", g.Set, g.Blocked)
+		}
+	}
+	return v
+}
+
+// judgePool is Judge's verdict on the node's own pool.
+func judgePool(st *api.Status) Verdict {
 	switch {
 	case !st.Ready:
 		return Verdict{Reason: ReasonStarting, Message: "the agent is not ready: " + st.Reason}

@@ -30,7 +30,8 @@ const (
 // are exactly [db-clients], created for them; a pod of the default pool does not. The database answers
 // each db-client pod as itself and refuses the other pod (its drops counted by the VPC). On the same node,
 // strict mode sends pod-to-pod packets through the VPC: one db-client pod reaches the other, the default
-// pod's packets to it are dropped by db-clients' rules. Once the pods are gone the set's ENI goes back.
+// pod's packets to it are dropped by db-clients' rules. In standard mode the default pod reaches it
+// directly, and the database still refuses it. Once the pods are gone the set's ENI goes back.
 func (s *suite) podSecurityGroups(t *testing.T) string {
 	ctx := context.Background()
 	n := s.node1
@@ -62,7 +63,7 @@ func (s *suite) podSecurityGroups(t *testing.T) string {
 	t.Cleanup(func() {
 		s.deleteWorkloads(t)
 		_, _ = s.c.Kubectl(context.Background(), "delete", "securitygrouppolicy", "-n", ns, "db-access", "--ignore-not-found")
-		s.setAgentEnv(t, "ENABLE_POD_ENI=false")
+		s.setAgentEnv(t, "ENABLE_POD_ENI=false", "POD_SECURITY_GROUP_ENFORCING_MODE=strict")
 	})
 	if err := s.c.WaitNodesReady(ctx, 2*time.Minute); err != nil {
 		t.Fatal(err)
@@ -119,6 +120,24 @@ func (s *suite) podSecurityGroups(t *testing.T) string {
 		t.Errorf("the set's ENI %s dropped %d packets before the default pod's dials and %d after: they did not take the VPC's way", setENI.ID, eniDrops, after)
 	}
 
+	// Standard mode: same-node traffic takes the direct path, which the groups do not see; the database
+	// still judges what leaves by the set's ENI. The running pods' entries follow the mode the agent starts
+	// with.
+	s.setAgentEnv(t, "POD_SECURITY_GROUP_ENFORCING_MODE=standard")
+	direct := 0
+	for end := time.Now().Add(time.Minute); time.Now().Before(end) && direct != sgTries; time.Sleep(2 * time.Second) {
+		direct, _ = seen(other, member, 8080)
+	}
+	if direct != sgTries {
+		t.Errorf("standard mode: the default pod %s reached db-client %s on the same node %d/%d times, want every dial (the direct path)", other, member, direct, sgTries)
+	}
+	if ok, _ := seen(member, vpc.IP.String(), dbPort); ok != sgTries {
+		t.Errorf("standard mode: db-client %s to the database: %d/%d answered, want every dial", member, ok, sgTries)
+	}
+	if ok, _ := seen(other, vpc.IP.String(), dbPort); ok != 0 {
+		t.Errorf("standard mode: the default pod %s reached the database %d/%d times, want refused", other, ok, sgTries)
+	}
+
 	s.deleteWorkloads(t)
 	released := time.Now()
 	for eniHeld(s.c, n, setENI.ID) {
@@ -128,8 +147,9 @@ func (s *suite) podSecurityGroups(t *testing.T) string {
 		time.Sleep(2 * time.Second)
 	}
 	return fmt.Sprintf("%s: 2 pods of set [db-clients] Running in %.0fs on %s; database %d/%d for them, 0/%d for a default pod; "+
-		"same node via the VPC: member %d/%d, default pod 0/%d; the set's ENI released %.0fs after its pods", short(n.Name),
-		took.Seconds(), setENI.ID, sgTries, sgTries, sgTries, sgTries, sgTries, sgTries, time.Since(released).Seconds())
+		"strict, same node via the VPC: member %d/%d, default pod 0/%d; standard: default pod %d/%d directly; the set's ENI "+
+		"released %.0fs after its pods", short(n.Name), took.Seconds(), setENI.ID, sgTries, sgTries, sgTries, sgTries, sgTries,
+		sgTries, direct, sgTries, time.Since(released).Seconds())
 }
 
 // addGroup adds a security group to the simulated VPC and returns its id.
