@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/eniwire/eniwire/controller/kubewatch"
 )
 
 // SecurityGroupsOf returns the sorted, de-duplicated union of the groups of every SecurityGroupPolicy that
@@ -55,7 +57,7 @@ func (w *Watcher) answer(k podKey, uid types.UID) (sel selection, waitingFor str
 	switch {
 	case err != nil:
 		return sel, fmt.Sprintf("pod %s (uid %s) not in the watch", k, uid), nil
-	case !sameUID(p, uid):
+	case !kubewatch.SameUID(p, uid):
 		return sel, fmt.Sprintf("pod %s (uid %s) not in the watch, which has uid %s", k, uid, p.UID), nil
 	}
 	sel, err = w.selectionOf(p)

@@ -1,7 +1,6 @@
 package podsg
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,10 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 )
 
 // The reasons of the Warning Events on a SecurityGroupPolicy: it is ignored, selecting nothing; or the
@@ -22,13 +17,6 @@ const (
 	ReasonInvalidPolicy = "InvalidSecurityGroupPolicy"
 	ReasonTooManyGroups = "TooManySecurityGroups"
 )
-
-// newRecorder writes Events to the API server as eniwire-agent on node (as policywatch's does).
-func newRecorder(ctx context.Context, client kubernetes.Interface, node string) record.EventRecorder {
-	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "eniwire-agent", Host: node})
-}
 
 // logValidity logs a policy that became invalid, or valid again; mu held. Every node's agent logs it.
 func (w *Watcher) logValidity(old, p *policy) {

@@ -3,10 +3,9 @@ package podsg
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
 
-// mirrorAnnotation marks the API's copy of a static pod, whose UID is not the one kubelet gives the runtime.
-const mirrorAnnotation = "kubernetes.io/config.mirror"
+	"github.com/eniwire/eniwire/controller/kubewatch"
+)
 
 // slim is the informers' transform: an object keeps only what the selection reads, before the store holds
 // it. The ServiceAccounts of every namespace are watched, so each keeps its identity and labels (not its
@@ -22,8 +21,8 @@ func slim(obj any) (any, error) {
 			ObjectMeta: identity(o.ObjectMeta),
 			Spec:       corev1.PodSpec{NodeName: o.Spec.NodeName, ServiceAccountName: o.Spec.ServiceAccountName},
 		}
-		if v, ok := o.Annotations[mirrorAnnotation]; ok {
-			out.Annotations = map[string]string{mirrorAnnotation: v}
+		if v, ok := o.Annotations[kubewatch.MirrorAnnotation]; ok {
+			out.Annotations = map[string]string{kubewatch.MirrorAnnotation: v}
 		}
 		return out, nil
 	case metav1.Object:

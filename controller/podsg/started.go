@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/eniwire/eniwire/controller/kubewatch"
 )
 
 // ReasonGroupsChanged is the reason of the Warning Event on a running pod whose policies now give it other
@@ -57,7 +59,7 @@ func (w *Watcher) recheck(which func(podKey, *startedPod) bool) {
 			continue
 		}
 		p, err := w.pods.Pods(k.namespace).Get(k.name)
-		if err != nil || !sameUID(p, s.uid) {
+		if err != nil || !kubewatch.SameUID(p, s.uid) {
 			continue
 		}
 		sel, err := w.selectionOf(p)
@@ -75,13 +77,6 @@ func (w *Watcher) recheck(which func(podKey, *startedPod) bool) {
 		w.recorder.Event(p, corev1.EventTypeWarning, ReasonGroupsChanged,
 			fmt.Sprintf("its security groups stay %s until it is recreated; a new pod %s", groupsText(s.groups), now))
 	}
-}
-
-// sameUID reports whether the watch's p is the pod of uid: any, when uid is empty; a static pod's mirror,
-// whose UID is not the runtime's, whatever it is.
-func sameUID(p *corev1.Pod, uid types.UID) bool {
-	_, mirror := p.Annotations[mirrorAnnotation]
-	return uid == "" || p.UID == uid || mirror
 }
 
 // answerText is what a new pod would get, for people.

@@ -19,6 +19,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/eniwire/eniwire/controller/kubewatch"
 )
 
 // DefaultMaxGroupsPerENI is EC2's default quota of security groups per network interface.
@@ -113,7 +115,7 @@ func New(cfg Config) (*Watcher, error) {
 // list of SecurityGroupPolicies counts as in, and empty.
 func (w *Watcher) Run(ctx context.Context) error {
 	if w.recorder == nil {
-		w.recorder = newRecorder(ctx, w.cfg.Client, w.cfg.NodeName)
+		w.recorder = kubewatch.NewRecorder(ctx, w.cfg.Client, w.cfg.NodeName)
 	}
 	var regs []cache.InformerSynced
 	for _, h := range []struct {
@@ -255,19 +257,6 @@ func (w *Watcher) onPolicyGone(obj any) {
 	w.notify()
 }
 
-// keyOf is a deleted object's namespace and name, also when the informer missed the delete and hands a
-// tombstone.
-func keyOf(obj any) (podKey, bool) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return podKey{}, false
-	}
-	return podKey{m.GetNamespace(), m.GetName()}, true
-}
-
 // notify wakes the ADDs' waits; mu held.
 func (w *Watcher) notify() {
 	close(w.seen)
@@ -281,4 +270,9 @@ func (w *Watcher) countPolicies() int {
 		n += len(ns)
 	}
 	return n
+}
+
+func keyOf(obj any) (podKey, bool) {
+	namespace, name, ok := kubewatch.Key(obj)
+	return podKey{namespace, name}, ok
 }

@@ -1,7 +1,6 @@
 package policywatch
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -9,10 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/tools/record"
 )
 
 // ReasonNotEnforceable is the reason of the Warning Event on a policy whose pod's state could not be
@@ -44,13 +39,6 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	return m, nil
-}
-
-// newRecorder writes Events to the API server as eniwire-agent on node.
-func newRecorder(ctx context.Context, client kubernetes.Interface, node string) record.EventRecorder {
-	b := record.NewBroadcaster(record.WithContext(ctx))
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "eniwire-agent", Host: node})
 }
 
 // written counts a write of address a (set when set, else cleared) and reports a failure once, or its

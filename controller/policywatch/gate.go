@@ -10,10 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/eniwire/eniwire/controller/api"
+	"github.com/eniwire/eniwire/controller/kubewatch"
 )
-
-// mirrorAnnotation marks the API's copy of a static pod, whose UID is not the one kubelet gives the runtime.
-const mirrorAnnotation = "kubernetes.io/config.mirror"
 
 // assignment is the addresses an ADD gave a pod (its UID; a dual-stack pod's two), kept until
 // status.podIPs names them.
@@ -37,7 +35,7 @@ func (w *Watcher) BeforePodUp(ctx context.Context, id api.PodIdentity, ips ...ne
 	for {
 		w.mu.Lock()
 		p, seen := w.local[k]
-		if w.synced && seen && sameUID(p, types.UID(id.UID)) {
+		if w.synced && seen && kubewatch.SameUID(p, types.UID(id.UID)) {
 			w.assigned[k] = assignment{uid: p.UID, ips: slices.Clone(ips)}
 			// Every address of every ADD is written, whatever the compiler thinks it wrote: a failed ADD's
 			// release cleared the address's state in the datapath without telling it, and the retried ADD
@@ -67,11 +65,6 @@ func (w *Watcher) BeforePodUp(ctx context.Context, id api.PodIdentity, ips ...ne
 			return fmt.Errorf("waiting for its NetworkPolicy: %s after %s: %w", what, w.cfg.PodWait, ctx.Err())
 		}
 	}
-}
-
-func sameUID(p *corev1.Pod, uid types.UID) bool {
-	_, mirror := p.Annotations[mirrorAnnotation]
-	return uid == "" || p.UID == uid || mirror
 }
 
 // withAssigned is p with the addresses its ADD gave it, until status.podIPs names them all: kubelet

@@ -3,6 +3,8 @@ package policywatch
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/eniwire/eniwire/controller/kubewatch"
 )
 
 // slim is the informers' transform: each object keeps only what the watch reads, before the store holds
@@ -26,8 +28,8 @@ func slim(obj any) (any, error) {
 		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
 		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP, PodIPs: p.Status.PodIPs},
 	}
-	if v, ok := p.Annotations[mirrorAnnotation]; ok {
-		out.Annotations = map[string]string{mirrorAnnotation: v}
+	if v, ok := p.Annotations[kubewatch.MirrorAnnotation]; ok {
+		out.Annotations = map[string]string{kubewatch.MirrorAnnotation: v}
 	}
 	for _, c := range p.Spec.Containers {
 		if len(c.Ports) > 0 {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/eniwire/eniwire/controller/kubewatch"
 	"github.com/eniwire/eniwire/netpol"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestASlimPodCompilesAsTheFullOne(t *testing.T) {
 	full := func(name, nodeName, ip string, app string) *corev1.Pod {
 		p := pod("shop", name, nodeName, ip, map[string]string{"app": app})
-		p.Annotations = map[string]string{"big": "x", mirrorAnnotation: "h"}
+		p.Annotations = map[string]string{"big": "x", kubewatch.MirrorAnnotation: "h"}
 		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
 		p.Spec.Volumes = []corev1.Volume{{Name: "data"}}
 		p.Spec.Containers = []corev1.Container{

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/record"
 
+	"github.com/eniwire/eniwire/controller/kubewatch"
 	"github.com/eniwire/eniwire/datapath/dptypes"
 	"github.com/eniwire/eniwire/netpol"
 )
@@ -101,7 +102,7 @@ func New(cfg Config) (*Watcher, error) {
 // the maps keep what an earlier agent wrote.
 func (w *Watcher) Run(ctx context.Context) error {
 	if w.recorder == nil {
-		w.recorder = newRecorder(ctx, w.cfg.Client, w.cfg.NodeName)
+		w.recorder = kubewatch.NewRecorder(ctx, w.cfg.Client, w.cfg.NodeName)
 	}
 	w.mu.Lock()
 	w.ctx = ctx
@@ -229,22 +230,6 @@ func (w *Watcher) feed(event func(*netpol.Compiler) []netip.Addr) {
 	w.apply(event(w.compiler))
 }
 
-// keyOf is a deleted object's namespace and name, also when the informer missed the delete and hands a
-// tombstone.
-func keyOf(obj any) (podKey, bool) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	m, ok := obj.(interface {
-		GetNamespace() string
-		GetName() string
-	})
-	if !ok {
-		return podKey{}, false
-	}
-	return podKey{m.GetNamespace(), m.GetName()}, true
-}
-
 // notify wakes the gate's waits; mu held.
 func (w *Watcher) notify() {
 	close(w.seen)
@@ -278,4 +263,9 @@ func NewClient(kubeconfig string) (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("building the Kubernetes API client: %w", err)
 	}
 	return client, nil
+}
+
+func keyOf(obj any) (podKey, bool) {
+	namespace, name, ok := kubewatch.Key(obj)
+	return podKey{namespace, name}, ok
 }
