@@ -68,6 +68,11 @@ func (s *suite) podSecurityGroups(t *testing.T) string {
 	if err := s.c.WaitNodesReady(ctx, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	// The cases before may leave the node's ENI slots full of emptied ENIs, which go after the release
+	// delay (60 s): the set's ENI needs one.
+	if err := waitFreeSlot(ctx, s.c, n, 3*time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
 	mustCreate(t, "db-client", s.c.Client.AppsV1().Deployments(ns).Create, deployment("db-client", n.Name, 2))
 	mustCreate(t, "other", s.c.Client.CoreV1().Pods(ns).Create, pod("other", n.Name, 0))
@@ -198,6 +203,30 @@ func eniHolding(c *cluster.Cluster, n *cluster.Node, addr string) *ec2sim.ENISta
 		}
 	}
 	return nil
+}
+
+// waitFreeSlot waits until EC2 shows fewer ENIs attached to n than its type takes.
+func waitFreeSlot(ctx context.Context, c *cluster.Cluster, n *cluster.Node, within time.Duration) error {
+	it, ok := ec2sim.LookupInstanceType(n.Instance.Type)
+	if !ok {
+		return fmt.Errorf("unknown instance type %s", n.Instance.Type)
+	}
+	attached := 0
+	for end := time.Now().Add(within); time.Now().Before(end); time.Sleep(2 * time.Second) {
+		attached = 0
+		for _, e := range c.Sim.Snapshot().ENIs {
+			if e.Attachment != nil && e.Attachment.InstanceID == n.Instance.ID {
+				attached++
+			}
+		}
+		if attached < it.MaxENIs {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("%s still holds %d ENIs, its type's limit, after %s: no slot for a set's ENI", short(n.Name), attached, within)
 }
 
 // eniHeld reports whether EC2 still shows the ENI attached to n.
