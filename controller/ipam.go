@@ -141,7 +141,9 @@ func (p *ipam) Assign(ctx context.Context, req api.AssignRequest) (*api.Assignme
 		e        *journal.ENI
 	)
 	if inSet {
-		now, view, ip, e, err = p.waitForSetIP(ctx, t, set)
+		if now, view, ip, e, err = p.waitForSetIP(ctx, t, set); err != nil && errors.Is(err, ErrNoIP) {
+			p.podGroups.Refused(req.Pod.Namespace, req.Pod.Name, req.Pod.UID, err.Error())
+		}
 	} else {
 		now, view, ip, ipv6, e, err = p.waitForIP(ctx, t)
 	}

@@ -33,6 +33,7 @@ type podSets struct {
 
 	mu      sync.Mutex
 	started map[string][]string
+	refused map[string]string
 }
 
 func (s *podSets) SecurityGroupsOf(_ context.Context, namespace, name, _ string) (groups, policies []string, err error) {
@@ -57,6 +58,21 @@ func (s *podSets) Stopped(namespace, name, _ string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.started, namespace+"/"+name)
+}
+
+func (s *podSets) Refused(namespace, name, _, why string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refused == nil {
+		s.refused = map[string]string{}
+	}
+	s.refused[namespace+"/"+name] = why
+}
+
+func (s *podSets) refusal(pod string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused["default/"+pod]
 }
 
 func (s *podSets) startedWith(pod string) ([]string, bool) {
@@ -225,6 +241,9 @@ func TestASetWithNoSlotFailsItsADDAndNoOtherPod(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("cache-1's error %q does not say %q", err, want)
 		}
+	}
+	if got := sets.refusal("cache-1"); got != err.Error() {
+		t.Errorf("the watch was told %q of cache-1, want the ADD's error %q (an Event on the pod)", got, err)
 	}
 	assignPodRetrying(t, r.node, "db-2")
 	assignPodRetrying(t, r.node, "web-1")

@@ -16,11 +16,13 @@ import (
 // ENABLE_POD_ENI; the agent wires controller/podsg): the union of the groups of the SecurityGroupPolicies
 // that select it, and their names. No groups: the pod takes the default pool. An error fails the ADD (the
 // runtime retries it). Started and Stopped tell it which set a running pod was given (at ADD, and for every
-// pod the books hold after a restart), so that a policy changed under running pods can be reported.
+// pod the books hold after a restart), so that a policy changed under running pods can be reported;
+// Refused, why the node could give a pod of a set no address (an Event on the pod).
 type PodSecurityGroups interface {
 	SecurityGroupsOf(ctx context.Context, namespace, name, uid string) (groups, policies []string, err error)
 	Started(namespace, name, uid string, groups []string)
 	Stopped(namespace, name, uid string)
+	Refused(namespace, name, uid, why string)
 }
 
 // ErrPodSecurityGroupsIPv6: security groups for pods take IPv4 addresses of their set's ENIs; in IPv6 and

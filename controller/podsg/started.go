@@ -32,6 +32,7 @@ func (w *Watcher) Started(namespace, name, uid string, groups []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.refused, k)
+	delete(w.unavailable, k)
 	w.started[k] = &startedPod{uid: types.UID(uid), groups: slices.Compact(slices.Sorted(slices.Values(groups)))}
 	w.recheck(func(s podKey, _ *startedPod) bool { return s == k })
 }
@@ -45,6 +46,7 @@ func (w *Watcher) Stopped(namespace, name, uid string) {
 		delete(w.started, k)
 	}
 	delete(w.refused, k)
+	delete(w.unavailable, k)
 }
 
 // recheck compares, for each started pod that which says, the groups it runs with to what the policies

@@ -67,6 +67,9 @@ type Watcher struct {
 	// answered ErrTooManyGroups, until the pod starts or goes (report.go).
 	started map[podKey]*startedPod
 	refused map[podKey]string
+	// unavailable are the pods whose set the node could not give an address, and why, as last reported
+	// (refused.go); until the pod starts or goes.
+	unavailable map[podKey]string
 	// synced: the first lists are in. crdAbsent: the last list of SecurityGroupPolicies found no such
 	// resource. watchErr is the last list or watch error, nil once one succeeds. seen is closed and replaced
 	// at every event, for the ADDs' waits.
@@ -99,7 +102,8 @@ func New(cfg Config) (*Watcher, error) {
 	w := &Watcher{
 		cfg: cfg, log: cfg.Logger.With("component", "securitygroups"), recorder: cfg.Recorder,
 		policies: map[string]map[string]*policy{}, started: map[podKey]*startedPod{}, refused: map[podKey]string{},
-		seen: make(chan struct{}),
+		unavailable: map[podKey]string{},
+		seen:        make(chan struct{}),
 	}
 	thisNode := fields.OneTermEqualSelector("spec.nodeName", cfg.NodeName).String()
 	w.nodePods = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithTransform(slim),
@@ -199,6 +203,7 @@ func (w *Watcher) onPodGone(obj any) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.refused, k)
+	delete(w.unavailable, k)
 	w.notify()
 }
 
