@@ -22,14 +22,16 @@ const (
 	sgTries = 3
 )
 
-// podSecurityGroups makes two groups as an operator would, tagged for the cluster: db-clients, which
-// admits tcp/8080 from its own members only, and db, the VPC host's (the database), which admits tcp/5432
-// from db-clients only. A SecurityGroupPolicy, written as users write it, gives the pods labelled
-// app=db-client the group db-clients, and ENABLE_POD_ENI turns on (strict mode, the default). On node 1, the
+// podSecurityGroups makes three groups as an operator would, tagged for the cluster: db-clients, which
+// admits tcp/8080 from its own members and from web-tier only, web-tier, and db, the VPC host's (the
+// database), which admits tcp/5432 from db-clients only. Two SecurityGroupPolicies, written as users write
+// them, give the pods labelled app=db-client the group db-clients and those labelled app=web web-tier, and
+// ENABLE_POD_ENI turns on (strict mode, the default). On node 1, the
 // two db-client pods come up Ready (kubelet's probes answer in strict mode) on one ENI whose groups in EC2
 // are exactly [db-clients], created for them; a pod of the default pool does not. The database answers
 // each db-client pod as itself and refuses the other pod (its drops counted by the VPC). On the same node,
-// strict mode sends pod-to-pod packets through the VPC: one db-client pod reaches the other, the default
+// strict mode sends pod-to-pod packets through the VPC: one db-client pod reaches the other, the web-tier
+// pod (another set, on an ENI of its own) reaches it too, the default
 // pod's packets to it are dropped by db-clients' rules. In standard mode the default pod reaches it
 // directly, and the database still refuses it. Once the pods are gone the set's ENI goes back.
 func (s *suite) podSecurityGroups(t *testing.T) string {
@@ -41,8 +43,10 @@ func (s *suite) podSecurityGroups(t *testing.T) string {
 	tagged := map[string]string{"kubernetes.io/cluster/" + s.c.Name: "owned"}
 	clients := addGroup(t, s.c, ec2sim.SecurityGroupSpec{VPCID: n.Instance.VPCID, Name: "db-clients", Tags: tagged,
 		Rules: &ec2sim.SecurityGroupRules{Egress: ec2sim.AllTraffic()}})
+	web := addGroup(t, s.c, ec2sim.SecurityGroupSpec{VPCID: n.Instance.VPCID, Name: "web-tier", Tags: tagged,
+		Rules: &ec2sim.SecurityGroupRules{Egress: ec2sim.AllTraffic(), Ingress: ec2sim.AllTraffic()}})
 	if err := s.c.Sim.SetSecurityGroupRules(clients, ec2sim.SecurityGroupRules{Egress: ec2sim.AllTraffic(), Ingress: []ec2sim.Permission{
-		{Protocol: ec2sim.ProtocolTCP, FromPort: 8080, ToPort: 8080, Groups: []string{clients}}}}); err != nil {
+		{Protocol: ec2sim.ProtocolTCP, FromPort: 8080, ToPort: 8080, Groups: []string{clients, web}}}}); err != nil {
 		t.Fatal(err)
 	}
 	db := addGroup(t, s.c, ec2sim.SecurityGroupSpec{VPCID: n.Instance.VPCID, Name: "db", Rules: &ec2sim.SecurityGroupRules{
@@ -59,10 +63,11 @@ func (s *suite) podSecurityGroups(t *testing.T) string {
 	}
 
 	applySecurityGroupPolicy(t, s.c, "db-access", "db-client", clients)
+	applySecurityGroupPolicy(t, s.c, "web-access", "web", web)
 	s.setAgentEnv(t, "ENABLE_POD_ENI=true")
 	t.Cleanup(func() {
 		s.deleteWorkloads(t)
-		_, _ = s.c.Kubectl(context.Background(), "delete", "securitygrouppolicy", "-n", ns, "db-access", "--ignore-not-found")
+		_, _ = s.c.Kubectl(context.Background(), "delete", "securitygrouppolicy", "-n", ns, "db-access", "web-access", "--ignore-not-found")
 		s.setAgentEnv(t, "ENABLE_POD_ENI=false", "POD_SECURITY_GROUP_ENFORCING_MODE=strict")
 	})
 	if err := s.c.WaitNodesReady(ctx, 2*time.Minute); err != nil {
@@ -70,12 +75,13 @@ func (s *suite) podSecurityGroups(t *testing.T) string {
 	}
 	// The cases before may leave the node's ENI slots full of emptied ENIs, which go after the release
 	// delay (60 s): the set's ENI needs one.
-	if err := waitFreeSlot(ctx, s.c, n, 3*time.Minute); err != nil {
+	if err := waitFreeSlots(ctx, s.c, n, 2, 3*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	mustCreate(t, "db-client", s.c.Client.AppsV1().Deployments(ns).Create, deployment("db-client", n.Name, 2))
 	mustCreate(t, "other", s.c.Client.CoreV1().Pods(ns).Create, pod("other", n.Name, 0))
+	mustCreate(t, "web", s.c.Client.CoreV1().Pods(ns).Create, pod("web", n.Name, 0))
 	members, err := waitPodsReady(ctx, s.c, ns, "app=db-client", 2, 3*time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +91,11 @@ func (s *suite) podSecurityGroups(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	member, peer, other := members[0].Status.PodIP, members[1].Status.PodIP, others[0].Status.PodIP
+	webs, err := waitPodsReady(ctx, s.c, ns, "app=web", 1, 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	member, peer, other, webIP := members[0].Status.PodIP, members[1].Status.PodIP, others[0].Status.PodIP, webs[0].Status.PodIP
 
 	setENI := eniHolding(s.c, n, member)
 	if setENI == nil || !slices.Equal(sortedGroups(setENI), []string{clients}) {
@@ -93,6 +103,10 @@ func (s *suite) podSecurityGroups(t *testing.T) string {
 	}
 	if e := eniHolding(s.c, n, peer); e == nil || e.ID != setENI.ID {
 		t.Errorf("the second db-client pod %s is on ENI %+v, want the set's %s", peer, e, setENI.ID)
+	}
+	webENI := eniHolding(s.c, n, webIP)
+	if webENI == nil || !slices.Equal(sortedGroups(webENI), []string{web}) {
+		t.Fatalf("web pod %s is on ENI %+v, want one whose groups are exactly [%s]", webIP, webENI, web)
 	}
 	if e := eniHolding(s.c, n, other); e == nil || slices.Contains(e.Groups, clients) {
 		t.Errorf("the default pod %s is on ENI %+v, which carries db-clients", other, e)
@@ -116,6 +130,10 @@ func (s *suite) podSecurityGroups(t *testing.T) string {
 	if ok, r := seen(peer, member, 8080); ok != sgTries {
 		t.Errorf("db-client %s to db-client %s on the same node: %d/%d answered (errors %v), want every dial (db-clients admits its members)",
 			peer, member, ok, sgTries, first(r.Errors, 2))
+	}
+	if ok, r := seen(webIP, member, 8080); ok != sgTries {
+		t.Errorf("web-tier pod %s to db-client %s on the same node: %d/%d answered (errors %v), want every dial (db-clients admits web-tier)",
+			webIP, member, ok, sgTries, first(r.Errors, 2))
 	}
 	eniDrops, _ := s.c.Fabric.SecurityGroupDrops(setENI.ID)
 	if ok, _ := seen(other, member, 8080); ok != 0 {
@@ -145,16 +163,17 @@ func (s *suite) podSecurityGroups(t *testing.T) string {
 
 	s.deleteWorkloads(t)
 	released := time.Now()
-	for eniHeld(s.c, n, setENI.ID) {
+	for eniHeld(s.c, n, setENI.ID) || eniHeld(s.c, n, webENI.ID) {
 		if time.Since(released) > 4*time.Minute {
-			t.Fatalf("the set's ENI %s is still attached to %s 4 minutes after its pods went", setENI.ID, short(n.Name))
+			t.Fatalf("the sets' ENIs %s and %s: one is still attached to %s 4 minutes after their pods went", setENI.ID, webENI.ID, short(n.Name))
 		}
 		time.Sleep(2 * time.Second)
 	}
-	return fmt.Sprintf("%s: 2 pods of set [db-clients] Running in %.0fs on %s; database %d/%d for them, 0/%d for a default pod; "+
-		"strict, same node via the VPC: member %d/%d, default pod 0/%d; standard: default pod %d/%d directly; the set's ENI "+
-		"released %.0fs after its pods", short(n.Name), took.Seconds(), setENI.ID, sgTries, sgTries, sgTries, sgTries, sgTries,
-		sgTries, direct, sgTries, time.Since(released).Seconds())
+	return fmt.Sprintf("%s: 2 pods of set [db-clients] and 1 of [web-tier] Running in %.0fs on %s and %s; database %d/%d for "+
+		"db-clients, 0/%d for a default pod; strict, same node via the VPC: db-clients %d/%d, web-tier %d/%d, default pod 0/%d; "+
+		"standard: default pod %d/%d directly; the sets' ENIs released %.0fs after their pods", short(n.Name), took.Seconds(),
+		setENI.ID, webENI.ID, sgTries, sgTries, sgTries, sgTries, sgTries, sgTries, sgTries, sgTries, direct, sgTries,
+		time.Since(released).Seconds())
 }
 
 // addGroup adds a security group to the simulated VPC and returns its id.
@@ -205,8 +224,8 @@ func eniHolding(c *cluster.Cluster, n *cluster.Node, addr string) *ec2sim.ENISta
 	return nil
 }
 
-// waitFreeSlot waits until EC2 shows fewer ENIs attached to n than its type takes.
-func waitFreeSlot(ctx context.Context, c *cluster.Cluster, n *cluster.Node, within time.Duration) error {
+// waitFreeSlots waits until EC2 shows at least free fewer ENIs attached to n than its type takes.
+func waitFreeSlots(ctx context.Context, c *cluster.Cluster, n *cluster.Node, free int, within time.Duration) error {
 	it, ok := ec2sim.LookupInstanceType(n.Instance.Type)
 	if !ok {
 		return fmt.Errorf("unknown instance type %s", n.Instance.Type)
@@ -219,14 +238,15 @@ func waitFreeSlot(ctx context.Context, c *cluster.Cluster, n *cluster.Node, with
 				attached++
 			}
 		}
-		if attached < it.MaxENIs {
+		if attached+free <= it.MaxENIs {
 			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 	}
-	return fmt.Errorf("%s still holds %d ENIs, its type's limit, after %s: no slot for a set's ENI", short(n.Name), attached, within)
+	return fmt.Errorf("%s still holds %d of its type's %d ENIs after %s: no %d slots for the sets' ENIs", short(n.Name), attached,
+		it.MaxENIs, within, free)
 }
 
 // eniHeld reports whether EC2 still shows the ENI attached to n.
