@@ -154,6 +154,9 @@ func (s *suite) podSecurityGroups(t *testing.T) string {
 	if direct != sgTries {
 		t.Errorf("standard mode: the default pod %s reached db-client %s on the same node %d/%d times, want every dial (the direct path)", other, member, direct, sgTries)
 	}
+	if _, err := waitPodsReady(ctx, s.c, ns, "app=db-client", 2, time.Minute); err != nil {
+		t.Errorf("standard mode: kubelet's probes of the db-client pods: %v", err)
+	}
 	if ok, _ := seen(member, vpc.IP.String(), dbPort); ok != sgTries {
 		t.Errorf("standard mode: db-client %s to the database: %d/%d answered, want every dial", member, ok, sgTries)
 	}
