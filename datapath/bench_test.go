@@ -17,18 +17,7 @@ import (
 func BenchmarkFromPod(b *testing.B) {
 	for _, pods := range []int{1, 100, 1000, 10000} {
 		b.Run(fmt.Sprintf("pods=%d", pods), func(b *testing.B) {
-			d := openTest(b, Config{VPCCIDRs: []netip.Prefix{prefix("10.0.0.0/8")}, NodeIPs: []netip.Addr{addr("10.0.0.10")}, SNAT: true})
-			// The entry alone (no attachment): BPF_PROG_TEST_RUN does not send the packet anywhere.
-			gw, _ := addrKey(addr("10.0.0.1"))
-			if err := d.objs.Enis.Put(uint32(loIfindex), bpf.EniwireEniValue{Gateway: gw, Family: 2}); err != nil {
-				b.Fatal(err)
-			}
-			base := netip.MustParseAddr("10.1.0.0").As4()
-			podAt := func(i int) netip.Addr {
-				a := base
-				a[2], a[3] = byte(i>>8), byte(i)
-				return netip.AddrFrom4(a)
-			}
+			d := openBenchNode(b)
 			// The sender (the last pod) sits behind the device the test run arrives on, loopback, so that
 			// from_pod's anti-spoofing check lets its packets through.
 			veth := func(i int) int {
@@ -78,12 +67,35 @@ func BenchmarkFromPod(b *testing.B) {
 					b.ReportMetric(float64(perPkt.Nanoseconds()), "ns/pkt")
 				})
 			}
-			// A benchmark of the drop path would flatter the figures.
-			for _, v := range []Verdict{VerdictFromPodSpoof, VerdictRedirectFailed} {
-				if c, err := d.Counter(v); err != nil || c.Packets != 0 {
-					b.Fatalf("%s = %d packets (err %v), want 0: the benchmark measured drops", v, c.Packets, err)
-				}
-			}
+			noFromPodDrops(b, d)
 		})
+	}
+}
+
+// openBenchNode opens the datapath of a node of VPC 10.0.0.0/8 with SNAT on, whose ENI (for from_pod's
+// benchmarks) is loopback: the entry alone, no attachment, as BPF_PROG_TEST_RUN sends the packet nowhere.
+func openBenchNode(b *testing.B) *Datapath {
+	d := openTest(b, Config{VPCCIDRs: []netip.Prefix{prefix("10.0.0.0/8")}, NodeIPs: []netip.Addr{addr("10.0.0.10")}, SNAT: true})
+	gw, _ := addrKey(addr("10.0.0.1"))
+	if err := d.objs.Enis.Put(uint32(loIfindex), bpf.EniwireEniValue{Gateway: gw, Family: 2}); err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
+// podAt is the address of the benchmarks' ith pod, in 10.1.0.0/16.
+func podAt(i int) netip.Addr {
+	a := netip.MustParseAddr("10.1.0.0").As4()
+	a[2], a[3] = byte(i>>8), byte(i)
+	return netip.AddrFrom4(a)
+}
+
+// noFromPodDrops fails the benchmark if from_pod dropped a packet: a benchmark of the drop path would
+// flatter the figures.
+func noFromPodDrops(b *testing.B, d *Datapath) {
+	for _, v := range []Verdict{VerdictFromPodSpoof, VerdictRedirectFailed} {
+		if c, err := d.Counter(v); err != nil || c.Packets != 0 {
+			b.Fatalf("%s = %d packets (err %v), want 0: the benchmark measured drops", v, c.Packets, err)
+		}
 	}
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 
-	"github.com/eniwire/eniwire/bpf"
 	"github.com/eniwire/eniwire/internal/progbench"
 )
 
@@ -17,17 +16,7 @@ import (
 // to the internet (the default pod's goes to the host to be SNATed, the VPC-only pod's out of its ENI).
 func BenchmarkFromPodVPCOnly(b *testing.B) {
 	const pods = 1000
-	d := openTest(b, Config{VPCCIDRs: []netip.Prefix{prefix("10.0.0.0/8")}, NodeIPs: []netip.Addr{addr("10.0.0.10")}, SNAT: true})
-	gw, _ := addrKey(addr("10.0.0.1"))
-	if err := d.objs.Enis.Put(uint32(loIfindex), bpf.EniwireEniValue{Gateway: gw, Family: 2}); err != nil {
-		b.Fatal(err)
-	}
-	base := netip.MustParseAddr("10.1.0.0").As4()
-	podAt := func(i int) netip.Addr {
-		a := base
-		a[2], a[3] = byte(i>>8), byte(i)
-		return netip.AddrFrom4(a)
-	}
+	d := openBenchNode(b)
 	// The two senders sit behind loopback, where the test run arrives; the peer (pod 0) behind a real veth.
 	dflt, strict := podAt(pods-1), podAt(pods-2)
 	for i := range pods {
@@ -77,9 +66,5 @@ func BenchmarkFromPodVPCOnly(b *testing.B) {
 			b.ReportMetric(float64(per[1])/float64(per[0]), "vpc-only/default")
 		})
 	}
-	for _, v := range []Verdict{VerdictFromPodSpoof, VerdictRedirectFailed} {
-		if c, err := d.Counter(v); err != nil || c.Packets != 0 {
-			b.Fatalf("%s = %d packets (err %v), want 0: the benchmark measured drops", v, c.Packets, err)
-		}
-	}
+	noFromPodDrops(b, d)
 }

@@ -100,6 +100,13 @@ func (e ENI) Clone() ENI {
 // holds yet.
 func (e *ENI) Usable() bool { return e.State == Attached || e.State == Ready }
 
+// Pending reports whether the ENI is planned or created, not attached yet: a slot taken, no address usable.
+func (e *ENI) Pending() bool { return e.State == Planned || e.State == Created }
+
+// PendingAddrs is how many addresses a pending ENI brings once attached: what its create asks for, or
+// what it holds if that is more.
+func (e *ENI) PendingAddrs() int { return max(e.WantIPs+e.WantPrefixes*PrefixAddrs, len(e.Addrs())) }
+
 // IPOpKind says what an IPOp changes.
 type IPOpKind string
 

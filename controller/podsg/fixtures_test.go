@@ -1,14 +1,12 @@
 package podsg
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +21,8 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/eniwire/eniwire/internal/testenv"
 )
 
 const node = "ip-10-0-1-1.ec2.internal"
@@ -36,7 +36,7 @@ type running struct {
 	client *fake.Clientset
 	dyn    *dynamicfake.FakeDynamicClient
 	events *events
-	logs   *syncBuffer
+	logs   *testenv.LogBuffer
 }
 
 // setup is what a test changes of the defaults: the config, the SecurityGroupPolicies' list reactor (to
@@ -68,7 +68,7 @@ func start(t *testing.T, s setup, objs ...runtime.Object) *running {
 	countWatches(&client.Fake, client.Tracker(), &watches)
 	countWatches(&dyn.Fake, dyn.Tracker(), &watches)
 
-	r := &running{client: client, dyn: dyn, events: newEvents(), logs: &syncBuffer{}}
+	r := &running{client: client, dyn: dyn, events: newEvents(), logs: &testenv.LogBuffer{}}
 	cfg := Config{NodeName: node, Client: client, Dynamic: dyn, PodWait: patience, Recorder: r.events,
 		Logger: slog.New(slog.NewTextHandler(r.logs, nil))}
 	if s.cfg != nil {
@@ -292,24 +292,6 @@ func (e *events) none(t *testing.T) {
 		t.Errorf("unexpected Event %s", ev)
 	default:
 	}
-}
-
-// syncBuffer is the Watcher's log, which its goroutines write while a test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func contains(t *testing.T, what, s string, parts ...string) {

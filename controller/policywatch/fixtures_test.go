@@ -1,7 +1,6 @@
 package policywatch
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/eniwire/eniwire/datapath/dptypes"
+	"github.com/eniwire/eniwire/internal/testenv"
 )
 
 const node = "node-a"
@@ -115,25 +115,7 @@ type started struct {
 	driver *fakeDriver
 	events *record.FakeRecorder
 	reg    *prometheus.Registry
-	logs   *syncBuffer
-}
-
-// syncBuffer is the Watcher's log, which its goroutines write while a test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	logs   *testenv.LogBuffer
 }
 
 func start(t *testing.T, driver *fakeDriver, objs ...runtime.Object) *started {
@@ -141,7 +123,7 @@ func start(t *testing.T, driver *fakeDriver, objs ...runtime.Object) *started {
 	client := fake.NewClientset(objs...)
 	events := record.NewFakeRecorder(100)
 	reg := prometheus.NewRegistry()
-	logs := &syncBuffer{}
+	logs := &testenv.LogBuffer{}
 	w, err := New(Config{NodeName: node, Client: client, Driver: driver, Recorder: events, Registerer: reg, PodWait: 5 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {

@@ -166,11 +166,11 @@ func (v *View) Counts() Counts {
 	for i := range v.st.ENIs {
 		e := &v.st.ENIs[i]
 		switch {
-		case (e.State == journal.Planned || e.State == journal.Created) && e.GroupSet != "":
+		case e.Pending() && e.GroupSet != "":
 			c.PendingENIs++ // a slot, but none of its addresses is the default pool's
-		case e.State == journal.Planned || e.State == journal.Created:
+		case e.Pending():
 			c.PendingENIs++
-			c.PendingIPs += max(e.WantIPs+e.WantPrefixes*journal.PrefixAddrs, len(e.Addrs()))
+			c.PendingIPs += e.PendingAddrs()
 		case e.Usable() && e.GroupSet != "":
 			c.ENIs = append(c.ENIs, v.setENICount(e))
 		case e.Usable():

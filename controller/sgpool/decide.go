@@ -155,8 +155,8 @@ func inUse(v *pool.View, e *journal.ENI) bool {
 func inFlight(st *journal.State, set string) int {
 	n := 0
 	for _, e := range setENIs(st, set) {
-		if e.State == journal.Planned || e.State == journal.Created {
-			n += max(e.WantIPs+e.WantPrefixes*journal.PrefixAddrs, len(e.Addrs()))
+		if e.Pending() {
+			n += e.PendingAddrs()
 		}
 	}
 	for _, op := range st.IPOps {
@@ -170,7 +170,7 @@ func inFlight(st *journal.State, set string) int {
 // pendingENI reports whether an ENI of the set is planned or created, not attached yet.
 func pendingENI(st *journal.State, set string) bool {
 	for _, e := range setENIs(st, set) {
-		if e.State == journal.Planned || e.State == journal.Created {
+		if e.Pending() {
 			return true
 		}
 	}
