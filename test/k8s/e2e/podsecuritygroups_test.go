@@ -20,6 +20,8 @@ const podSecurityGroupsCase = "12. security groups for pods: a SecurityGroupPoli
 const (
 	dbPort  = 5432
 	sgTries = 3
+	// sgCooldown is the case's IP_COOLDOWN_PERIOD and ENIWIRE_RELEASE_DELAY.
+	sgCooldown = "10s"
 )
 
 // podSecurityGroups makes three groups as an operator would, tagged for the cluster: db-clients, which
@@ -33,7 +35,9 @@ const (
 // strict mode sends pod-to-pod packets through the VPC: one db-client pod reaches the other, the web-tier
 // pod (another set, on an ENI of its own) reaches it too, the default
 // pod's packets to it are dropped by db-clients' rules. In standard mode the default pod reaches it
-// directly, and the database still refuses it. Once the pods are gone the set's ENI goes back.
+// directly, and with external SNAT (the other SNAT mode) the database still answers the db-client pod as
+// itself and refuses the other. Once the pods are gone the sets' ENIs go back (the case runs with a 10 s
+// cooldown and release delay, so that it waits seconds for them, not minutes).
 func (s *suite) podSecurityGroups(t *testing.T) string {
 	ctx := context.Background()
 	n := s.node1
@@ -64,17 +68,20 @@ func (s *suite) podSecurityGroups(t *testing.T) string {
 
 	applySecurityGroupPolicy(t, s.c, "db-access", "db-client", clients)
 	applySecurityGroupPolicy(t, s.c, "web-access", "web", web)
-	s.setAgentEnv(t, "ENABLE_POD_ENI=true")
+	// A short cooldown and release delay for this case alone: the ENIs the cases before emptied, and the
+	// sets' own at the end, go back in seconds instead of three minutes (cooldown 120 s, delay 60 s).
+	s.setAgentEnv(t, "ENABLE_POD_ENI=true", "IP_COOLDOWN_PERIOD="+sgCooldown, "ENIWIRE_RELEASE_DELAY="+sgCooldown)
 	t.Cleanup(func() {
 		s.deleteWorkloads(t)
 		_, _ = s.c.Kubectl(context.Background(), "delete", "securitygrouppolicy", "-n", ns, "db-access", "web-access", "--ignore-not-found")
-		s.setAgentEnv(t, "ENABLE_POD_ENI=false", "POD_SECURITY_GROUP_ENFORCING_MODE=strict")
+		s.setAgentEnv(t, "ENABLE_POD_ENI=false", "POD_SECURITY_GROUP_ENFORCING_MODE=strict", "IP_COOLDOWN_PERIOD=120s",
+			"ENIWIRE_RELEASE_DELAY=60s", "AWS_VPC_K8S_CNI_EXTERNALSNAT=false", "ENIWIRE_SERVICE_CIDRS=")
 	})
 	if err := s.c.WaitNodesReady(ctx, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	// The cases before may leave the node's ENI slots full of emptied ENIs, which go after the release
-	// delay (60 s): the set's ENI needs one.
+	// The cases before may leave the node's ENI slots full of emptied ENIs, which go after the cooldown
+	// and the release delay: the set's ENI needs one.
 	if err := waitFreeSlots(ctx, s.c, n, 2, 3*time.Minute); err != nil {
 		t.Fatal(err)
 	}
@@ -143,10 +150,11 @@ func (s *suite) podSecurityGroups(t *testing.T) string {
 		t.Errorf("the set's ENI %s dropped %d packets before the default pod's dials and %d after: they did not take the VPC's way", setENI.ID, eniDrops, after)
 	}
 
-	// Standard mode: same-node traffic takes the direct path, which the groups do not see; the database
-	// still judges what leaves by the set's ENI. The running pods' entries follow the mode the agent starts
-	// with.
-	s.setAgentEnv(t, "POD_SECURITY_GROUP_ENFORCING_MODE=standard")
+	// Standard mode, and external SNAT (the other SNAT mode, in the same rollout): same-node traffic takes
+	// the direct path, which the groups do not see; the database still judges what leaves by the set's ENI,
+	// and admits the set's pod alone. The running pods' entries follow the mode the agent starts with.
+	s.setAgentEnv(t, "POD_SECURITY_GROUP_ENFORCING_MODE=standard", "AWS_VPC_K8S_CNI_EXTERNALSNAT=true",
+		"ENIWIRE_SERVICE_CIDRS="+cluster.ServiceCIDR)
 	direct := 0
 	for end := time.Now().Add(time.Minute); time.Now().Before(end) && direct != sgTries; time.Sleep(2 * time.Second) {
 		direct, _ = seen(other, member, 8080)
@@ -157,11 +165,12 @@ func (s *suite) podSecurityGroups(t *testing.T) string {
 	if _, err := waitPodsReady(ctx, s.c, ns, "app=db-client", 2, time.Minute); err != nil {
 		t.Errorf("standard mode: kubelet's probes of the db-client pods: %v", err)
 	}
-	if ok, _ := seen(member, vpc.IP.String(), dbPort); ok != sgTries {
-		t.Errorf("standard mode: db-client %s to the database: %d/%d answered, want every dial", member, ok, sgTries)
+	if ok, r := seen(member, vpc.IP.String(), dbPort); ok != sgTries || !slices.Equal(slices.Compact(r.Responses), []string{member}) {
+		t.Errorf("standard mode, external SNAT: db-client %s to the database: %d/%d answered, seen as %v (errors %v), want every dial, as itself",
+			member, ok, sgTries, r.Responses, first(r.Errors, 2))
 	}
 	if ok, _ := seen(other, vpc.IP.String(), dbPort); ok != 0 {
-		t.Errorf("standard mode: the default pod %s reached the database %d/%d times, want refused", other, ok, sgTries)
+		t.Errorf("standard mode, external SNAT: the default pod %s reached the database %d/%d times, want refused", other, ok, sgTries)
 	}
 
 	s.deleteWorkloads(t)
@@ -174,9 +183,10 @@ func (s *suite) podSecurityGroups(t *testing.T) string {
 	}
 	return fmt.Sprintf("%s: 2 pods of set [db-clients] and 1 of [web-tier] Running in %.0fs on %s and %s; database %d/%d for "+
 		"db-clients, 0/%d for a default pod; strict, same node via the VPC: db-clients %d/%d, web-tier %d/%d, default pod 0/%d; "+
-		"standard: default pod %d/%d directly; the sets' ENIs released %.0fs after their pods", short(n.Name), took.Seconds(),
+		"standard with external SNAT: default pod %d/%d directly, database db-clients %d/%d, default pod 0/%d; "+
+		"the sets' ENIs released %.0fs after their pods (cooldown and delay %s)", short(n.Name), took.Seconds(),
 		setENI.ID, webENI.ID, sgTries, sgTries, sgTries, sgTries, sgTries, sgTries, sgTries, sgTries, direct, sgTries,
-		time.Since(released).Seconds())
+		sgTries, sgTries, sgTries, time.Since(released).Seconds(), sgCooldown)
 }
 
 // addGroup adds a security group to the simulated VPC and returns its id.
