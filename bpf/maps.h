@@ -216,8 +216,9 @@ struct policy_peer_value {
 	__u32 port_set; /* 0: no port (the hole an ipBlock's except leaves) */
 };
 
-/* policy_ports: {policy id, port set, protocol, port} -> present (LPM trie). prefixlen 64 matches any
- * protocol and port (a rule without ports); 80 + n one protocol's ports sharing their first n bits. */
+/* policy_ports: {policy id, port set, protocol, port} -> verdict (LPM trie). prefixlen 64 matches any
+ * protocol and port (a rule without ports); 80 + n one protocol's ports sharing their first n bits. The
+ * longest match decides: a denied range carves its ports out of a wider allowed one (ClusterNetworkPolicy). */
 struct policy_port_key {
 	__u32 prefixlen;
 	__u32 policy_id;
@@ -228,7 +229,7 @@ struct policy_port_key {
 };
 
 struct policy_port_value {
-	__u32 allowed; /* 1; the entry's presence is what counts */
+	__u32 allowed; /* 1 allowed, 0 denied; no entry: denied */
 };
 
 #define POLICY_PEER_KEY_BITS (64 + 128)

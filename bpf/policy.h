@@ -43,7 +43,8 @@ static __always_inline int side_allows(__u32 flags, enum policy_direction dir, c
 	kk.port_set = pv->port_set;
 	kk.protocol = protocol;
 	kk.port = port;
-	return bpf_map_lookup_elem(&policy_ports, &kk) != NULL;
+	struct policy_port_value *allowed = bpf_map_lookup_elem(&policy_ports, &kk);
+	return allowed && allowed->allowed;
 }
 
 /* policy_generation_now is the policy generation (maps.h): read before the pods' flags, so a flow judged on

@@ -70,6 +70,7 @@ type compiledPolicy struct {
 	isolation uint32
 	sides     [2]compiledPeerSet // by direction
 	ports     []bpf.EniwirePolicyPortKey
+	allowed   []uint32 // ports[i]'s verdict: 1 allowed, 0 denied (a Deny range)
 	content   string
 }
 
@@ -119,14 +120,18 @@ func compilePolicy(p dptypes.PodPolicy) (compiledPolicy, error) {
 				slices.SortFunc(ranges, comparePortRange)
 				name = name[:0]
 				for _, r := range ranges {
-					name = fmt.Appendf(name, "%d:%d-%d,", r.Protocol, r.First, r.Last)
+					name = fmt.Appendf(name, "%d:%d-%d:%t,", r.Protocol, r.First, r.Last, r.Deny)
 				}
 				var ok bool
 				if set, ok = setOf[string(name)]; !ok {
 					set = d.first + uint32(len(setOf))
 					setOf[string(name)] = set
 					for _, r := range ranges {
-						c.ports = append(c.ports, portKeys(set, r)...)
+						keys := portKeys(set, r)
+						c.ports = append(c.ports, keys...)
+						for range keys {
+							c.allowed = append(c.allowed, verdictOf(r))
+						}
 					}
 				}
 			}
@@ -141,8 +146,8 @@ func compilePolicy(p dptypes.PodPolicy) (compiledPolicy, error) {
 		content = append(content, '|')
 		content = append(content, side.content...)
 	}
-	for _, k := range c.ports {
-		for _, v := range []uint64{uint64(k.PortSet), uint64(k.Protocol), uint64(k.Prefixlen), uint64(k.Port)} {
+	for i, k := range c.ports {
+		for _, v := range []uint64{uint64(k.PortSet), uint64(k.Protocol), uint64(k.Prefixlen), uint64(k.Port), uint64(c.allowed[i])} {
 			content = append(content, ' ')
 			content = strconv.AppendUint(content, v, 10)
 		}
@@ -192,7 +197,18 @@ func comparePortRange(a, b dptypes.PortRange) int {
 	if a.First != b.First {
 		return int(a.First) - int(b.First)
 	}
-	return int(a.Last) - int(b.Last)
+	if a.Last != b.Last {
+		return int(a.Last) - int(b.Last)
+	}
+	return int(verdictOf(b)) - int(verdictOf(a))
+}
+
+// verdictOf is a range's policy_ports value: 1 allowed, 0 denied.
+func verdictOf(r dptypes.PortRange) uint32 {
+	if r.Deny {
+		return 0
+	}
+	return 1
 }
 
 // peerKey is a peer prefix's key, policy id 0. IPv4 prefixes are stored IPv4-mapped, as every address.
@@ -341,7 +357,7 @@ func (d *Datapath) writePolicy(id uint32, c compiledPolicy, e *policyEntries, fr
 	portValues := make([]bpf.EniwirePolicyPortValue, len(e.ports))
 	for i := range e.ports {
 		e.ports[i].PolicyId = id
-		portValues[i].Allowed = 1
+		portValues[i].Allowed = c.allowed[i]
 	}
 	if err := updateAll(d.objs.PolicyPorts, e.ports, portValues); err != nil {
 		return fmt.Errorf("writing port entries of policy %d: %w", id, err)

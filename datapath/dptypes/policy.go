@@ -28,7 +28,10 @@ type PodPolicy struct {
 func (p PodPolicy) Isolated() bool { return p.IngressIsolated || p.EgressIsolated }
 
 // PeerPorts is one prefix of peers and the ports a flow with them may use. Empty Ports allow nothing: the
-// hole an except leaves inside a shorter prefix.
+// hole an except leaves inside a shorter prefix. A flow takes the most specific of Ports that holds it: a
+// range of one protocol's ports before the protocol's every port, and that before AnyProtocol, so a Deny
+// range carves its ports out of a wider allowed one (ClusterNetworkPolicy's verdicts, package
+// netpol/tiers); NetworkPolicy alone never denies.
 type PeerPorts struct {
 	Peer  netip.Prefix
 	Ports []PortRange
@@ -43,6 +46,9 @@ type PortRange struct {
 	// First and Last bound the ports, both included; AllPorts (0, 65535) when the rule names a protocol
 	// only. Ignored for AnyProtocol.
 	First, Last uint16
+	// Deny says the range's flows are denied, not allowed: it takes effect inside a wider range that allows
+	// them. Overlapping ranges of one PeerPorts must nest.
+	Deny bool
 }
 
 // AnyProtocol is PortRange.Protocol for a rule without ports.
