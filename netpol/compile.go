@@ -17,7 +17,7 @@ import (
 func Compile(node string, policies []*networkingv1.NetworkPolicy, namespaces []*corev1.Namespace, pods []*corev1.Pod) map[netip.Addr]dptypes.PodPolicy {
 	src := scan{nsLabels: map[string]labels.Set{}}
 	for _, ns := range namespaces {
-		src.nsLabels[ns.Name] = namespaceLabels(ns.Name, ns.Labels)
+		src.nsLabels[ns.Name] = NamespaceLabels(ns.Name, ns.Labels)
 	}
 	for _, p := range pods {
 		src.pods = append(src.pods, newPod(p))
@@ -61,7 +61,7 @@ func (s scan) labelsOf(ns string) labels.Set {
 	if l, ok := s.nsLabels[ns]; ok {
 		return l
 	}
-	return namespaceLabels(ns, nil)
+	return NamespaceLabels(ns, nil)
 }
 
 func (s scan) members(pe *peer, f func(netip.Addr, *pod)) {
@@ -82,9 +82,9 @@ func (s scan) named(n portName, f func(*pod)) {
 	}
 }
 
-// namespaceLabels are the labels a namespace selector sees: the Namespace's, with the name label the API
+// NamespaceLabels are the labels a namespace selector sees: the Namespace's, with the name label the API
 // server sets on every Namespace (also for a namespace whose object the compiler has not seen yet).
-func namespaceLabels(name string, l map[string]string) labels.Set {
+func NamespaceLabels(name string, l map[string]string) labels.Set {
 	s := labels.Set(maps.Clone(l))
 	if s == nil {
 		s = labels.Set{}

@@ -132,7 +132,7 @@ func (c *Compiler) DeletePod(namespace, name string) []netip.Addr {
 func (c *Compiler) UpsertNamespace(ns *corev1.Namespace) []netip.Addr {
 	n := c.namespace(ns.Name)
 	n.known = true
-	return c.relabel(n, namespaceLabels(ns.Name, ns.Labels))
+	return c.relabel(n, NamespaceLabels(ns.Name, ns.Labels))
 }
 
 // DeleteNamespace removes a Namespace. Its pods and policies go with their own deletes; until then its
@@ -143,7 +143,7 @@ func (c *Compiler) DeleteNamespace(name string) []netip.Addr {
 		return nil
 	}
 	n.known = false
-	changed := c.relabel(n, namespaceLabels(name, nil))
+	changed := c.relabel(n, NamespaceLabels(name, nil))
 	c.dropIfUnused(n)
 	return changed
 }

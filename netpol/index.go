@@ -223,7 +223,7 @@ func (c *Compiler) namespace(name string) *namespace {
 	}
 	n := &namespace{
 		name:     name,
-		labels:   namespaceLabels(name, nil),
+		labels:   NamespaceLabels(name, nil),
 		pods:     map[*pod]struct{}{},
 		policies: map[*policy]struct{}{},
 		peers:    map[*peer]struct{}{},

@@ -51,12 +51,12 @@ func newPod(p *corev1.Pod) *pod {
 	}
 	terminated := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 	if !terminated {
-		v.addrs = podAddrs(p)
+		v.addrs = PodAddrs(p)
 	}
 	v.peer = len(v.addrs) > 0 && !p.Spec.HostNetwork
 	for _, c := range p.Spec.Containers {
 		for _, cp := range c.Ports {
-			proto, ok := protocolNumber(cp.Protocol)
+			proto, ok := ProtocolNumber(cp.Protocol)
 			if cp.Name == "" || !ok || cp.ContainerPort < 1 || cp.ContainerPort > 65535 {
 				continue
 			}
@@ -81,8 +81,8 @@ func compareNamedPorts(a, b namedPort) int {
 	return int(a.port) - int(b.port)
 }
 
-// podAddrs parses status.podIPs (or status.podIP when podIPs is empty), both families, unmapped.
-func podAddrs(p *corev1.Pod) []netip.Addr {
+// PodAddrs parses status.podIPs (or status.podIP when podIPs is empty), both families, unmapped.
+func PodAddrs(p *corev1.Pod) []netip.Addr {
 	ips := make([]string, 0, len(p.Status.PodIPs))
 	for _, ip := range p.Status.PodIPs {
 		ips = append(ips, ip.IP)

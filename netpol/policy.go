@@ -88,7 +88,7 @@ func (p *policy) parseRule(peers []networkingv1.NetworkPolicyPeer, ports []netwo
 	}
 	var numbered portSet
 	for _, pp := range ports {
-		proto, ok := protocolNumber(ptrOr(pp.Protocol, corev1.ProtocolTCP))
+		proto, ok := ProtocolNumber(ptrOr(pp.Protocol, corev1.ProtocolTCP))
 		if !ok {
 			continue // a protocol the datapath cannot tell: the entry allows nothing
 		}
@@ -203,7 +203,9 @@ func selector(ls *metav1.LabelSelector, invalid labels.Selector) labels.Selector
 	return s
 }
 
-func protocolNumber(p corev1.Protocol) (uint8, bool) {
+// ProtocolNumber is a container port's or NetworkPolicy port's protocol as an IP protocol number (TCP when
+// empty); false for one eniwire does not know.
+func ProtocolNumber(p corev1.Protocol) (uint8, bool) {
 	switch p {
 	case corev1.ProtocolTCP, "":
 		return 6, true

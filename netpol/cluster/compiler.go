@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/eniwire/eniwire/netpol"
 	"github.com/eniwire/eniwire/netpol/cnp"
 )
 
@@ -95,13 +96,13 @@ func (c *Compiler) DeletePod(namespace, name string) []netip.Addr {
 
 // UpsertNamespace adds or updates a Namespace.
 func (c *Compiler) UpsertNamespace(ns *corev1.Namespace) []netip.Addr {
-	return c.relabel(ns.Name, namespaceLabels(ns.Name, ns.Labels))
+	return c.relabel(ns.Name, netpol.NamespaceLabels(ns.Name, ns.Labels))
 }
 
 // DeleteNamespace removes a Namespace: its pods go with their own deletes, and until then its selectors
 // see the name label alone.
 func (c *Compiler) DeleteNamespace(name string) []netip.Addr {
-	changed := c.relabel(name, namespaceLabels(name, nil))
+	changed := c.relabel(name, netpol.NamespaceLabels(name, nil))
 	delete(c.namespaces, name)
 	return changed
 }
@@ -202,7 +203,7 @@ func (c *Compiler) namespaceLabels(name string) labels.Set {
 	if l, ok := c.namespaces[name]; ok {
 		return l
 	}
-	return namespaceLabels(name, nil)
+	return netpol.NamespaceLabels(name, nil)
 }
 
 // recompileAll compiles every pod of the node again: a policy, or the members of one of its peers,

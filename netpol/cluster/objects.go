@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/eniwire/eniwire/netpol"
 )
 
 // podKey names a pod: namespace and name.
@@ -31,24 +33,15 @@ type namedPort struct {
 	port  uint16
 }
 
-var protocolNumbers = map[corev1.Protocol]uint8{corev1.ProtocolTCP: 6, corev1.ProtocolUDP: 17, corev1.ProtocolSCTP: 132, "": 6}
-
 func newPod(p *corev1.Pod) *pod {
 	v := &pod{key: podKey{p.Namespace, p.Name}, labels: labels.Set(maps.Clone(p.Labels)), node: p.Spec.NodeName}
 	if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-		ips := make([]string, 0, len(p.Status.PodIPs)+1)
-		for _, ip := range p.Status.PodIPs {
-			ips = append(ips, ip.IP)
-		}
-		if len(ips) == 0 && p.Status.PodIP != "" {
-			ips = append(ips, p.Status.PodIP)
-		}
-		v.addrs = parseAddrs(ips)
+		v.addrs = netpol.PodAddrs(p)
 	}
 	v.peer = len(v.addrs) > 0 && !p.Spec.HostNetwork
 	for _, c := range p.Spec.Containers {
 		for _, cp := range c.Ports {
-			proto, ok := protocolNumbers[cp.Protocol]
+			proto, ok := netpol.ProtocolNumber(cp.Protocol)
 			if cp.Name != "" && ok && cp.ContainerPort >= 1 && cp.ContainerPort <= 65535 {
 				v.ports = append(v.ports, namedPort{cp.Name, proto, uint16(cp.ContainerPort)})
 			}
@@ -105,15 +98,4 @@ func parseAddrs(ips []string) []netip.Addr {
 	}
 	slices.SortFunc(addrs, netip.Addr.Compare)
 	return slices.Compact(addrs)
-}
-
-// namespaceLabels is a namespace's labels with the name label the API server sets on every namespace
-// (a namespace not seen yet has that one alone).
-func namespaceLabels(name string, l map[string]string) labels.Set {
-	s := labels.Set(maps.Clone(l))
-	if s == nil {
-		s = labels.Set{}
-	}
-	s[corev1.LabelMetadataName] = name
-	return s
 }
